@@ -1,0 +1,154 @@
+// A data loader over a dataset of the user's own sample structs: batches collated with
+// Boost.PFR, shuffled reproducibly (the same order on every machine and libtorch version).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../detail/error.hpp"
+#include "tensor_tree.hpp"
+
+namespace accel {
+
+// A dataset: a size and random access to samples. get(i) returns any aggregate of tensors.
+template <class D>
+concept Dataset = requires(const D& dataset, std::int64_t index) {
+  { dataset.size() } -> std::convertible_to<std::int64_t>;
+  dataset.get(index);
+};
+
+template <Dataset D>
+using sample_t = std::remove_cvref_t<decltype(std::declval<const D&>().get(std::int64_t{}))>;
+
+struct LoaderOptions {
+  std::int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;  // drop a last batch shorter than batch_size
+  std::uint64_t seed = 0;  // shuffling seed; the order of epoch e depends on (seed, e) only
+};
+
+namespace data {
+
+// splitmix64: a tiny generator with a fixed definition, so that shuffles are identical across
+// ranks, compilers and libtorch versions (std::shuffle's algorithm is implementation-defined).
+inline std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The sample order of one epoch: identity, or a Fisher-Yates shuffle seeded by (seed, epoch).
+inline std::vector<std::int64_t> epoch_order(std::int64_t size, bool shuffle, std::uint64_t seed,
+                                             std::int64_t epoch) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(size));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  if (shuffle) {
+    std::uint64_t state = seed ^ (0xa0761d6478bd642fULL * static_cast<std::uint64_t>(epoch + 1));
+    for (std::size_t i = order.size(); i > 1; --i) {
+      const auto j = static_cast<std::size_t>(splitmix64(state) % i);
+      std::swap(order[i - 1], order[j]);
+    }
+  }
+  return order;
+}
+
+}  // namespace data
+
+// Iterating a DataLoader runs one epoch; each new iteration starts the next epoch (and its
+// shuffle), like PyTorch's DataLoader with a seeded sampler whose epoch is set every time.
+template <Dataset D>
+class DataLoader {
+ public:
+  using dataset_type = D;
+  using batch_type = sample_t<D>;
+
+  DataLoader(D dataset, LoaderOptions options)
+      : dataset_(std::make_shared<const D>(std::move(dataset))), options_(options) {
+    if (options_.batch_size < 1)
+      detail::fail("LoaderOptions::batch_size is {}; it must be at least 1",
+                   options_.batch_size);
+  }
+
+  const D& dataset() const { return *dataset_; }
+  const LoaderOptions& options() const { return options_; }
+  std::int64_t num_samples() const { return static_cast<std::int64_t>(dataset_->size()); }
+
+  // Batches per epoch.
+  std::int64_t size() const {
+    const std::int64_t n = num_samples(), b = options_.batch_size;
+    return options_.drop_last ? n / b : (n + b - 1) / b;
+  }
+
+  // The epoch the next iteration runs; set it to resume or to replay an epoch.
+  std::int64_t epoch() const { return epoch_; }
+  void set_epoch(std::int64_t epoch) { epoch_ = epoch; }
+
+  // Sample indices of one epoch, in the order they are served.
+  std::vector<std::int64_t> order(std::int64_t epoch) const {
+    return data::epoch_order(num_samples(), options_.shuffle, options_.seed, epoch);
+  }
+
+  // Batch `index` of an epoch whose order is `order`.
+  batch_type batch(std::span<const std::int64_t> order, std::int64_t index) const {
+    const std::int64_t begin = index * options_.batch_size;
+    const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size,
+                                                    static_cast<std::int64_t>(order.size()));
+    std::vector<batch_type> samples;
+    samples.reserve(static_cast<std::size_t>(end - begin));
+    for (std::int64_t i = begin; i < end; ++i) samples.push_back(dataset_->get(order[i]));
+    return data::collate(std::span<const batch_type>(samples));
+  }
+
+  class iterator {
+   public:
+    using value_type = batch_type;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    const batch_type& operator*() const { return batch_; }
+    const batch_type* operator->() const { return &batch_; }
+    iterator& operator++() {
+      ++index_;
+      load();
+      return *this;
+    }
+    bool operator==(std::default_sentinel_t) const { return index_ >= count_; }
+    std::int64_t index() const { return index_; }
+    std::int64_t count() const { return count_; }
+
+   private:
+    friend class DataLoader;
+    iterator(const DataLoader* loader, std::int64_t epoch)
+        : loader_(loader), order_(loader->order(epoch)), count_(loader->size()) {
+      load();
+    }
+    void load() {
+      if (index_ < count_) batch_ = loader_->batch(order_, index_);
+    }
+
+    const DataLoader* loader_ = nullptr;
+    std::vector<std::int64_t> order_;
+    std::int64_t index_ = 0;
+    std::int64_t count_ = 0;
+    batch_type batch_{};
+  };
+
+  iterator begin() { return iterator(this, epoch_++); }
+  std::default_sentinel_t end() const { return {}; }
+
+ private:
+  std::shared_ptr<const D> dataset_;
+  LoaderOptions options_;
+  std::int64_t epoch_ = 0;
+};
+
+}  // namespace accel

@@ -1,0 +1,22 @@
+// Gradient accumulation: N micro-batches per optimizer step.
+#pragma once
+
+#include <string_view>
+
+#include "category.hpp"
+
+namespace accel {
+
+template <int N>
+struct GradAccum {
+  static_assert(N >= 1,
+                "accel: GradAccum<N> needs N >= 1 (N is the number of micro-batches per optimizer "
+                "step); for no accumulation write GradAccum<1>");
+  using category = policy::accumulation_tag;
+  static constexpr std::string_view name = "GradAccum";
+  static constexpr int steps = N;
+};
+
+using NoAccumulation = GradAccum<1>;
+
+}  // namespace accel

@@ -1,0 +1,88 @@
+// Parallelism policies: how parameters, gradients and optimizer state are spread over ranks.
+// Plain tag structs of constants; the behaviour lives in parallel::Strategy<Policy>.
+#pragma once
+
+#include <string_view>
+
+#include "category.hpp"
+
+namespace accel {
+
+// What is sharded at rest, in the ZeRO paper's terms (stage 1: optimizer state, 2: + gradients,
+// 3: + parameters). Every parallelism and sharding policy carries these three constants.
+struct FullShard {
+  using category = policy::sharding_tag;
+  static constexpr std::string_view name = "FullShard";
+  static constexpr bool shards_optimizer_state = true;
+  static constexpr bool shards_gradients = true;
+  static constexpr bool shards_parameters = true;
+  static constexpr bool hybrid = false;  // shard inside a node, replicate across nodes
+};
+
+struct ShardGradOp {
+  using category = policy::sharding_tag;
+  static constexpr std::string_view name = "ShardGradOp";
+  static constexpr bool shards_optimizer_state = true;
+  static constexpr bool shards_gradients = true;
+  static constexpr bool shards_parameters = false;
+  static constexpr bool hybrid = false;
+};
+
+struct NoShard {
+  using category = policy::sharding_tag;
+  static constexpr std::string_view name = "NoShard";
+  static constexpr bool shards_optimizer_state = false;
+  static constexpr bool shards_gradients = false;
+  static constexpr bool shards_parameters = false;
+  static constexpr bool hybrid = false;
+};
+
+struct HybridShard {
+  using category = policy::sharding_tag;
+  static constexpr std::string_view name = "HybridShard";
+  static constexpr bool shards_optimizer_state = true;
+  static constexpr bool shards_gradients = true;
+  static constexpr bool shards_parameters = true;
+  static constexpr bool hybrid = true;
+};
+
+// Replicated parameters, gradients all-reduced in buckets during backward.
+struct Ddp {
+  using category = policy::parallelism_tag;
+  static constexpr std::string_view name = "Ddp";
+  static constexpr bool shards_optimizer_state = false;
+  static constexpr bool shards_gradients = false;
+  static constexpr bool shards_parameters = false;
+  static constexpr bool hybrid = false;
+};
+
+// ZeRO stage 2: gradients reduce-scattered, optimizer state sharded, parameters replicated.
+struct Zero2 {
+  using category = policy::parallelism_tag;
+  static constexpr std::string_view name = "Zero2";
+  static constexpr bool shards_optimizer_state = true;
+  static constexpr bool shards_gradients = true;
+  static constexpr bool shards_parameters = false;
+  static constexpr bool hybrid = false;
+};
+
+// ZeRO stage 3: parameters sharded at rest too, gathered unit by unit around forward/backward.
+struct Zero3 {
+  using category = policy::parallelism_tag;
+  static constexpr std::string_view name = "Zero3";
+  static constexpr bool shards_optimizer_state = true;
+  static constexpr bool shards_gradients = true;
+  static constexpr bool shards_parameters = true;
+  static constexpr bool hybrid = false;
+};
+
+// PyTorch FSDP's semantics, with its sharding strategy as a parameter. The sharding argument is
+// checked where the policies meet (policy/rules.hpp), so that a wrong one reads as an accel: error.
+template <class Sharding = FullShard>
+struct Fsdp {
+  using category = policy::parallelism_tag;
+  using sharding = Sharding;
+  static constexpr std::string_view name = "Fsdp";
+};
+
+}  // namespace accel

@@ -1,0 +1,51 @@
+// Precision policies: the dtype forward runs in and how the loss is scaled. Master weights and
+// optimizer state stay fp32 under every policy.
+#pragma once
+
+#include <string_view>
+
+#include "category.hpp"
+
+namespace accel {
+
+namespace policy {
+// Torch-free names for the dtypes a policy computes in; precision/ maps them to torch dtypes.
+enum class ComputeType { float32, bfloat16, float16, float8 };
+}  // namespace policy
+
+struct Fp32 {
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "Fp32";
+  static constexpr policy::ComputeType compute = policy::ComputeType::float32;
+  static constexpr bool autocast = false;
+  static constexpr bool loss_scaling = false;
+};
+
+// bf16 has fp32's exponent range: no loss scaling needed.
+struct Bf16 {
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "Bf16";
+  static constexpr policy::ComputeType compute = policy::ComputeType::bfloat16;
+  static constexpr bool autocast = true;
+  static constexpr bool loss_scaling = false;
+};
+
+// fp16 underflows small gradients: dynamic loss scaling, steps skipped on inf/nan.
+struct Fp16 {
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "Fp16";
+  static constexpr policy::ComputeType compute = policy::ComputeType::float16;
+  static constexpr bool autocast = true;
+  static constexpr bool loss_scaling = true;
+};
+
+// e4m3 in forward, e5m2 in backward, with delayed (amax history) scaling.
+struct Fp8 {
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "Fp8";
+  static constexpr policy::ComputeType compute = policy::ComputeType::float8;
+  static constexpr bool autocast = true;
+  static constexpr bool loss_scaling = false;
+};
+
+}  // namespace accel

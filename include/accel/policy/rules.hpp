@@ -1,0 +1,106 @@
+// Composition rules: checked once, where the policies meet (Accelerator<Par, Prec, Acc>).
+// Each rule is a named static_assert whose message starts with `accel:`, says what is wrong and
+// shows the fix as code; docs/policies.md quotes every message. When a rule fails, `Checked`
+// substitutes a valid policy for the offending slot so that only our message is printed, not a
+// cascade of errors from code that assumed the rule held.
+#pragma once
+
+#include <type_traits>
+
+#include "accumulation.hpp"
+#include "concepts.hpp"
+#include "parallelism.hpp"
+#include "precision.hpp"
+
+namespace accel::policy {
+
+// The sharding flags of a parallelism policy: Fsdp<S> takes them from S.
+template <class Par>
+struct sharding_of {
+  using type = Par;
+};
+template <class S>
+struct sharding_of<Fsdp<S>> {
+  using type = S;
+};
+template <class Par>
+using sharding_of_t = typename sharding_of<Par>::type;
+
+template <class T>
+inline constexpr bool is_fsdp = false;
+template <class S>
+inline constexpr bool is_fsdp<Fsdp<S>> = true;
+
+// --- Rule: the first parameter is a parallelism policy -------------------------------------------
+template <class Par>
+consteval bool parallelism_slot_ok() {
+  static_assert(!Tagged<Par, precision_tag>,
+                "accel: Accelerator's first parameter is the parallelism policy, but a precision "
+                "policy was given there; put parallelism first: Accelerator<Ddp, Bf16>");
+  static_assert(!Tagged<Par, accumulation_tag>,
+                "accel: Accelerator's first parameter is the parallelism policy, but GradAccum was "
+                "given there; write Accelerator<Ddp, Fp32, GradAccum<4>>");
+  static_assert(!Tagged<Par, sharding_tag>,
+                "accel: a sharding strategy (FullShard, ShardGradOp, NoShard, HybridShard) is an "
+                "argument of Fsdp, not a parallelism policy; write Accelerator<Fsdp<FullShard>>");
+  static_assert(AnyPolicy<Par>,
+                "accel: Accelerator's first parameter is not an accel policy; use one of Ddp, "
+                "Zero2, Zero3, Fsdp<FullShard|ShardGradOp|NoShard|HybridShard>");
+  return ParallelismPolicy<Par>;
+}
+
+// --- Rule: Fsdp's argument is a sharding strategy ------------------------------------------------
+template <class Par>
+consteval bool fsdp_sharding_ok() {
+  if constexpr (is_fsdp<Par>) {
+    static_assert(ShardingPolicy<sharding_of_t<Par>>,
+                  "accel: Fsdp<S> takes a sharding strategy as S; use Fsdp<FullShard>, "
+                  "Fsdp<ShardGradOp>, Fsdp<NoShard> or Fsdp<HybridShard>");
+    return ShardingPolicy<sharding_of_t<Par>>;
+  } else {
+    return true;
+  }
+}
+
+// --- Rule: the second parameter is a precision policy --------------------------------------------
+template <class Prec>
+consteval bool precision_slot_ok() {
+  static_assert(!Tagged<Prec, parallelism_tag>,
+                "accel: Accelerator's second parameter is the precision policy, but a parallelism "
+                "policy was given there; write Accelerator<Ddp, Bf16>");
+  static_assert(!Tagged<Prec, accumulation_tag>,
+                "accel: Accelerator's second parameter is the precision policy, but GradAccum was "
+                "given there; write Accelerator<Ddp, Fp32, GradAccum<4>>");
+  static_assert(AnyPolicy<Prec>,
+                "accel: Accelerator's second parameter is not an accel policy; use one of Fp32, "
+                "Fp16, Bf16, Fp8");
+  return PrecisionPolicy<Prec>;
+}
+
+// --- Rule: the third parameter is an accumulation policy -----------------------------------------
+template <class Acc>
+consteval bool accumulation_slot_ok() {
+  static_assert(!Tagged<Acc, parallelism_tag> && !Tagged<Acc, precision_tag>,
+                "accel: Accelerator's third parameter is the accumulation policy; write "
+                "Accelerator<Ddp, Bf16, GradAccum<4>>");
+  static_assert(AnyPolicy<Acc>,
+                "accel: Accelerator's third parameter is not an accel policy; use GradAccum<N> "
+                "with N >= 1");
+  return AccumulationPolicy<Acc>;
+}
+
+// All rules for one composition. `parallelism`, `precision` and `accumulation` are the policies
+// the Accelerator builds on: the given ones when valid, harmless stand-ins otherwise.
+template <class Par, class Prec, class Acc>
+struct Checked {
+  static constexpr bool parallelism_ok = parallelism_slot_ok<Par>() && fsdp_sharding_ok<Par>();
+  static constexpr bool precision_ok = precision_slot_ok<Prec>();
+  static constexpr bool accumulation_ok = accumulation_slot_ok<Acc>();
+  static constexpr bool value = parallelism_ok && precision_ok && accumulation_ok;
+
+  using parallelism = std::conditional_t<parallelism_ok, Par, Ddp>;
+  using precision = std::conditional_t<precision_ok, Prec, Fp32>;
+  using accumulation = std::conditional_t<accumulation_ok, Acc, GradAccum<1>>;
+};
+
+}  // namespace accel::policy

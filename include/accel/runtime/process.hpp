@@ -1,0 +1,44 @@
+// Which process this is. A single process unless the environment says otherwise; the variables
+// are torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE).
+#pragma once
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+#include "../detail/error.hpp"
+
+namespace accel::runtime {
+
+struct ProcessInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+};
+
+// The integer value of an environment variable, or `fallback` when it is unset.
+inline int env_int(const char* name, int fallback) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return fallback;
+  const std::string_view text(raw);
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size())
+    detail::fail("{}='{}' is not an integer; set it to a number or unset it", name, text);
+  return value;
+}
+
+inline ProcessInfo process_info_from_environment() {
+  ProcessInfo info;
+  info.world_size = env_int("WORLD_SIZE", 1);
+  info.rank = env_int("RANK", 0);
+  if (info.world_size != 1 || info.rank != 0)
+    detail::fail(
+        "WORLD_SIZE={} RANK={} asks for a multi-process run, which this build of accel does not "
+        "support yet; run one process (unset WORLD_SIZE and RANK)",
+        info.world_size, info.rank);
+  return info;
+}
+
+}  // namespace accel::runtime

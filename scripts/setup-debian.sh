@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything accel needs from Debian 12 packages. Idempotent: packages already
+# present are left alone, so running it twice costs one `dpkg -s`.
+set -euo pipefail
+
+packages=(
+  cmake g++ make ninja-build
+  libtorch-dev          # libtorch 1.13 (Debian 12) headers, libs and CMake config
+  libgloo-dev           # headers that c10d's ProcessGroupGloo.hpp includes
+  libfmt-dev
+  doctest-dev
+  libboost1.81-dev      # Boost.PFR first ships in 1.75; Debian 12's default Boost is 1.74
+  libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
+  dataset-fashion-mnist
+  python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "accel setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "accel setup: run as root or install sudo" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+
+echo "accel setup: installing ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
