@@ -1,0 +1,28 @@
+# Finds accel's dependencies and links them into a target. Shared by the build tree and by the
+# installed accel-config.cmake, so that both consumers see exactly the same interface.
+include(CMakeFindDependencyMacro)
+include(GNUInstallDirs)
+
+macro(accel_find_dependencies)
+  find_dependency(Torch)
+  find_dependency(fmt)
+  # Boost.PFR ships with Boost 1.75 and later (Debian 12: libboost1.81-dev).
+  find_dependency(Boost 1.75 CONFIG)
+  # c10d's ProcessGroupGloo.hpp includes Gloo's headers: Debian ships them in libgloo-dev,
+  # the libtorch zip and the Python wheel in torch's own include folder.
+  find_path(ACCEL_GLOO_INCLUDE_DIR gloo/config.h HINTS "${TORCH_INSTALL_PREFIX}/include")
+endmacro()
+
+function(accel_link_dependencies target)
+  # fmt first: a libtorch that bundles its own fmt headers must not shadow the one we link.
+  target_link_libraries(${target} INTERFACE fmt::fmt-header-only torch Boost::headers)
+  # Absolute paths found on this machine stay out of the exported target: accel-config.cmake
+  # finds Gloo again on the consumer's machine.
+  if(ACCEL_GLOO_INCLUDE_DIR)
+    target_include_directories(${target} SYSTEM INTERFACE
+      "$<BUILD_INTERFACE:${ACCEL_GLOO_INCLUDE_DIR}>")
+    target_compile_definitions(${target} INTERFACE "$<BUILD_INTERFACE:ACCEL_HAS_GLOO=1>")
+  endif()
+endfunction()
+
+accel_find_dependencies()

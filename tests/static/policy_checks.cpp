@@ -1,0 +1,50 @@
+// Compiling this file is the test: concepts and composition rules, positive and negative.
+// No torch here: policy headers must stay cheap to include.
+#include <accel/policy.hpp>
+
+#include <type_traits>
+
+namespace {
+using namespace accel;  // NOLINT: a test file, not a header
+
+// Each policy satisfies the concept of its kind and no other.
+static_assert(ParallelismPolicy<Ddp> && ParallelismPolicy<Zero2> && ParallelismPolicy<Zero3>);
+static_assert(ParallelismPolicy<Fsdp<FullShard>> && ParallelismPolicy<Fsdp<HybridShard>>);
+static_assert(PrecisionPolicy<Fp32> && PrecisionPolicy<Fp16> && PrecisionPolicy<Bf16> &&
+              PrecisionPolicy<Fp8>);
+static_assert(AccumulationPolicy<GradAccum<1>> && AccumulationPolicy<GradAccum<8>>);
+static_assert(ShardingPolicy<FullShard> && ShardingPolicy<ShardGradOp> &&
+              ShardingPolicy<NoShard> && ShardingPolicy<HybridShard>);
+
+static_assert(!ParallelismPolicy<Bf16> && !ParallelismPolicy<GradAccum<2>>);
+static_assert(!ParallelismPolicy<FullShard> && !ParallelismPolicy<int>);
+static_assert(!PrecisionPolicy<Ddp> && !PrecisionPolicy<GradAccum<2>> && !PrecisionPolicy<void>);
+static_assert(!AccumulationPolicy<Fp32> && !AccumulationPolicy<Zero3>);
+static_assert(!ShardingPolicy<Ddp> && !ShardingPolicy<Fp16>);
+
+struct Impostor {  // has the constants but not the category: not a policy
+  static constexpr bool shards_parameters = true;
+};
+static_assert(!policy::AnyPolicy<Impostor> && !ParallelismPolicy<Impostor>);
+
+// What each strategy shards, as in the ZeRO paper and PyTorch FSDP.
+template <class Par>
+using S = policy::sharding_of_t<Par>;
+static_assert(!S<Ddp>::shards_gradients && !S<Ddp>::shards_parameters);
+static_assert(S<Zero2>::shards_optimizer_state && S<Zero2>::shards_gradients &&
+              !S<Zero2>::shards_parameters);
+static_assert(S<Zero3>::shards_parameters);
+static_assert(S<Fsdp<FullShard>>::shards_parameters && !S<Fsdp<ShardGradOp>>::shards_parameters);
+static_assert(!S<Fsdp<NoShard>>::shards_optimizer_state && S<Fsdp<HybridShard>>::hybrid);
+
+// Valid compositions pass every rule and keep their policies.
+using Valid = policy::Checked<Zero3, Bf16, GradAccum<4>>;
+static_assert(Valid::value);
+static_assert(std::is_same_v<Valid::parallelism, Zero3> && std::is_same_v<Valid::precision, Bf16> &&
+              std::is_same_v<Valid::accumulation, GradAccum<4>>);
+static_assert(policy::Checked<Fsdp<ShardGradOp>, Fp8, GradAccum<1>>::value);
+static_assert(GradAccum<4>::steps == 4 && NoAccumulation::steps == 1);
+
+}  // namespace
+
+int main() { return 0; }
