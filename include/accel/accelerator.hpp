@@ -57,8 +57,8 @@ concept LrScheduler = std::derived_from<T, torch::optim::LRScheduler>;
 
 template <class T>
 inline constexpr bool is_data_loader = false;
-template <class D>
-inline constexpr bool is_data_loader<DataLoader<D>> = true;
+template <class D, class C>
+inline constexpr bool is_data_loader<DataLoader<D, C>> = true;
 
 template <class T>
 inline constexpr bool is_prepared = false;

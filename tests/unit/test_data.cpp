@@ -128,3 +128,22 @@ TEST_CASE("a prepared loader yields batches on the accelerator's device") {
   }
   CHECK(total == 0 + 1 + 2 + 3 + 4);
 }
+
+TEST_CASE("a custom collate function builds batches of the user's own type") {
+  struct Batch {
+    torch::Tensor values;
+    std::int64_t count;
+  };
+  auto concatenate = [](std::span<const Numbers::Item> samples) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& sample : samples) parts.push_back(sample.value.unsqueeze(0));
+    return Batch{torch::cat(parts), static_cast<std::int64_t>(samples.size())};
+  };
+  accel::DataLoader loader(Numbers{5}, {.batch_size = 3}, concatenate);
+  std::vector<std::int64_t> counts;
+  for (const auto& batch : loader) counts.push_back(batch.count);
+  CHECK(counts == std::vector<std::int64_t>{3, 2});
+  accel::Accelerator<accel::Ddp> accelerator;
+  auto batches = accelerator.prepare(loader);
+  CHECK((*batches.begin()).count == 3);
+}

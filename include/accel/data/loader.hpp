@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <functional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -61,18 +62,30 @@ inline std::vector<std::int64_t> epoch_order(std::int64_t size, bool shuffle, st
   return order;
 }
 
+// The default batching: data::collate, which stacks every tensor of the sample aggregate.
+struct DefaultCollate {
+  template <class Sample>
+  Sample operator()(std::span<const Sample> samples) const {
+    return collate(samples);
+  }
+};
+
 }  // namespace data
 
 // Iterating a DataLoader runs one epoch; each new iteration starts the next epoch (and its
 // shuffle), like PyTorch's DataLoader with a seeded sampler whose epoch is set every time.
-template <Dataset D>
+// A custom Collate is any callable from std::span<const sample_t<D>> to a batch type of yours.
+template <Dataset D, class Collate = data::DefaultCollate>
 class DataLoader {
  public:
   using dataset_type = D;
-  using batch_type = sample_t<D>;
+  using sample_type = sample_t<D>;
+  using batch_type = std::invoke_result_t<const Collate&, std::span<const sample_type>>;
 
-  DataLoader(D dataset, LoaderOptions options)
-      : dataset_(std::make_shared<const D>(std::move(dataset))), options_(options) {
+  DataLoader(D dataset, LoaderOptions options, Collate collate = {})
+      : dataset_(std::make_shared<const D>(std::move(dataset))),
+        options_(options),
+        collate_(std::move(collate)) {
     if (options_.batch_size < 1)
       detail::fail("LoaderOptions::batch_size is {}; it must be at least 1",
                    options_.batch_size);
@@ -102,10 +115,10 @@ class DataLoader {
     const std::int64_t begin = index * options_.batch_size;
     const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size,
                                                     static_cast<std::int64_t>(order.size()));
-    std::vector<batch_type> samples;
+    std::vector<sample_type> samples;
     samples.reserve(static_cast<std::size_t>(end - begin));
     for (std::int64_t i = begin; i < end; ++i) samples.push_back(dataset_->get(order[i]));
-    return data::collate(std::span<const batch_type>(samples));
+    return collate_(std::span<const sample_type>(samples));
   }
 
   class iterator {
@@ -148,6 +161,7 @@ class DataLoader {
  private:
   std::shared_ptr<const D> dataset_;
   LoaderOptions options_;
+  Collate collate_;
   std::int64_t epoch_ = 0;
 };
 
