@@ -12,6 +12,7 @@
 # - builds into ROOT_DIR.tmp and renames it to ROOT_DIR only when complete, so an interrupted
 #   run never leaves a half-built ROOT_DIR; the next run resumes ROOT_DIR.tmp where it can.
 # All chroot work runs in a private mount namespace (unshare -m), so no mount can leak.
+# shellcheck disable=SC2016  # single-quoted $vars are meant for the inner shell or dpkg-query
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -152,8 +153,9 @@ mapfile -t need < <(missing_in "$TMP")
 if [ ${#need[@]} -gt 0 ]; then
   log "installing in the root: ${need[*]}"
   in_root "$TMP" bash -euo pipefail -c '
-    dpkg --configure -a
+    dpkg --configure -a       # finish what an interrupted run left unpacked
     apt-get update -qq
+    apt-get -f install -y -qq -o Dpkg::Use-Pty=0 >/dev/null
     apt-get install -y -qq -o Dpkg::Use-Pty=0 "$@" >/dev/null
     apt-get clean
   ' install "${need[@]}"

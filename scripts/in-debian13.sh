@@ -25,7 +25,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --root) [ $# -ge 2 ] || usage; ROOT="$2"; shift 2 ;;
     --root=*) ROOT="${1#--root=}"; shift ;;
-    -e) [ $# -ge 2 ] || usage; envs+=("$2"); shift 2 ;;
+    -e) if [ $# -lt 2 ] || [[ "$2" != [A-Za-z_]*=* ]]; then usage; fi
+        envs+=("$2"); shift 2 ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) usage ;;
@@ -81,7 +82,9 @@ mnt /dev/pts --bind /dev/pts
 mnt /dev/shm --bind /dev/shm
 mnt /sys --bind /sys
 mnt /src --bind "$repo"
-chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
+# env --default-signal: a background job of a non-interactive shell starts with SIGINT and
+# SIGQUIT ignored; give the command back their defaults so Ctrl-C and forward() work.
+chroot "$root" /usr/bin/env -i --default-signal=INT,QUIT HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   "$@" /bin/bash -lc "cd /src && $cmd" 0<&0 &
 child=$!
