@@ -3,7 +3,7 @@
 # accel's build dependencies, so accel can also be built and tested against Debian 13's
 # libtorch through scripts/in-debian13.sh.
 #
-#   scripts/debian13-root.sh [ROOT_DIR]      (default: $REPO/build/debian13-root)
+#   scripts/debian13-root.sh [ROOT_DIR]      (default: $REPO/.cache/debian13-root)
 #
 # - installs debootstrap on the host when it is missing (as root, or through sudo);
 # - debootstraps trixie (--variant=minbase) from the same Debian mirror the host's apt uses
@@ -16,7 +16,7 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ROOT="${1:-$REPO/build/debian13-root}"
+ROOT="${1:-$REPO/.cache/debian13-root}"
 SUITE=trixie
 
 packages=(
@@ -26,6 +26,7 @@ packages=(
   doctest-dev
   libboost-dev          # Boost 1.83 in trixie (has Boost.PFR)
   libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
+  dataset-fashion-mnist # the example's data, which the example's tests train on
   cmake g++ make ninja-build
 )
 
