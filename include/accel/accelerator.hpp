@@ -28,19 +28,25 @@
 #include <vector>
 
 #include "data/loader.hpp"
+#include "data/shard.hpp"
 #include "data/tensor_tree.hpp"
+#include "detail/bytes.hpp"
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
 #include "options.hpp"
+#include "parallel/ddp.hpp"
 #include "parallel/local.hpp"
 #include "policy.hpp"
 #include "precision/autocast.hpp"
 #include "prepared.hpp"
-#include "runtime/process.hpp"
+#include "runtime/environment.hpp"
+#include "runtime/process_group.hpp"
 #include "state/digest.hpp"
 #include "version.hpp"
 
 namespace accel {
+
+using runtime::ReduceOp;
 
 namespace detail {
 
@@ -92,13 +98,19 @@ class Accelerator {
 
   explicit Accelerator(Options options = {})
       : options_(std::move(options)),
-        process_(runtime::process_info_from_environment()),
+        environment_(runtime::read_environment()),
+        process_(environment_.process),
         device_(options_.device.value_or(default_device(process_.local_rank))),
         gradients_(accumulation_steps) {
     if constexpr (precision_policy::compute == policy::ComputeType::float16 ||
                   precision_policy::compute == policy::ComputeType::float8)
       detail::fail("{} training is not available in this version of accel; use Fp32 or Bf16",
                    precision_policy::name);
+    if (process_.world_size > 1) {
+      const bool check = options_.check_collectives || runtime::env_int("ACCEL_CHECK_COLLECTIVES", 0);
+      group_ = std::make_unique<runtime::ProcessGroup>(environment_, options_.timeout, check);
+    }
+    strategy_.attach(group_.get());
     if (options_.seed) set_seed(*options_.seed);
   }
 
@@ -114,6 +126,9 @@ class Accelerator {
   bool is_main_process() const { return process_.rank == 0; }
   bool is_local_main_process() const { return process_.local_rank == 0; }
   const Options& options() const { return options_; }
+  const runtime::Environment& environment() const { return environment_; }
+  // The process group; null on one process.
+  runtime::ProcessGroup* process_group() const { return group_.get(); }
 
   // --- prepare -----------------------------------------------------------------------------------
   // Takes modules (holders or shared_ptrs), optimizers, LR schedulers and DataLoaders, in any
@@ -138,14 +153,14 @@ class Accelerator {
       loss.backward();
     else
       (loss * gradients_.loss_scale()).backward();
-    strategy_.after_backward(sync);
+    strategy_.after_backward(sync, prepared_parameters());
     accumulating_ = !sync;
   }
 
   // True on the micro-step that ends an accumulation window (every step without accumulation).
   bool sync_gradients() const { return gradients_.sync_gradients(); }
-  // True while the batch in hand is the last of its epoch.
-  bool end_of_data() const { return gradients_.end_of_data(); }
+  // True while the batch in hand is the last of its epoch (evaluation loaders included).
+  bool end_of_data() const { return end_of_data_; }
   const detail::GradientState& gradient_state() const { return gradients_; }
 
   // Clips the gradients of every prepared model so that their global norm is at most max_norm,
@@ -182,6 +197,124 @@ class Accelerator {
       }
     }
     return total;
+  }
+
+  // --- Collectives: every rank calls them, in the same order. On one process they return their
+  // argument (gather: as if gathered from one rank). Tensors may sit in any aggregate. --------------
+
+  // Blocks until every rank gets here.
+  void wait_for_everyone() {
+    if (group_) group_->barrier();
+  }
+
+  // RAII: the main process runs the scope first, the others after it has left it (download or
+  // preprocess once, then read the result everywhere).
+  class [[nodiscard]] MainProcessFirst {
+   public:
+    explicit MainProcessFirst(Accelerator& accelerator) : accelerator_(accelerator) {
+      if (!accelerator_.is_main_process()) accelerator_.wait_for_everyone();
+    }
+    ~MainProcessFirst() noexcept(false) {
+      if (accelerator_.is_main_process()) accelerator_.wait_for_everyone();
+    }
+    MainProcessFirst(const MainProcessFirst&) = delete;
+    MainProcessFirst& operator=(const MainProcessFirst&) = delete;
+
+   private:
+    Accelerator& accelerator_;
+  };
+  MainProcessFirst main_process_first() { return MainProcessFirst(*this); }
+
+  // Every tensor of `value` as rank `root` holds it.
+  template <class T>
+  T broadcast(const T& value, int root = 0) {
+    if (!group_) return value;
+    return data::map_tensors(value, [&](const torch::Tensor& t) {
+      torch::Tensor copy = t.detach().clone();
+      group_->broadcast(copy, root);
+      return copy;
+    });
+  }
+
+  // Every tensor of `value` reduced element-wise over the ranks (sum, mean, max or min).
+  template <class T>
+  T reduce(const T& value, ReduceOp op = ReduceOp::sum) {
+    if (!group_) return value;
+    return data::map_tensors(value, [&](const torch::Tensor& t) {
+      torch::Tensor copy = t.detach().clone();
+      group_->allreduce(copy, op);
+      return copy;
+    });
+  }
+
+  // Every tensor of `value` concatenated along dimension 0 over the ranks, in rank order. The
+  // first dimension may differ between ranks; 0-dim tensors become one row per rank.
+  template <class T>
+  T gather(const T& value) {
+    return data::map_tensors(value, [&](const torch::Tensor& t) { return gather_tensor(t); });
+  }
+
+  // gather, without the duplicates that even_batches added to the last round of the epoch
+  // (exactly those), so that metrics see every sample once.
+  template <class T>
+  T gather_for_metrics(const T& value) {
+    const std::int64_t keep = end_of_data_ ? real_in_final_round_ : -1;
+    return data::map_tensors(value, [&](const torch::Tensor& t) {
+      torch::Tensor all = gather_tensor(t);
+      return keep >= 0 && keep < all.size(0) ? all.narrow(0, 0, keep) : all;
+    });
+  }
+
+  // One value per rank, in rank order. T: a trivially copyable type, std::string, or a
+  // std::vector of a trivially copyable type.
+  template <class T>
+  std::vector<T> gather_object(const T& value) {
+    if (!group_) return {value};
+    std::vector<T> result;
+    for (const std::string& bytes : group_->allgather_bytes(detail::to_bytes(value)))
+      result.push_back(detail::from_bytes<T>(bytes));
+    return result;
+  }
+
+  // Pads dimension `dim` of every tensor of `value` to the largest size among the ranks.
+  template <class T>
+  T pad_across_processes(const T& value, std::int64_t dim = 0, double pad_value = 0.0,
+                         bool pad_first = false) {
+    return data::map_tensors(value, [&](const torch::Tensor& t) {
+      return pad_tensor(t, dim, pad_value, pad_first);
+    });
+  }
+
+  // This rank's contiguous share of `items` (a std::vector or a tensor's first dimension):
+  // shares differ by at most one item, the first ranks taking the extra ones.
+  template <class T>
+  T split_between_processes(const T& items) {
+    const std::int64_t n = static_cast<std::int64_t>(
+        [&] {
+          if constexpr (std::is_same_v<T, torch::Tensor>)
+            return items.size(0);
+          else
+            return items.size();
+        }());
+    const std::int64_t world = num_processes(), rank = process_index();
+    const std::int64_t base = n / world, extra = n % world;
+    const std::int64_t begin = rank * base + std::min(rank, extra);
+    const std::int64_t count = base + (rank < extra ? 1 : 0);
+    if constexpr (std::is_same_v<T, torch::Tensor>)
+      return items.narrow(0, begin, count);
+    else
+      return T(items.begin() + begin, items.begin() + begin + count);
+  }
+
+  // A flag any rank may raise (for example on a diverging loss) and every rank then sees at its
+  // next check_trigger(), which lowers it again.
+  void set_trigger() { trigger_ = true; }
+  bool check_trigger() {
+    torch::Tensor flag = torch::tensor({trigger_ ? 1 : 0}, torch::kInt);
+    if (group_) group_->allreduce(flag, ReduceOp::max);
+    const bool raised = flag.item<int>() == 1;
+    if (raised) trigger_ = false;
+    return raised;
   }
 
   // --- Utilities ---------------------------------------------------------------------------------
@@ -231,11 +364,15 @@ class Accelerator {
         if (p.grad().defined()) p.mutable_grad().zero_();
   }
 
-  // A loader yielded batch `index` of `count`. Evaluation loops run under torch::NoGradGuard
-  // and do not count as micro-steps.
+  // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
+  // samples of the last round are not wrap-around duplicates (-1: none are). Evaluation loops
+  // run under torch::NoGradGuard and do not count as micro-steps.
   template <class Batch>
-  Batch on_batch(const Batch& batch, std::int64_t index, std::int64_t count) {
+  Batch on_batch(const Batch& batch, std::int64_t index, std::int64_t count,
+                 std::int64_t real_in_final_round) {
     if (torch::GradMode::is_enabled()) gradients_.begin_micro_step(count - index, index == 0);
+    end_of_data_ = index + 1 == count;
+    real_in_final_round_ = real_in_final_round;
     return to_device(batch);
   }
 
@@ -268,7 +405,10 @@ class Accelerator {
       static_assert(std::is_lvalue_reference_v<T>,
                     "accel: prepare() keeps a pointer to the DataLoader; pass a named loader "
                     "that outlives the Accelerator, not a temporary");
-      return PreparedLoader<Accelerator, Object>(this, &object);
+      return PreparedLoader<Accelerator, Object>(
+          this, &object,
+          data::Shard{process_.rank, process_.world_size, options_.even_batches,
+                      options_.split_batches});
     } else {
       static_assert(detail::dependent_false<Object>,
                     "accel: prepare() takes modules (torch::nn::ModuleHolder or "
@@ -277,10 +417,46 @@ class Accelerator {
     }
   }
 
+  torch::Tensor gather_tensor(const torch::Tensor& tensor) {
+    const torch::Tensor t = tensor.dim() == 0 ? tensor.reshape({1}) : tensor;
+    if (!group_) return t;
+    const torch::Tensor rows = group_->allgather(torch::tensor({t.size(0)}));
+    const std::int64_t longest = rows.max().item<std::int64_t>();
+    if (rows.min().item<std::int64_t>() == longest) return group_->allgather(t);
+    // Uneven first dimensions: pad to the longest, gather, then keep each rank's real rows.
+    const torch::Tensor all = group_->allgather(pad_tensor(t, 0, 0.0, false, longest));
+    std::vector<torch::Tensor> parts;
+    for (int r = 0; r < num_processes(); ++r)
+      parts.push_back(all.narrow(0, r * longest, rows[r].item<std::int64_t>()));
+    return torch::cat(parts);
+  }
+
+  torch::Tensor pad_tensor(const torch::Tensor& t, std::int64_t dim, double pad_value,
+                           bool pad_first, std::int64_t target = -1) {
+    if (!group_ || t.dim() == 0) return t;
+    if (dim < 0) dim += t.dim();
+    if (dim < 0 || dim >= t.dim())
+      detail::fail("pad_across_processes: dim {} is out of range for a tensor of {} dimensions",
+                   dim, t.dim());
+    if (target < 0) {
+      torch::Tensor size = torch::tensor({t.size(dim)});
+      group_->allreduce(size, ReduceOp::max);
+      target = size.item<std::int64_t>();
+    }
+    if (t.size(dim) == target) return t;
+    std::vector<std::int64_t> shape = t.sizes().vec();
+    shape[static_cast<std::size_t>(dim)] = target;
+    torch::Tensor padded = torch::full(shape, pad_value, t.options());
+    const std::int64_t offset = pad_first ? target - t.size(dim) : 0;
+    padded.narrow(dim, offset, t.size(dim)).copy_(t);
+    return padded;
+  }
+
   void register_model(const std::shared_ptr<torch::nn::Module>& module) {
     for (const auto& known : models_)
       if (known.get() == module.get()) return;
     module->to(device_);
+    strategy_.prepare_model(*module);
     models_.push_back(module);
   }
 
@@ -294,12 +470,17 @@ class Accelerator {
   }
 
   Options options_;
+  runtime::Environment environment_;
   runtime::ProcessInfo process_;
+  std::unique_ptr<runtime::ProcessGroup> group_;
   torch::Device device_;
   detail::GradientState gradients_;
   parallel::Strategy<parallelism_policy> strategy_;
   std::vector<std::shared_ptr<torch::nn::Module>> models_;
   bool accumulating_ = false;  // gradients of an unfinished window are in .grad
+  bool end_of_data_ = false;
+  std::int64_t real_in_final_round_ = -1;
+  bool trigger_ = false;
 };
 
 }  // namespace accel

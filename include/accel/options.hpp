@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 
@@ -16,6 +17,22 @@ struct Options {
   std::optional<std::uint64_t> seed = std::nullopt;
   // Batch copies to the device overlap compute (pinned memory is the user's choice).
   bool non_blocking = false;
+
+  // How long a collective or the rendezvous may wait for the other ranks before failing,
+  // instead of hanging (PyTorch's default, 30 minutes).
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  // Before each collective the ranks compare what they are about to call and fail, naming
+  // both calls, on a mismatch. Costs one small all-gather per collective; for tests and
+  // debugging. ACCEL_CHECK_COLLECTIVES=1 turns it on too.
+  bool check_collectives = false;
+
+  // Prepared loaders: every rank gets the same number of batches per epoch, the last round
+  // completed by wrapping around to the epoch's first batches (gather_for_metrics drops the
+  // duplicates). Off: ranks may get one batch fewer.
+  bool even_batches = true;
+  // Prepared loaders: each batch of batch_size is split across the ranks instead of each rank
+  // taking whole batches (the global batch is then batch_size, not batch_size x world size).
+  bool split_batches = false;
 };
 
 }  // namespace accel

@@ -9,6 +9,9 @@
 #include <iterator>
 #include <memory>
 #include <utility>
+#include <vector>
+
+#include "data/shard.hpp"
 
 namespace accel {
 
@@ -70,14 +73,16 @@ class PreparedScheduler {
   Scheduler* scheduler_;
 };
 
-// Iterating yields batches already on the Accelerator's device and tells the Accelerator where
-// the epoch stands, so that sync_gradients() and end_of_data() are known as each batch arrives.
+// Iterating yields this rank's batches (data::Shard), already on the Accelerator's device, and
+// tells the Accelerator where the epoch stands, so that sync_gradients() and end_of_data() are
+// known as each batch arrives.
 template <class Accel, class Loader>
 class PreparedLoader {
  public:
   using batch_type = typename Loader::batch_type;
 
-  PreparedLoader(Accel* accelerator, Loader* loader) : accelerator_(accelerator), loader_(loader) {}
+  PreparedLoader(Accel* accelerator, Loader* loader, data::Shard shard)
+      : accelerator_(accelerator), loader_(loader), shard_(shard) {}
 
   class iterator {
    public:
@@ -87,36 +92,57 @@ class PreparedLoader {
     const batch_type& operator*() const { return batch_; }
     const batch_type* operator->() const { return &batch_; }
     iterator& operator++() {
-      ++inner_;
+      ++step_;
       arrive();
       return *this;
     }
-    bool operator==(std::default_sentinel_t) const { return inner_ == std::default_sentinel; }
+    bool operator==(std::default_sentinel_t) const { return step_ >= count_; }
 
    private:
     friend class PreparedLoader;
-    iterator(Accel* accelerator, typename Loader::iterator inner)
-        : accelerator_(accelerator), inner_(std::move(inner)) {
+    iterator(const PreparedLoader* owner, std::int64_t skip)
+        : owner_(owner),
+          order_(owner->loader_->order(owner->loader_->next_epoch())),
+          global_(owner->loader_->size()),
+          count_(owner->size()),
+          step_(std::min(skip, count_)) {
       arrive();
     }
     void arrive() {
-      if (inner_ == std::default_sentinel) return;
-      batch_ = accelerator_->on_batch(*inner_, inner_.index(), inner_.count());
+      if (step_ >= count_) return;
+      const Loader& loader = *owner_->loader_;
+      const data::Shard& shard = owner_->shard_;
+      const batch_type global_batch = loader.batch(order_, shard.global_index(step_, global_));
+      const bool last = step_ + 1 == count_;
+      const std::int64_t real = last ? shard.final_round_real_samples(
+                                           global_, loader.num_samples(), loader.options().batch_size)
+                                     : -1;
+      batch_ = owner_->accelerator_->on_batch(shard.slice(global_batch), step_, count_, real);
     }
 
-    Accel* accelerator_;
-    typename Loader::iterator inner_;
+    const PreparedLoader* owner_;
+    std::vector<std::int64_t> order_;
+    std::int64_t global_;
+    std::int64_t count_;
+    std::int64_t step_;
     batch_type batch_{};
   };
 
-  iterator begin() { return iterator(accelerator_, loader_->begin()); }
+  // One epoch; the first skip_first_batches(n) batches of it are passed over (for resuming).
+  iterator begin() { return iterator(this, std::exchange(skip_, 0)); }
   std::default_sentinel_t end() const { return {}; }
-  std::int64_t size() const { return loader_->size(); }
+
+  // This rank's batches per epoch.
+  std::int64_t size() const { return shard_.count(loader_->size()); }
+  // The next iteration starts at this rank's batch n of its epoch, as if n had been consumed.
+  void skip_first_batches(std::int64_t n) { skip_ = n; }
   Loader& loader() const { return *loader_; }
 
  private:
   Accel* accelerator_;
   Loader* loader_;
+  data::Shard shard_;
+  std::int64_t skip_ = 0;
 };
 
 }  // namespace accel

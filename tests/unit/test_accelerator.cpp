@@ -114,16 +114,10 @@ TEST_CASE("set_seed and Options::seed make initialisation reproducible") {
 }
 
 TEST_CASE("a bad environment fails at construction, naming the variable and its value") {
-  {
-    ScopedEnv world("WORLD_SIZE", "two");
-    CHECK_THROWS_WITH_AS(accel::Accelerator<accel::Ddp>(),
-                         doctest::Contains("WORLD_SIZE='two' is not an integer"), accel::Error);
-  }
-  {
-    ScopedEnv world("WORLD_SIZE", "2");
-    CHECK_THROWS_WITH_AS(accel::Accelerator<accel::Ddp>(), doctest::Contains("WORLD_SIZE=2"),
-                         accel::Error);
-  }
+  ScopedEnv world("WORLD_SIZE", "two");
+  ScopedEnv rank("RANK", "0");
+  CHECK_THROWS_WITH_AS(accel::Accelerator<accel::Ddp>(),
+                       doctest::Contains("WORLD_SIZE='two' is not an integer"), accel::Error);
 }
 
 TEST_CASE("the parameter digest sees every bit") {

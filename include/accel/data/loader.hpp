@@ -104,6 +104,8 @@ class DataLoader {
   // The epoch the next iteration runs; set it to resume or to replay an epoch.
   std::int64_t epoch() const { return epoch_; }
   void set_epoch(std::int64_t epoch) { epoch_ = epoch; }
+  // The epoch an iteration starting now runs; the one after will run the next.
+  std::int64_t next_epoch() { return epoch_++; }
 
   // Sample indices of one epoch, in the order they are served.
   std::vector<std::int64_t> order(std::int64_t epoch) const {
@@ -155,7 +157,7 @@ class DataLoader {
     batch_type batch_{};
   };
 
-  iterator begin() { return iterator(this, epoch_++); }
+  iterator begin() { return iterator(this, next_epoch()); }
   std::default_sentinel_t end() const { return {}; }
 
  private:

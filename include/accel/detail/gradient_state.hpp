@@ -24,7 +24,6 @@ class GradientState {
       position_ = 0;
     }
     ++position_;
-    end_of_data_ = batches_left && *batches_left == 1;
     awaiting_backward_ = true;
   }
 
@@ -38,8 +37,6 @@ class GradientState {
   // True on the micro-step that ends its window: gradients are synchronised and the optimizer
   // steps. Known as soon as the loader yields the batch.
   bool sync_gradients() const { return position_ == window_; }
-  // True while the batch in hand is the last of the epoch.
-  bool end_of_data() const { return end_of_data_; }
   // The loss of each micro-step is multiplied by this.
   double loss_scale() const { return 1.0 / window_; }
   int window_length() const { return window_; }
@@ -50,7 +47,6 @@ class GradientState {
   int steps_;
   int window_ = 0;    // length of the current window
   int position_ = 0;  // micro-steps begun in it (1-based once begun)
-  bool end_of_data_ = false;
   bool awaiting_backward_ = false;
 };
 

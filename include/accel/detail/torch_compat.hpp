@@ -3,18 +3,53 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
 
+// c10d's Gloo header is empty without USE_C10D_GLOO, which torch's CMake target defines.
+#ifndef USE_C10D_GLOO
+#error "accel: USE_C10D_GLOO is not defined; link the torch CMake target (find_package(Torch)) or define it"
+#endif
+
+// Version checks below compare against (major, minor).
+#define ACCEL_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||        \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
 namespace accel::detail {
 
-inline constexpr bool torch_2 = TORCH_VERSION_MAJOR >= 2;
+// c10d's Backend split: from 2.0 ProcessGroupGloo (and NCCL) derive from c10d::Backend and no
+// longer from c10d::ProcessGroup. Both bases declare the collectives accel calls.
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+using CommBackend = c10d::Backend;
+#else
+using CommBackend = c10d::ProcessGroup;
+#endif
+
+// What Gloo lacks on 1.13 and has on 2.6 (measured on both; versions in between take the
+// fallback, which is always correct): _reduce_scatter_base, _allgather_base, and bf16 in
+// allreduce ("Invalid scalar type" on 1.13). runtime/collectives.hpp fills each gap once.
+inline constexpr bool gloo_has_reduce_scatter_base = ACCEL_TORCH_AT_LEAST(2, 6);
+inline constexpr bool gloo_has_allgather_base = ACCEL_TORCH_AT_LEAST(2, 6);
+inline constexpr bool gloo_has_bf16 = ACCEL_TORCH_AT_LEAST(2, 6);
+
+// CPU kernels: fp16 matmul and fp16 CPU autocast ("addmm_impl_cpu_ not implemented for 'Half'"
+// and "AutocastCPU only support Bfloat16" on 1.13); the AMP scaler ops
+// (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_) run on CPU from 2.x.
+inline constexpr bool cpu_has_half_matmul = ACCEL_TORCH_AT_LEAST(2, 6);
+inline constexpr bool cpu_has_amp_scaler_ops = ACCEL_TORCH_AT_LEAST(2, 6);
+// float8 dtypes (e4m3fn, e5m2) exist from 2.1; _scaled_mm is CUDA only on every version.
+inline constexpr bool has_float8 = ACCEL_TORCH_AT_LEAST(2, 1);
 
 // Autocast state. 1.13 has one set of functions per device type (set_cpu_enabled,
-// set_autocast_cpu_dtype, set_enabled for CUDA, ...); 2.x takes the device type as an argument
-// (set_autocast_enabled(DeviceType, bool), set_autocast_dtype(DeviceType, ScalarType)).
+// set_autocast_cpu_dtype, set_enabled for CUDA, ...); 2.4+ takes the device type as an argument
+// (set_autocast_enabled(DeviceType, bool), set_autocast_dtype(DeviceType, ScalarType)) and
+// deprecates the old names, which then fail a -Werror build.
 inline bool autocast_enabled(c10::DeviceType device_type) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR > 2
+#if ACCEL_TORCH_AT_LEAST(2, 4)
   return at::autocast::is_autocast_enabled(device_type);
 #else
   return device_type == c10::DeviceType::CUDA ? at::autocast::is_enabled()
@@ -23,7 +58,7 @@ inline bool autocast_enabled(c10::DeviceType device_type) {
 }
 
 inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR > 2
+#if ACCEL_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_enabled(device_type, enabled);
 #else
   if (device_type == c10::DeviceType::CUDA) {
@@ -35,7 +70,7 @@ inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
 }
 
 inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR > 2
+#if ACCEL_TORCH_AT_LEAST(2, 4)
   return at::autocast::get_autocast_dtype(device_type);
 #else
   return device_type == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
@@ -44,7 +79,7 @@ inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
 }
 
 inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR > 2
+#if ACCEL_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_dtype(device_type, dtype);
 #else
   if (device_type == c10::DeviceType::CUDA) {

@@ -1,19 +1,22 @@
-// One process, whatever the policy: there is nothing to communicate, so every parallelism
-// policy degenerates to plain local training (world size 1 is valid for each of them).
+// What every parallelism policy does on one process: nothing to communicate, so each
+// degenerates to plain local training (world size 1 is valid for every policy).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <vector>
 
+#include "../detail/error.hpp"
 #include "../policy/concepts.hpp"
+#include "../runtime/process_group.hpp"
 #include "strategy.hpp"
 
 namespace accel::parallel {
 
 struct LocalStrategy {
+  void prepare_model(torch::nn::Module& /*module*/) {}
   void before_backward(bool /*sync*/) {}
-  void after_backward(bool /*sync*/) {}
+  void after_backward(bool /*sync*/, const std::vector<torch::Tensor>& /*parameters*/) {}
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
     optimizer.step();
@@ -23,7 +26,16 @@ struct LocalStrategy {
   torch::Tensor reduce_norm(torch::Tensor local, bool /*is_max*/) { return local; }
 };
 
+// Policies whose multi-process path is not built yet run on one process only, and say so
+// rather than train each rank on its own.
 template <ParallelismPolicy Par>
-struct Strategy<Par> : LocalStrategy {};
+struct Strategy<Par> : LocalStrategy {
+  void attach(runtime::ProcessGroup* group) {
+    if (group != nullptr)
+      detail::fail("{} across {} processes is not available in this version of accel; use Ddp "
+                   "(or Fsdp<NoShard>) for multi-process training, or run one process",
+                   Par::name, group->size());
+  }
+};
 
 }  // namespace accel::parallel

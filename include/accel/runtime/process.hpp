@@ -1,5 +1,4 @@
-// Which process this is. A single process unless the environment says otherwise; the variables
-// are torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE).
+// Which process this is, and how environment variables are read as integers.
 #pragma once
 
 #include <charconv>
@@ -27,18 +26,6 @@ inline int env_int(const char* name, int fallback) {
   if (error != std::errc{} || end != text.data() + text.size())
     detail::fail("{}='{}' is not an integer; set it to a number or unset it", name, text);
   return value;
-}
-
-inline ProcessInfo process_info_from_environment() {
-  ProcessInfo info;
-  info.world_size = env_int("WORLD_SIZE", 1);
-  info.rank = env_int("RANK", 0);
-  if (info.world_size != 1 || info.rank != 0)
-    detail::fail(
-        "WORLD_SIZE={} RANK={} asks for a multi-process run, which this build of accel does not "
-        "support yet; run one process (unset WORLD_SIZE and RANK)",
-        info.world_size, info.rank);
-  return info;
 }
 
 }  // namespace accel::runtime
