@@ -1,0 +1,314 @@
+// One rank of a distributed test. Started on every rank (by accel-launch, or by hand with
+// torchrun-style variables) with a scenario name; exits 0 when its checks pass on this rank,
+// non-zero with a message naming the failed check otherwise.
+#include <accel/accelerator.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+#define EXPECT(condition)                                                                     \
+  do {                                                                                        \
+    if (!(condition))                                                                         \
+      throw std::runtime_error(fmt::format("check failed at {}:{}: {}", __FILE__, __LINE__,   \
+                                           #condition));                                      \
+  } while (0)
+
+using Ddp = accel::Accelerator<accel::Ddp, accel::Fp32>;
+
+accel::Options test_options() {
+  return {.timeout = std::chrono::seconds(60), .check_collectives = true};
+}
+
+struct Pair {
+  torch::Tensor a;
+  std::vector<torch::Tensor> b;
+};
+
+void collectives() {
+  Ddp acc(test_options());
+  const int r = acc.process_index(), w = acc.num_processes();
+  const double rf = r;
+
+  acc.wait_for_everyone();
+
+  // broadcast of an aggregate: rank 0's values everywhere.
+  const Pair mine{torch::full({2}, rf), {torch::full({3}, rf + 10)}};
+  const Pair from_root = acc.broadcast(mine);
+  EXPECT(torch::equal(from_root.a, torch::zeros({2})));
+  EXPECT(torch::equal(from_root.b[0], torch::full({3}, 10.0)));
+  EXPECT(torch::equal(acc.broadcast(torch::tensor({rf}), w - 1), torch::tensor({double(w - 1)})));
+
+  // reduce: sum, mean, max, min of 0..w-1.
+  const auto value = torch::tensor({rf, 1.0});
+  EXPECT(torch::allclose(acc.reduce(value), torch::tensor({w * (w - 1) / 2.0, double(w)})));
+  EXPECT(torch::allclose(acc.reduce(value, accel::ReduceOp::mean),
+                         torch::tensor({(w - 1) / 2.0, 1.0})));
+  EXPECT(torch::equal(acc.reduce(value, accel::ReduceOp::max), torch::tensor({w - 1.0, 1.0})));
+  EXPECT(torch::equal(acc.reduce(value, accel::ReduceOp::min), torch::tensor({0.0, 1.0})));
+
+  // gather: uneven first dimensions (rank r holds r+1 rows of value r), scalars one row each.
+  const auto gathered = acc.gather(torch::full({r + 1, 2}, rf));
+  EXPECT(gathered.size(0) == w * (w + 1) / 2);
+  std::int64_t row = 0;
+  for (int k = 0; k < w; ++k)
+    for (int i = 0; i <= k; ++i, ++row) EXPECT(gathered[row][0].item<double>() == k);
+  EXPECT(torch::equal(acc.gather(torch::tensor(rf)), torch::arange(w).to(torch::kDouble)));
+
+  // gather_object: strings of different lengths, trivially copyable values, vectors.
+  const auto names = acc.gather_object(std::string(static_cast<std::size_t>(r + 1), 'x'));
+  EXPECT(static_cast<int>(names.size()) == w);
+  for (int k = 0; k < w; ++k) EXPECT(names[static_cast<std::size_t>(k)].size() == std::size_t(k + 1));
+  const auto ranks = acc.gather_object(r);
+  for (int k = 0; k < w; ++k) EXPECT(ranks[static_cast<std::size_t>(k)] == k);
+  const auto vectors = acc.gather_object(std::vector<float>(static_cast<std::size_t>(r), 1.5f));
+  EXPECT(vectors[static_cast<std::size_t>(w - 1)].size() == std::size_t(w - 1));
+
+  // pad_across_processes: to the longest, padding at the end or the front.
+  const auto padded = acc.pad_across_processes(torch::ones({r + 1}), 0, -1.0);
+  EXPECT(padded.size(0) == w);
+  EXPECT(padded[w - 1].item<float>() == (r == w - 1 ? 1.0f : -1.0f));
+  const auto front = acc.pad_across_processes(torch::ones({2, r + 1}), 1, 0.0, true);
+  EXPECT(front.size(1) == w && front[0][w - 1].item<float>() == 1.0f);
+
+  // split_between_processes: contiguous shares differing by at most one, covering everything.
+  std::vector<int> items(10);
+  for (int i = 0; i < 10; ++i) items[static_cast<std::size_t>(i)] = i;
+  const auto share = acc.split_between_processes(items);
+  const auto shares = acc.gather_object(std::vector<int>(share));
+  std::vector<int> joined;
+  for (const auto& s : shares) joined.insert(joined.end(), s.begin(), s.end());
+  EXPECT(joined == items);
+  const auto tensor_share = acc.split_between_processes(torch::arange(7));
+  EXPECT(acc.gather(tensor_share).size(0) == 7);
+
+  // Triggers: raised on the last rank, seen by all at the next check, then lowered.
+  EXPECT(!acc.check_trigger());
+  if (r == w - 1) acc.set_trigger();
+  EXPECT(acc.check_trigger());
+  EXPECT(!acc.check_trigger());
+
+  // main_process_first: the main process writes before anyone else reads.
+  const auto marker = std::filesystem::path(std::getenv("ACCEL_TEST_DIR")) / "main_first";
+  {
+    auto first = acc.main_process_first();
+    if (acc.is_main_process()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::ofstream(marker) << "written";
+    } else {
+      EXPECT(std::filesystem::exists(marker));
+    }
+  }
+  acc.wait_for_everyone();
+}
+
+// The collective gap-fillers give the native ops' numbers; bf16 through the fp32 wire too.
+void gap_filling() {
+  Ddp acc(test_options());
+  auto& group = *acc.process_group();
+  const int r = acc.process_index(), w = acc.num_processes();
+  const auto input = torch::arange(4 * w, torch::kFloat) * (r + 1);
+  const auto chunk = torch::arange(4 * r, 4 * r + 4, torch::kFloat) * (w * (w + 1) / 2.0);
+  const auto fallback = group.reduce_scatter(input, accel::ReduceOp::sum, /*native=*/false);
+  const auto native = group.reduce_scatter(input);
+  EXPECT(torch::equal(fallback, chunk));
+  EXPECT(torch::equal(native, fallback));
+  EXPECT(torch::allclose(group.reduce_scatter(input, accel::ReduceOp::mean), chunk / w));
+  const auto mine = torch::full({2, 3}, double(r));
+  EXPECT(torch::equal(group.allgather(mine, /*native=*/false), group.allgather(mine)));
+  // bf16: native on a wire that has it, through fp32 where it does not; same numbers.
+  auto bf = torch::full({5}, 0.5 * (r + 1), torch::kBFloat16);
+  group.allreduce(bf);
+  EXPECT(bf.scalar_type() == torch::kBFloat16);
+  EXPECT(torch::equal(bf.to(torch::kFloat), torch::full({5}, 0.25f * w * (w + 1))));
+  const auto bf_parts = group.reduce_scatter(torch::ones({2 * w}, torch::kBFloat16));
+  EXPECT(torch::equal(bf_parts.to(torch::kFloat), torch::full({2}, float(w))));
+  fmt::print("rank {}: native reduce_scatter {}, allgather {}, bf16 allreduce {}\n", r,
+             accel::detail::gloo_has_reduce_scatter_base, accel::detail::gloo_has_allgather_base,
+             accel::detail::gloo_has_bf16);
+}
+
+struct Row {
+  torch::Tensor id;
+};
+struct Ids {
+  std::int64_t n;
+  std::int64_t size() const { return n; }
+  Row get(std::int64_t i) const { return {torch::tensor(i)}; }
+};
+
+// 10 samples, batch 3: gather_for_metrics returns each sample exactly once.
+void metrics(bool even) {
+  accel::Options options = test_options();
+  options.even_batches = even;
+  Ddp acc(options);
+  const int w = acc.num_processes();
+  accel::DataLoader loader(Ids{10}, {.batch_size = 3});
+  auto batches = acc.prepare(loader);
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> seen;
+  std::int64_t count = 0;
+  for (const auto& batch : batches) {
+    ++count;
+    if (even) seen.push_back(acc.gather_for_metrics(batch.id));
+  }
+  const auto counts = acc.gather_object(count);
+  if (even) {
+    for (auto c : counts) EXPECT(c == batches.size());  // the same on every rank
+    auto all = std::get<0>(torch::sort(torch::cat(seen)));
+    EXPECT(torch::equal(all, torch::arange(10)));
+  } else {
+    std::int64_t total = 0;
+    for (auto c : counts) total += c;
+    EXPECT(total == 4);  // 4 batches of the epoch, none repeated
+    EXPECT(counts.front() == (w == 1 ? 4 : 4 / w + (4 % w > 0)));
+  }
+}
+
+// K Ddp steps on W ranks equal K single-process steps on the concatenated global batch.
+struct Sample {
+  torch::Tensor x, y;
+};
+struct Regression {
+  torch::Tensor inputs, targets;
+  Regression() {
+    torch::manual_seed(99);
+    inputs = torch::randn({96, 5});
+    targets = inputs.matmul(torch::linspace(-1, 1, 5)).unsqueeze(1);
+  }
+  std::int64_t size() const { return inputs.size(0); }
+  Sample get(std::int64_t i) const { return {inputs[i], targets[i]}; }
+};
+
+torch::nn::Sequential regression_model() {
+  return torch::nn::Sequential(torch::nn::Linear(5, 8), torch::nn::Tanh(), torch::nn::Linear(8, 1));
+}
+
+template <class Accel>
+void ddp_matches_single_process() {
+  Accel acc(test_options());
+  const int w = acc.num_processes();
+  const std::int64_t per_rank = 4;
+  // Different initial weights on each rank: prepare must broadcast rank 0's.
+  torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
+  auto net = regression_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  accel::DataLoader loader(Regression(), {.batch_size = per_rank, .shuffle = true, .seed = 5});
+  auto [model, optimizer, batches] = acc.prepare(net, adam, loader);
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& batch : batches) {
+      acc.backward(torch::mse_loss(model(batch.x), batch.y));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+
+  // The reference: one process, the same initial weights (rank 0's), batches of W x per_rank
+  // over the same epoch order, GradAccum matching the accelerator's.
+  torch::manual_seed(1);
+  auto reference = regression_model();
+  torch::optim::Adam reference_adam(reference->parameters(), 0.01);
+  accel::DataLoader global(Regression(), {.batch_size = per_rank * w, .shuffle = true, .seed = 5});
+  int micro = 0;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::int64_t index = 0;
+    const std::int64_t total = global.size();
+    for (const auto& batch : global) {
+      const int window = static_cast<int>(std::min<std::int64_t>(
+          Accel::accumulation_steps, total - (index / Accel::accumulation_steps) * Accel::accumulation_steps));
+      (torch::mse_loss(reference->forward(batch.x), batch.y) / window).backward();
+      ++index;
+      if (++micro == window) {
+        reference_adam.step();
+        reference_adam.zero_grad();
+        micro = 0;
+      }
+    }
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < net->parameters().size(); ++i) {
+    const auto a = net->parameters()[i], b = reference->parameters()[i];
+    worst = std::max(worst, ((a - b).abs().max() / b.abs().max()).item<double>());
+  }
+  fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
+             acc.process_index(), worst);
+  EXPECT(worst <= 1e-5);
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
+}
+
+// Rank 0 and the others call different collectives: both fail naming both calls.
+void mismatch() {
+  Ddp acc(test_options());
+  const int r = acc.process_index();
+  try {
+    acc.reduce(torch::ones({r == 0 ? 3 : 4}));
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    EXPECT(what.find("mismatched collective") != std::string::npos);
+    EXPECT(what.find("rank 0: allreduce") != std::string::npos);
+    EXPECT(what.find("shape=3") != std::string::npos && what.find("shape=4") != std::string::npos);
+    fmt::print("rank {} caught: {}\n", r, what);
+    return;
+  }
+  throw std::runtime_error("the mismatched collective was not detected");
+}
+
+// The last rank stops itself; the others must fail with a timeout rather than hang.
+void stopped_rank() {
+  accel::Options options = test_options();
+  options.timeout = std::chrono::seconds(3);
+  Ddp acc(options);
+  acc.wait_for_everyone();
+  if (acc.process_index() == acc.num_processes() - 1) raise(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    acc.wait_for_everyone();
+  } catch (const std::exception& error) {
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr, "rank {} timed out after {:.1f} s: {}\n", acc.process_index(), waited,
+               error.what());
+    std::exit(7);  // fail, so that the launcher brings the stopped rank down
+  }
+  throw std::runtime_error("the barrier returned although a rank is stopped");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::map<std::string, std::function<void()>> scenarios = {
+      {"collectives", collectives},
+      {"gap_filling", gap_filling},
+      {"metrics_even", [] { metrics(true); }},
+      {"metrics_uneven", [] { metrics(false); }},
+      {"ddp", ddp_matches_single_process<Ddp>},
+      {"ddp_accum",
+       ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},
+      {"fsdp_no_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::NoShard>>>},
+      {"mismatch", mismatch},
+      {"stopped_rank", stopped_rank},
+  };
+  const auto found = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
+  if (found == scenarios.end()) {
+    fmt::print(stderr, "usage: accel_dist_worker SCENARIO\n");
+    return 2;
+  }
+  try {
+    found->second();
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "rank {}: {} FAILED: {}\n", std::getenv("RANK") ? std::getenv("RANK") : "?",
+               argv[1], error.what());
+    return 1;
+  }
+  fmt::print("rank {}: {} passed\n", std::getenv("RANK") ? std::getenv("RANK") : "0", argv[1]);
+  return 0;
+}
