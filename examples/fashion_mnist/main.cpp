@@ -176,8 +176,11 @@ int train(const Args& args, const fs::path& data_dir) {
   net->eval();
   std::int64_t correct = 0, seen = 0;
   for (const auto& batch : test_batches) {
-    correct += model(batch.pixels).argmax(1).eq(batch.label).sum().template item<std::int64_t>();
-    seen += batch.label.size(0);
+    // Every rank's predictions, each test image counted once.
+    const auto [predicted, label] =
+        accelerator.gather_for_metrics(std::tuple{model(batch.pixels).argmax(1), batch.label});
+    correct += predicted.eq(label).sum().template item<std::int64_t>();
+    seen += label.size(0);
   }
   accelerator.print("trained in {:.1f} s", seconds());
   accelerator.print("test_accuracy={:.4f}", static_cast<double>(correct) / static_cast<double>(seen));
