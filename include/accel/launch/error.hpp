@@ -1,0 +1,32 @@
+// The exception the launcher throws for a bad option or environment, before any worker starts.
+// It is separate from accel::Error so that this part of the library stays free of {fmt} and
+// torch: accel-launch compiles in about a second.
+#pragma once
+
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace accel {
+
+// Every message starts with "accel: ", names the offending value and says how to fix it.
+class LaunchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace launcher {
+
+[[noreturn]] inline void fail(const std::string& message) {
+  throw LaunchError("accel: " + message);
+}
+
+// "what: <strerror(errno)>", read at the call, before anything else can change errno.
+[[noreturn]] inline void fail_with_errno(const std::string& what) {
+  const int error = errno;
+  fail(what + ": " + std::generic_category().message(error));
+}
+
+}  // namespace launcher
+}  // namespace accel

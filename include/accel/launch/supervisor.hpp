@@ -1,0 +1,370 @@
+// Starting the workers of one node and watching them until every process of the launch is gone.
+//
+// The first worker to fail (non-zero exit or a signal) is the root cause: every other worker's
+// process group gets SIGTERM, then SIGKILL once the grace period is over. SIGINT, SIGTERM and
+// SIGHUP sent to the launcher are forwarded the same way. Processes the workers leave behind
+// (the launcher is their subreaper) are stopped too, so a launch ends with no orphan and no
+// zombie. The launcher exits with the root cause's status and names it on stderr.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "descendants.hpp"
+#include "environment.hpp"
+#include "error.hpp"
+#include "file_descriptor.hpp"
+#include "free_port.hpp"
+#include "options.hpp"
+#include "private_directory.hpp"
+#include "rank_prefix.hpp"
+#include "signal_names.hpp"
+#include "signal_watch.hpp"
+#include "spawn.hpp"
+
+namespace accel {
+namespace launcher {
+
+using Clock = std::chrono::steady_clock;
+
+// Every line the launcher itself writes starts with this, whether it runs as accel-launch or
+// inside a program through accel::launch().
+inline constexpr std::string_view summary_prefix = "accel-launch: ";
+
+inline std::uint64_t signal_bit(int signal) { return std::uint64_t{1} << (signal & 63); }
+
+inline bool failed(int wait_status) {
+  return !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+}
+
+// How a shell reports a status: the exit code, or 128 + the signal's number.
+inline int shell_status(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options, Rendezvous rendezvous)
+      : options_(options), rendezvous_(std::move(rendezvous)) {}
+
+  int run(const std::string& program, const std::vector<std::string>& arguments) {
+    SignalWatch signals;
+    const ChildSubreaper subreaper;
+    start_workers(program, arguments, signals);
+    for (;;) {
+      for (const int signal : signals.drain())
+        if (signal != SIGCHLD) on_launcher_signal(signal);
+      if (!reap_exited()) break;  // no child left at all: every worker and descendant is gone
+      if (phase_ == Phase::running && all_workers_exited()) begin_stopping(SIGTERM);
+      if (phase_ == Phase::stopping && Clock::now() >= deadline_)
+        begin_killing("still running after the " + format_seconds(options_.grace) +
+                      " s grace period");
+      if (phase_ != Phase::running) signal_everything(phase_ == Phase::killing ? SIGKILL : stop_signal_);
+      wait_for_events(signals);
+    }
+    for (PrefixedStream& stream : streams_)
+      if (stream.open()) drain(stream);
+    report();
+    return exit_status();
+  }
+
+ private:
+  enum class Phase { running, stopping, killing };
+  enum class Cause { none, worker_failed, signal_received, start_failed };
+
+  struct Worker {
+    int rank = 0;
+    pid_t pid = 0;
+    bool exited = false;
+    int wait_status = 0;
+  };
+
+  void start_workers(const std::string& program, const std::vector<std::string>& arguments,
+                     const SignalWatch& signals) {
+    for (int local_rank = 0; local_rank < options_.nproc; ++local_rank) {
+      const int rank = options_.node_rank * options_.nproc + local_rank;
+      const std::vector<std::string> environment =
+          worker_environment(worker_variables(options_, rendezvous_, local_rank));
+      std::optional<Pipe> out;
+      std::optional<Pipe> err;
+      try {
+        if (options_.rank_prefix) {
+          out = make_pipe(O_NONBLOCK);
+          err = make_pipe(O_NONBLOCK);
+        }
+        const WorkerProcess process{program, arguments, environment,
+                                    out ? out->write_end.get() : -1,
+                                    err ? err->write_end.get() : -1};
+        const pid_t pid = spawn_worker(process, signals);
+        workers_.push_back({rank, pid});
+      } catch (const LaunchError& error) {
+        write_all(STDERR_FILENO, std::string(error.what()) + "\n");
+        cause_ = Cause::start_failed;
+        failed_start_rank_ = rank;
+        begin_stopping(SIGTERM);
+        return;
+      }
+      if (out) {
+        streams_.emplace_back(std::move(out->read_end), STDOUT_FILENO, rank);
+        streams_.emplace_back(std::move(err->read_end), STDERR_FILENO, rank);
+      }
+    }
+  }
+
+  // Reaps every child that has exited, workers and reparented descendants alike. False when
+  // this process has no child left.
+  bool reap_exited() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid > 0) {
+        on_child_exit(pid, status);
+      } else if (pid == 0) {
+        return true;
+      } else if (errno != EINTR) {
+        return false;  // ECHILD
+      }
+    }
+  }
+
+  void on_child_exit(pid_t pid, int status) {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      Worker& worker = workers_[i];
+      if (worker.pid != pid) continue;
+      worker.exited = true;
+      worker.wait_status = status;
+      if (failed(status) && cause_ == Cause::none) {
+        cause_ = Cause::worker_failed;
+        failed_worker_ = i;
+        begin_stopping(SIGTERM);
+      }
+      return;
+    }
+  }
+
+  void on_launcher_signal(int signal) {
+    if (phase_ == Phase::running) {
+      if (cause_ == Cause::none) {
+        cause_ = Cause::signal_received;
+        received_signal_ = signal;
+      }
+      begin_stopping(signal);
+    } else if (phase_ == Phase::stopping) {
+      // A second Ctrl-C means now.
+      begin_killing("after a second " + signal_name(signal) + " to the launcher");
+    }
+  }
+
+  [[nodiscard]] bool all_workers_exited() const {
+    for (const Worker& worker : workers_)
+      if (!worker.exited) return false;
+    return true;
+  }
+
+  void begin_stopping(int signal) {
+    phase_ = Phase::stopping;
+    stop_signal_ = signal;
+    deadline_ = Clock::now() + options_.grace;
+    signal_everything(signal);
+  }
+
+  void begin_killing(std::string reason) {
+    phase_ = Phase::killing;
+    kill_reason_ = std::move(reason);
+    signal_everything(SIGKILL);
+  }
+
+  // Sends `signal` to every running worker's process group and to every other child of the
+  // launcher (a descendant left behind by a worker that has exited) and its group. Each group
+  // and process gets a given signal once; SIGKILL is repeated, since it costs nothing.
+  void signal_everything(int signal) {
+    const std::uint64_t bit = signal_bit(signal);
+    const auto send_to_group = [&](pid_t group) {
+      if (group <= 0 || group == own_group_) return;
+      if ((signaled_groups_[group] & bit) != 0 && signal != SIGKILL) return;
+      ::kill(-group, signal);
+      signaled_groups_[group] |= bit;
+    };
+    for (const Worker& worker : workers_)
+      if (!worker.exited) send_to_group(worker.pid);
+    for (const ChildProcess& child : children_of(own_pid_)) {
+      if (is_worker(child.pid)) continue;
+      leftovers_.insert(child.pid);
+      const bool group_already_signaled = (signaled_groups_[child.process_group] & bit) != 0;
+      send_to_group(child.process_group);
+      if ((signaled_pids_[child.pid] & bit) == 0 && (!group_already_signaled || signal == SIGKILL))
+        ::kill(child.pid, signal);
+      signaled_pids_[child.pid] |= bit;
+    }
+  }
+
+  [[nodiscard]] bool is_worker(pid_t pid) const {
+    for (const Worker& worker : workers_)
+      if (worker.pid == pid && !worker.exited) return true;
+    return false;
+  }
+
+  void wait_for_events(const SignalWatch& signals) {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    std::vector<PrefixedStream*> polled;
+    for (PrefixedStream& stream : streams_) {
+      if (!stream.open()) continue;
+      fds.push_back({stream.fd(), POLLIN, 0});
+      polled.push_back(&stream);
+    }
+    int timeout_ms = -1;
+    if (phase_ == Phase::stopping) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
+      timeout_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
+    } else if (phase_ == Phase::killing) {
+      timeout_ms = 100;  // a safety net; every exit also wakes us through SIGCHLD
+    }
+    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+    for (std::size_t i = 1; i < fds.size(); ++i)
+      if (fds[i].revents != 0) polled[i - 1]->read_available();
+  }
+
+  // After the last process is gone nobody holds a write end any more: read to the end.
+  static void drain(PrefixedStream& stream) {
+    for (int rounds = 0; stream.open() && rounds < 1000; ++rounds) {
+      pollfd ready{stream.fd(), POLLIN, 0};
+      if (::poll(&ready, 1, 100) <= 0) break;
+      stream.read_available();
+    }
+    if (stream.open()) stream.finish();
+  }
+
+  [[nodiscard]] std::string describe(const Worker& worker) const {
+    const int status = worker.wait_status;
+    const std::uint64_t sent = signaled_groups_.count(worker.pid) != 0
+                                   ? signaled_groups_.at(worker.pid)
+                                   : std::uint64_t{0};
+    if (WIFEXITED(status)) {
+      const std::string text = WEXITSTATUS(status) == 0
+                                   ? "exited with code 0"
+                                   : "exit code " + std::to_string(WEXITSTATUS(status));
+      if (sent == 0) return text;
+      return text + (cause_ == Cause::signal_received ? " after the forwarded " : " after the launcher's ") +
+             signal_name(stop_signal_);
+    }
+    const int signal = WTERMSIG(status);
+    if ((sent & signal_bit(signal)) == 0) return "killed by signal " + signal_name(signal);
+    if (signal == SIGKILL) return "killed by the launcher with SIGKILL (" + kill_reason_ + ")";
+    if (cause_ == Cause::signal_received)
+      return "terminated by the forwarded " + signal_name(signal);
+    return "terminated by the launcher with " + signal_name(signal);
+  }
+
+  [[nodiscard]] std::string worker_name(const Worker& worker) const {
+    return "rank " + std::to_string(worker.rank) + " (pid " + std::to_string(worker.pid) + ")";
+  }
+
+  void report() const {
+    std::string text;
+    const auto line = [&](const std::string& content) {
+      text += summary_prefix;
+      text += content;
+      text += '\n';
+    };
+    if (cause_ == Cause::worker_failed) {
+      const Worker& root = workers_[failed_worker_];
+      const std::string how = WIFEXITED(root.wait_status)
+                                  ? "exit code " + std::to_string(WEXITSTATUS(root.wait_status))
+                                  : "killed by signal " + signal_name(WTERMSIG(root.wait_status));
+      line(worker_name(root) + " failed first: " + how + " (root cause)");
+    } else if (cause_ == Cause::signal_received) {
+      line("received " + signal_name(received_signal_) +
+           " and forwarded it to every worker (root cause)");
+    } else if (cause_ == Cause::start_failed) {
+      line("rank " + std::to_string(failed_start_rank_) + " could not start (root cause)");
+    }
+    if (cause_ != Cause::none) {
+      for (std::size_t i = 0; i < workers_.size(); ++i)
+        if (cause_ != Cause::worker_failed || i != failed_worker_)
+          line(worker_name(workers_[i]) + ": " + describe(workers_[i]));
+    }
+    // After a failure, stopping the workers' children is part of stopping the workers.
+    if (cause_ == Cause::none && !leftovers_.empty())
+      line("stopped " + std::to_string(leftovers_.size()) + " process" +
+           (leftovers_.size() == 1 ? "" : "es") +
+           " that the workers had left running (nothing outlives a launch)");
+    if (cause_ != Cause::none) line("exiting with status " + std::to_string(exit_status()));
+    write_all(STDERR_FILENO, text);
+  }
+
+  [[nodiscard]] int exit_status() const {
+    switch (cause_) {
+      case Cause::worker_failed: return shell_status(workers_[failed_worker_].wait_status);
+      case Cause::signal_received: return 128 + received_signal_;
+      case Cause::start_failed: return 127;
+      case Cause::none: break;
+    }
+    return 0;
+  }
+
+  const LaunchOptions& options_;
+  Rendezvous rendezvous_;
+  const pid_t own_pid_ = ::getpid();
+  const pid_t own_group_ = ::getpgrp();
+  std::vector<Worker> workers_;
+  std::vector<PrefixedStream> streams_;
+  Phase phase_ = Phase::running;
+  Cause cause_ = Cause::none;
+  std::size_t failed_worker_ = 0;
+  int received_signal_ = 0;
+  int failed_start_rank_ = 0;
+  int stop_signal_ = SIGTERM;
+  Clock::time_point deadline_{};
+  std::string kill_reason_;
+  std::map<pid_t, std::uint64_t> signaled_groups_;
+  std::map<pid_t, std::uint64_t> signaled_pids_;
+  std::set<pid_t> leftovers_;
+};
+
+// MASTER_ADDR, MASTER_PORT and, on one node, the private rendezvous folder.
+inline Rendezvous resolve_rendezvous(const LaunchOptions& options, const std::string& store_dir) {
+  Rendezvous rendezvous;
+  rendezvous.master_addr = options.master_addr.empty() ? loopback_address : options.master_addr;
+  const int port = options.master_port.value_or(options.nnodes == 1 ? 0 : default_multi_node_port);
+  rendezvous.master_port = port == 0 ? pick_free_port() : port;
+  rendezvous.store_dir = store_dir;
+  return rendezvous;
+}
+
+}  // namespace launcher
+
+// Starts `program` (a path, or a name looked up in PATH) as options.nproc workers with argv
+// `arguments` (argv[0] included) and supervises them until every process of the launch is gone.
+// Returns the launcher's exit status: 0 when every worker exited with 0, else the root cause's
+// exit code or 128 + its signal (127 when a worker could not start). Throws LaunchError for bad
+// options, before starting anything.
+inline int launch_workers(const LaunchOptions& options, const std::string& program,
+                          const std::vector<std::string>& arguments) {
+  launcher::validate(options);
+  std::optional<launcher::PrivateDirectory> store;
+  if (options.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
+  launcher::Supervisor supervisor(
+      options, launcher::resolve_rendezvous(options, store ? store->path() : std::string()));
+  return supervisor.run(program, arguments);
+}
+
+// accel-launch's form: `command` is COMMAND ARGS...
+inline int launch_workers(const LaunchOptions& options, const std::vector<std::string>& command) {
+  if (command.empty())
+    launcher::fail("no command to launch; give the program and its arguments, e.g. {\"./train\"}");
+  return launch_workers(options, command.front(), command);
+}
+
+}  // namespace accel

@@ -1,0 +1,191 @@
+// Options, command lines and the small pieces of the launcher, without starting processes.
+#include <accel/launch.hpp>
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace {
+
+accel::LaunchCommandLine parse(std::initializer_list<const char*> words) {
+  std::vector<const char*> argv{"accel-launch"};
+  argv.insert(argv.end(), words);
+  return accel::parse_launch_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+// The message a bad command line gets, "" when it parses.
+std::string error_of(std::initializer_list<const char*> words) {
+  try {
+    parse(words);
+  } catch (const accel::LaunchError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+struct UnsetNproc {
+  UnsetNproc() { ::unsetenv("ACCEL_NPROC"); }
+  ~UnsetNproc() { ::unsetenv("ACCEL_NPROC"); }
+};
+
+}  // namespace
+
+TEST_CASE("command line: options, then the command after --") {
+  const UnsetNproc clean;
+  const auto line = parse({"--nproc", "4", "--nnodes=2", "--node-rank", "1", "--master-addr",
+                           "10.0.0.1", "--master-port=1234", "--grace", "0.5", "--rank-prefix",
+                           "--", "./train", "--nproc", "9"});
+  CHECK(line.options.nproc == 4);
+  CHECK(line.options.nnodes == 2);
+  CHECK(line.options.node_rank == 1);
+  CHECK(line.options.master_addr == "10.0.0.1");
+  CHECK(line.options.master_port == 1234);
+  CHECK(line.options.grace == std::chrono::milliseconds(500));
+  CHECK(line.options.rank_prefix);
+  CHECK(line.command == std::vector<std::string>{"./train", "--nproc", "9"});
+}
+
+TEST_CASE("command line: defaults, ACCEL_NPROC, a command without --, --help") {
+  const UnsetNproc clean;
+  auto line = parse({"python3", "-c", "pass"});
+  CHECK(line.options.nproc == 1);
+  CHECK(line.options.nnodes == 1);
+  CHECK_FALSE(line.options.master_port.has_value());
+  CHECK(line.options.grace == std::chrono::seconds(5));
+  CHECK_FALSE(line.options.rank_prefix);
+  CHECK(line.command == std::vector<std::string>{"python3", "-c", "pass"});
+
+  ::setenv("ACCEL_NPROC", "3", 1);
+  CHECK(parse({"--", "true"}).options.nproc == 3);
+  CHECK(parse({"--nproc", "2", "--", "true"}).options.nproc == 2);  // the flag wins
+  CHECK(parse({"--help"}).help);
+}
+
+TEST_CASE("command line: every mistake gets an accel: message naming the value") {
+  const UnsetNproc clean;
+  const auto check = [](std::initializer_list<const char*> words,
+                        std::initializer_list<const char*> parts) {
+    const std::string message = error_of(words);
+    INFO("message: " << message);
+    CHECK(message.rfind("accel: ", 0) == 0);
+    for (const char* part : parts) CHECK(launch_test::contains(message, part));
+  };
+  check({"--nproc", "0", "--", "true"}, {"--nproc 0", "at least 1"});
+  check({"--nproc", "abc", "--", "true"}, {"--nproc 'abc'", "whole number", "--nproc 2"});
+  check({"--nproc=2x", "--", "true"}, {"'2x'"});
+  check({"--nproc"}, {"--nproc needs a value"});
+  check({"--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--", "true"},
+        {"--node-rank 2", "--nnodes 2", "0 to 1"});
+  check({"--nnodes", "2", "--", "true"}, {"--nnodes 2", "--master-addr"});
+  check({"--master-port", "70000", "--", "true"}, {"--master-port 70000", "65535"});
+  check({"--nnodes", "2", "--master-addr", "h", "--master-port", "0", "--", "true"},
+        {"--master-port 0", "29500"});
+  check({"--grace", "-1", "--", "true"}, {"--grace -1", "negative"});
+  check({"--grace", "soon", "--", "true"}, {"--grace 'soon'"});
+  check({"--rank-prefix=yes", "--", "true"}, {"--rank-prefix takes no value"});
+  check({"--frobnicate", "--", "true"}, {"'--frobnicate'", "--help"});
+  check({"--nproc", "2"}, {"no command", "after --"});
+  check({"--nproc", "2", "--"}, {"no command"});
+
+  ::setenv("ACCEL_NPROC", "abc", 1);
+  check({"--", "true"}, {"ACCEL_NPROC='abc'", "unset it"});
+  ::setenv("ACCEL_NPROC", "0", 1);
+  check({"--", "true"}, {"ACCEL_NPROC=0", "at least 1"});
+}
+
+TEST_CASE("launch(): --nproc is taken out of the program's arguments, before -- only") {
+  const char* argv[] = {"./train", "--epochs", "3", "--nproc", "4", "--lr=0.1",
+                        "--nproc=2", "--", "--nproc", "7"};
+  const auto program = accel::launcher::take_nproc_argument(10, argv);
+  CHECK(program.nproc == 2);
+  CHECK(program.arguments ==
+        std::vector<std::string>{"./train", "--epochs", "3", "--lr=0.1", "--", "--nproc", "7"});
+  const char* missing[] = {"./train", "--nproc"};
+  CHECK_THROWS_WITH_AS(accel::launcher::take_nproc_argument(2, missing),
+                       "accel: --nproc needs a value, e.g. --nproc 2", accel::LaunchError);
+}
+
+TEST_CASE("validate: options built in code are checked like the command line") {
+  accel::LaunchOptions options;
+  options.nproc = 2;
+  CHECK_NOTHROW(accel::launcher::validate(options));
+  options.grace = std::chrono::milliseconds(-1500);
+  CHECK_THROWS_WITH_AS(accel::launcher::validate(options),
+                       doctest::Contains("--grace -1.5 is negative"), accel::LaunchError);
+  options.grace = std::chrono::seconds(1);
+  options.nnodes = 0;
+  CHECK_THROWS_WITH_AS(accel::launcher::validate(options), doctest::Contains("--nnodes 0"),
+                       accel::LaunchError);
+  CHECK_THROWS_AS(accel::launch_workers(options, std::vector<std::string>{"true"}),
+                  accel::LaunchError);
+}
+
+TEST_CASE("worker variables: global rank from the node rank, the store folder on one node only") {
+  accel::LaunchOptions options;
+  options.nproc = 2;
+  options.nnodes = 3;
+  options.node_rank = 2;
+  const accel::launcher::Rendezvous rendezvous{"10.1.2.3", 29500, ""};
+  const auto variables = accel::launcher::worker_variables(options, rendezvous, 1);
+  const accel::launcher::Variables expected = {
+      {"RANK", "5"},        {"LOCAL_RANK", "1"},       {"WORLD_SIZE", "6"},
+      {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}, {"MASTER_ADDR", "10.1.2.3"},
+      {"MASTER_PORT", "29500"}};
+  CHECK(variables == expected);
+
+  // The inherited environment loses stale values of every variable the launcher sets.
+  ::setenv("ACCEL_STORE_DIR", "/stale", 1);
+  const auto environment = accel::launcher::worker_environment(variables);
+  ::unsetenv("ACCEL_STORE_DIR");
+  for (const std::string& entry : environment) CHECK(entry.rfind("ACCEL_STORE_DIR=", 0) != 0);
+  CHECK(std::count(environment.begin(), environment.end(), std::string("RANK=5")) == 1);
+}
+
+TEST_CASE("small pieces: signal names, seconds, a free port") {
+  CHECK(accel::launcher::signal_name(SIGKILL) == "SIGKILL");
+  CHECK(accel::launcher::signal_name(SIGTERM) == "SIGTERM");
+  CHECK(accel::launcher::signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(accel::launcher::signal_name(SIGRTMIN + 3).rfind("signal ", 0) == 0);
+  CHECK(accel::launcher::format_seconds(std::chrono::seconds(5)) == "5");
+  CHECK(accel::launcher::format_seconds(std::chrono::milliseconds(1500)) == "1.5");
+  CHECK(accel::launcher::format_seconds(std::chrono::milliseconds(50)) == "0.05");
+  CHECK(accel::launcher::format_seconds(std::chrono::milliseconds(-500)) == "-0.5");
+  const int port = accel::launcher::pick_free_port();
+  CHECK(port > 0);
+  CHECK(port < 65536);
+}
+
+TEST_CASE("rank prefix: whole lines only, and a last line without newline") {
+  using accel::launcher::FileDescriptor;
+  auto input = accel::launcher::make_pipe(O_NONBLOCK);
+  auto output = accel::launcher::make_pipe(O_NONBLOCK);
+  accel::launcher::PrefixedStream stream(std::move(input.read_end), output.write_end.get(), 7);
+  const auto send = [&](const std::string& text) {
+    CHECK(::write(input.write_end.get(), text.data(), text.size()) ==
+          static_cast<ssize_t>(text.size()));
+    stream.read_available();
+  };
+  const auto received = [&] {
+    std::string text;
+    char buffer[4096];
+    for (ssize_t count; (count = ::read(output.read_end.get(), buffer, sizeof buffer)) > 0;)
+      text.append(buffer, static_cast<std::size_t>(count));
+    return text;
+  };
+  send("one\ntw");
+  CHECK(received() == "[rank 7] one\n");
+  send("o\n\nthree");
+  CHECK(received() == "[rank 7] two\n[rank 7] \n");
+  input.write_end.reset();
+  stream.read_available();  // end of file
+  CHECK_FALSE(stream.open());
+  CHECK(received() == "[rank 7] three\n");
+}

@@ -1,0 +1,333 @@
+// The launcher with real processes: accel-launch, and the test worker launching itself through
+// accel::launch(). Every check on time uses generous bounds: the machine may be busy.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <accel/launch/signal_names.hpp>
+
+#include "harness.hpp"
+
+namespace {
+
+using launch_test::contains;
+using launch_test::EnvironmentChanges;
+using launch_test::Finished;
+using launch_test::Process;
+using launch_test::TestDir;
+
+const std::string worker = ACCEL_TEST_WORKER;
+const std::string launcher = ACCEL_TEST_LAUNCHER;
+
+// Whatever runs this test (a CI job under srun, say), the launcher starts as a fresh launch.
+EnvironmentChanges fresh(EnvironmentChanges extra = {}) {
+  EnvironmentChanges changes;
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                           "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "ACCEL_NPROC",
+                           "ACCEL_STORE_DIR", "MASTER_ADDR", "MASTER_PORT"})
+    changes.emplace_back(name, std::nullopt);
+  changes.insert(changes.end(), extra.begin(), extra.end());
+  return changes;
+}
+
+std::map<std::string, std::string> read_env_file(const TestDir& dir, int rank) {
+  std::map<std::string, std::string> values;
+  const std::string text = dir.read("env." + std::to_string(rank));
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    const auto equals = line.find('=');
+    if (equals != std::string::npos) values[line.substr(0, equals)] = line.substr(equals + 1);
+    start = end == std::string::npos ? text.size() : end + 1;
+  }
+  return values;
+}
+
+// Nothing a worker wrote a pid for exists any more: not running, not a zombie.
+void check_nothing_left(const TestDir& dir, int ranks, bool grandchildren) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string r = std::to_string(rank);
+    const pid_t pid = dir.pid_in("pid." + r);
+    CAPTURE(rank);
+    CHECK(pid > 0);
+    CHECK_FALSE(launch_test::process_exists(pid));
+    if (grandchildren) {
+      const pid_t grandchild = dir.pid_in("grandchild." + r);
+      CHECK(grandchild > 0);
+      CHECK_FALSE(launch_test::process_exists(grandchild));
+    }
+  }
+}
+
+std::string pid_of(const TestDir& dir, int rank) {
+  return std::to_string(dir.pid_in("pid." + std::to_string(rank)));
+}
+
+// Milliseconds from the failing rank's last moment to the launcher's exit.
+double ms_since_failure(const TestDir& dir, const Finished& finished) {
+  return static_cast<double>(finished.ended_ns - std::atoll(dir.read("failed-at").c_str())) / 1e6;
+}
+
+}  // namespace
+
+TEST_CASE("2 and 3 ranks: distinct ranks, one port, one private store folder removed at the end") {
+  for (const int ranks : {2, 3}) {
+    CAPTURE(ranks);
+    TestDir dir;
+    // 2 ranks through accel::launch() (the worker launches itself), 3 through accel-launch.
+    const std::vector<std::string> argv =
+        ranks == 2 ? std::vector<std::string>{worker, "--dir", dir.path(), "--nproc", "2",
+                                              "--dump-env", "--sleep", "0"}
+                   : std::vector<std::string>{launcher, "--nproc", "3", "--", worker, "--dir",
+                                              dir.path(), "--dump-env", "--sleep", "0"};
+    Process process(argv, dir, fresh());
+    const Finished finished = process.wait();
+    INFO("stderr: " << finished.err);
+    CHECK(finished.status == 0);
+    CHECK(finished.err.empty());
+
+    const auto first = read_env_file(dir, 0);
+    for (int rank = 0; rank < ranks; ++rank) {
+      CAPTURE(rank);
+      auto env = read_env_file(dir, rank);
+      CHECK(env["RANK"] == std::to_string(rank));
+      CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+      CHECK(env["WORLD_SIZE"] == std::to_string(ranks));
+      CHECK(env["LOCAL_WORLD_SIZE"] == std::to_string(ranks));
+      CHECK(env["GROUP_RANK"] == "0");
+      CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+      CHECK(env["MASTER_PORT"] == first.at("MASTER_PORT"));
+      CHECK(std::atoi(env["MASTER_PORT"].c_str()) > 0);
+      CHECK(env["ACCEL_STORE_DIR"] == first.at("ACCEL_STORE_DIR"));
+      CHECK(env["store_is_dir"] == "1");
+      CHECK(env["store_mode"] == "700");
+      CHECK(env["argv"] == "--dir " + dir.path() + " --dump-env --sleep 0");
+    }
+    CHECK(first.at("ACCEL_STORE_DIR").rfind(dir.path() + "/accel-", 0) == 0);  // under $TMPDIR
+    CHECK_FALSE(launch_test::file_exists(first.at("ACCEL_STORE_DIR")));
+    check_nothing_left(dir, ranks, false);
+  }
+}
+
+TEST_CASE("rank 1 exits with 3: status 3 within 10 s, rank 1 named, nothing left running") {
+  TestDir dir;
+  Process process({worker, "--nproc", "3", "--dir", dir.path(), "--dump-env", "--grandchild",
+                   "--fail-rank", "1", "--exit-code", "3", "--sleep", "120"},
+                  dir, fresh());
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 3);
+  CHECK(finished.seconds < 10);
+  CHECK(contains(finished.err, "accel-launch: rank 1 (pid " + pid_of(dir, 1) +
+                                   ") failed first: exit code 3 (root cause)\n"));
+  for (const int rank : {0, 2})
+    CHECK(contains(finished.err, "accel-launch: rank " + std::to_string(rank) + " (pid " +
+                                     pid_of(dir, rank) +
+                                     "): terminated by the launcher with SIGTERM\n"));
+  CHECK(contains(finished.err, "accel-launch: exiting with status 3\n"));
+  check_nothing_left(dir, 3, true);
+  CHECK_FALSE(launch_test::file_exists(read_env_file(dir, 0).at("ACCEL_STORE_DIR")));
+  MESSAGE("failure to launcher exit: " << ms_since_failure(dir, finished) << " ms");
+}
+
+TEST_CASE("a rank killed by SIGKILL is named with the signal") {
+  TestDir dir;
+  Process process({launcher, "--nproc", "2", "--", worker, "--dir", dir.path(), "--grandchild",
+                   "--kill-rank", "1", "--sleep", "120"},
+                  dir, fresh());
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 128 + SIGKILL);
+  CHECK(contains(finished.err, "accel-launch: rank 1 (pid " + pid_of(dir, 1) +
+                                   ") failed first: killed by signal SIGKILL (root cause)\n"));
+  CHECK(contains(finished.err, "accel-launch: rank 0 (pid " + pid_of(dir, 0) +
+                                   "): terminated by the launcher with SIGTERM\n"));
+  check_nothing_left(dir, 2, true);
+  MESSAGE("failure to launcher exit: " << ms_since_failure(dir, finished) << " ms");
+}
+
+TEST_CASE("SIGTERM, SIGINT and SIGHUP to the launcher reach every worker") {
+  for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
+    const std::string name = accel::launcher::signal_name(signal);
+    CAPTURE(name);
+    TestDir dir;
+    Process process({worker, "--nproc", "2", "--dir", dir.path(), "--grandchild", "--sleep", "120"},
+                    dir, fresh());
+    REQUIRE(launch_test::wait_for_files(dir.files("ready.", 2), std::chrono::seconds(30)));
+    const auto sent = launch_test::monotonic_ns();
+    ::kill(process.pid(), signal);
+    const Finished finished = process.wait();
+    INFO("stderr: " << finished.err);
+    CHECK(finished.status == 128 + signal);
+    CHECK(contains(finished.err, "accel-launch: received " + name +
+                                     " and forwarded it to every worker (root cause)\n"));
+    for (const int rank : {0, 1})
+      CHECK(contains(finished.err, "accel-launch: rank " + std::to_string(rank) + " (pid " +
+                                       pid_of(dir, rank) + "): terminated by the forwarded " +
+                                       name + "\n"));
+    check_nothing_left(dir, 2, true);
+    MESSAGE(name << " to launcher exit: " << (finished.ended_ns - sent) / 1e6 << " ms");
+  }
+}
+
+TEST_CASE("a worker that ignores SIGTERM gets SIGKILL after the grace period") {
+  TestDir dir;
+  Process process({launcher, "--grace", "1", "--nproc", "2", "--", worker, "--dir", dir.path(),
+                   "--ignore-sigterm", "--grandchild", "--fail-rank", "0", "--exit-code", "1",
+                   "--sleep", "120"},
+                  dir, fresh());
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 1);
+  const double delay = ms_since_failure(dir, finished);
+  CHECK(delay >= 900);
+  CHECK(delay < 10'000);
+  CHECK(contains(finished.err, "accel-launch: rank 0 (pid " + pid_of(dir, 0) +
+                                   ") failed first: exit code 1 (root cause)\n"));
+  CHECK(contains(finished.err,
+                 "accel-launch: rank 1 (pid " + pid_of(dir, 1) +
+                     "): killed by the launcher with SIGKILL (still running after the 1 s grace "
+                     "period)\n"));
+  check_nothing_left(dir, 2, true);
+  MESSAGE("failure to launcher exit with a 1 s grace: " << delay << " ms");
+}
+
+TEST_CASE("rank prefix: every line of every worker, stdout and stderr, off by default") {
+  TestDir dir;
+  Process prefixed({launcher, "--rank-prefix", "--nproc", "2", "--", worker, "--print", "hello"},
+                   dir, fresh());
+  const Finished finished = prefixed.wait();
+  INFO("stdout: " << finished.out << "\nstderr: " << finished.err);
+  CHECK(finished.status == 0);
+  for (const std::string rank : {"0", "1"}) {
+    CHECK(contains(finished.out, "[rank " + rank + "] hello from rank " + rank + "\n"));
+    CHECK(contains(finished.err, "[rank " + rank + "] error line from rank " + rank + "\n"));
+    CHECK(contains(finished.err, "[rank " + rank + "] partial from rank " + rank + "\n"));
+  }
+  for (const std::string* text : {&finished.out, &finished.err}) {
+    std::size_t start = 0;
+    while (start < text->size()) {
+      CHECK(text->compare(start, 6, "[rank ") == 0);
+      start = text->find('\n', start) + 1;
+    }
+  }
+
+  TestDir plain_dir;
+  Process plain({launcher, "--nproc", "2", "--", worker, "--print", "hello"}, plain_dir, fresh());
+  const Finished unprefixed = plain.wait();
+  CHECK(unprefixed.status == 0);
+  CHECK(contains(unprefixed.out, "hello from rank 1\n"));
+  CHECK_FALSE(contains(unprefixed.out, "[rank"));
+}
+
+TEST_CASE("several nodes: global ranks from --node-rank, the given port, no store folder") {
+  TestDir dir;
+  Process process({launcher, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                   "--master-port", "29555", "--nproc", "2", "--", worker, "--dir", dir.path(),
+                   "--dump-env"},
+                  dir, fresh({{"ACCEL_STORE_DIR", "/stale/from/an/outer/launch"}}));
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 0);
+  for (const int local : {0, 1}) {
+    auto env = read_env_file(dir, 2 + local);
+    CHECK(env["RANK"] == std::to_string(2 + local));
+    CHECK(env["LOCAL_RANK"] == std::to_string(local));
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(env["GROUP_RANK"] == "1");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["MASTER_PORT"] == "29555");
+    CHECK(env["ACCEL_STORE_DIR"] == "<unset>");
+  }
+}
+
+TEST_CASE("processes the workers leave behind are stopped, even outside their process group") {
+  TestDir dir;
+  Process process({worker, "--nproc", "2", "--dir", dir.path(), "--grandchild-setsid"}, dir,
+                  fresh());
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 0);
+  CHECK(contains(finished.err, "accel-launch: stopped 2 processes that the workers had left "
+                               "running"));
+  check_nothing_left(dir, 2, true);
+}
+
+TEST_CASE("the workers die with the launcher, even when it is killed with SIGKILL") {
+  TestDir dir;
+  Process process({worker, "--nproc", "2", "--dir", dir.path(), "--sleep", "120"}, dir, fresh());
+  REQUIRE(launch_test::wait_for_files(dir.files("ready.", 2), std::chrono::seconds(30)));
+  ::kill(process.pid(), SIGKILL);
+  const Finished finished = process.wait();
+  CHECK_FALSE(finished.exited);
+  // PR_SET_PDEATHSIG: each worker gets SIGKILL from the kernel; this test process, a
+  // subreaper, inherits them as zombies until TestDir reaps them.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (const int rank : {0, 1}) {
+    const pid_t pid = dir.pid_in("pid." + std::to_string(rank));
+    while (launch_test::process_running(pid) && std::chrono::steady_clock::now() < deadline)
+      launch_test::sleep_ms(5);
+    CHECK_FALSE(launch_test::process_running(pid));
+  }
+}
+
+TEST_CASE("RANK and WORLD_SIZE already set: the program runs once, as that rank") {
+  TestDir dir;
+  Process process({worker, "--nproc", "3", "--dir", dir.path(), "--dump-env"}, dir,
+                  fresh({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  const Finished finished = process.wait();
+  CHECK(finished.status == 0);
+  auto env = read_env_file(dir, 0);
+  CHECK(env["RANK"] == "0");
+  CHECK(env["ACCEL_STORE_DIR"] == "<unset>");
+  CHECK(env["argv"] == "--dir " + dir.path() + " --dump-env");
+  CHECK(env["pid"] == std::to_string(process.pid()));
+  CHECK_FALSE(launch_test::file_exists(dir.file("env.1")));
+}
+
+TEST_CASE("bad arguments or environment: an accel: message and status 2, nothing started") {
+  struct Case {
+    std::vector<std::string> argv;
+    EnvironmentChanges environment;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{launcher, "--nproc", "0", "--", worker}, {}, "accel: --nproc 0 is out of range"},
+      {{launcher, "--nnodes", "2", "--", worker}, {}, "accel: --nnodes 2 needs --master-addr"},
+      {{launcher, "--nproc", "2"}, {}, "accel: no command to launch"},
+      {{launcher, "--", worker}, {{"ACCEL_NPROC", "abc"}}, "accel: ACCEL_NPROC='abc'"},
+      {{worker, "--nproc", "x"}, {}, "accel: --nproc 'x' is not a whole number"},
+      {{worker}, {{"ACCEL_NPROC", "abc"}}, "accel: ACCEL_NPROC='abc' is not a whole number"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    TestDir dir;
+    Process process(c.argv, dir, fresh(c.environment));
+    const Finished finished = process.wait();
+    CHECK(finished.status == 2);
+    CHECK(finished.err.rfind(c.message, 0) == 0);
+  }
+  TestDir dir;
+  Process help({launcher, "--help"}, dir, fresh());
+  const Finished finished = help.wait();
+  CHECK(finished.status == 0);
+  CHECK(contains(finished.out, "usage: accel-launch"));
+}
+
+TEST_CASE("a command that cannot start: status 127 and the reason") {
+  TestDir dir;
+  Process process({launcher, "--nproc", "2", "--", "/nonexistent/accel-program"}, dir, fresh());
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 127);
+  CHECK(contains(finished.err,
+                 "accel: cannot run '/nonexistent/accel-program': No such file or directory"));
+  CHECK(contains(finished.err, "accel-launch: rank 0 could not start (root cause)\n"));
+}

@@ -1,0 +1,148 @@
+// A worker for the launcher tests, started through accel::launch() (so `--nproc N` makes it
+// its own launcher). What it does is chosen by its arguments:
+//
+//   --dir D               where it writes pid.R, ready.R, env.R, grandchild.R (R = its RANK)
+//   --dump-env            write env.R: the launcher's variables, the store folder's mode, argv
+//   --grandchild          start a child that sleeps forever; write its pid to grandchild.R
+//   --grandchild-setsid   the same, in a session of its own (out of the worker's process group)
+//   --ignore-sigterm      ignore SIGTERM (the grandchild too)
+//   --print TEXT          print "TEXT from rank R" on stdout, a line and a partial line on stderr
+//   --fail-rank R         rank R exits with --exit-code once every rank is ready
+//   --kill-rank R         rank R sends itself SIGKILL once every rank is ready
+//   --sleep S             every other rank sleeps S seconds, then exits with 0
+//   --exit-code C         the failing rank's exit code; without --fail-rank, every rank's
+#include <accel/launch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace {
+
+struct Behaviour {
+  std::string dir;
+  bool dump_env = false;
+  bool grandchild = false;
+  bool grandchild_setsid = false;
+  bool ignore_sigterm = false;
+  std::string print;
+  int fail_rank = -1;
+  int kill_rank = -1;
+  int exit_code = 0;
+  double sleep_seconds = 0;
+};
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "<unset>";
+}
+
+// Written to a temporary name and renamed, so that a reader never sees half a file.
+void write_file(const std::string& path, const std::string& content) {
+  const std::string temporary = path + ".tmp";
+  FILE* file = std::fopen(temporary.c_str(), "w");
+  if (file == nullptr) std::_Exit(90);
+  std::fputs(content.c_str(), file);
+  std::fclose(file);
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+long long monotonic_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
+}
+
+void sleep_seconds(double seconds) {
+  timespec duration{static_cast<time_t>(seconds),
+                    static_cast<long>((seconds - static_cast<time_t>(seconds)) * 1e9)};
+  while (::nanosleep(&duration, &duration) != 0) {
+  }
+}
+
+void start_grandchild(const Behaviour& b, const std::string& rank) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (b.grandchild_setsid) ::setsid();
+    for (;;) ::pause();
+  }
+  write_file(b.dir + "/grandchild." + rank, std::to_string(pid) + "\n");
+}
+
+int worker_main(int argc, char** argv) {
+  Behaviour b;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (arg == "--dir") b.dir = value();
+    else if (arg == "--dump-env") b.dump_env = true;
+    else if (arg == "--grandchild") b.grandchild = true;
+    else if (arg == "--grandchild-setsid") b.grandchild = b.grandchild_setsid = true;
+    else if (arg == "--ignore-sigterm") b.ignore_sigterm = true;
+    else if (arg == "--print") b.print = value();
+    else if (arg == "--fail-rank") b.fail_rank = std::stoi(value());
+    else if (arg == "--kill-rank") b.kill_rank = std::stoi(value());
+    else if (arg == "--exit-code") b.exit_code = std::stoi(value());
+    else if (arg == "--sleep") b.sleep_seconds = std::stod(value());
+    else {
+      std::fprintf(stderr, "worker: unknown argument '%s'\n", argv[i]);
+      return 64;
+    }
+  }
+  const std::string rank = std::getenv("RANK") ? std::getenv("RANK") : "none";
+  const int world_size = std::getenv("WORLD_SIZE") ? std::atoi(std::getenv("WORLD_SIZE")) : 1;
+  if (b.ignore_sigterm) ::signal(SIGTERM, SIG_IGN);
+  if (!b.dir.empty()) write_file(b.dir + "/pid." + rank, std::to_string(::getpid()) + "\n");
+  if (b.grandchild) start_grandchild(b, rank);
+
+  if (b.dump_env) {
+    std::string text;
+    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                             "MASTER_ADDR", "MASTER_PORT", "ACCEL_STORE_DIR"})
+      text += std::string(name) + "=" + env(name) + "\n";
+    struct stat info {};
+    if (std::getenv("ACCEL_STORE_DIR") && ::stat(std::getenv("ACCEL_STORE_DIR"), &info) == 0) {
+      char mode[16];
+      std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(info.st_mode & 07777));
+      text += std::string("store_mode=") + mode + "\n";
+      text += std::string("store_is_dir=") + (S_ISDIR(info.st_mode) ? "1" : "0") + "\n";
+    }
+    text += "argv=";
+    for (int i = 1; i < argc; ++i) text += std::string(i > 1 ? " " : "") + argv[i];
+    text += "\npid=" + std::to_string(::getpid()) + "\n";
+    write_file(b.dir + "/env." + rank, text);
+  }
+  if (!b.print.empty()) {
+    std::printf("%s from rank %s\n", b.print.c_str(), rank.c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "error line from rank %s\npartial from rank %s", rank.c_str(), rank.c_str());
+  }
+  if (!b.dir.empty()) write_file(b.dir + "/ready." + rank, "1\n");
+
+  const bool fails = std::to_string(b.fail_rank) == rank;
+  const bool killed = std::to_string(b.kill_rank) == rank;
+  if (fails || killed) {
+    // Everyone has started (and started its grandchild) before this rank fails.
+    for (int r = 0; r < world_size; ++r)
+      for (int tries = 0; !exists(b.dir + "/ready." + std::to_string(r)) && tries < 6000; ++tries)
+        sleep_seconds(0.01);
+    write_file(b.dir + "/failed-at", std::to_string(monotonic_ns()) + "\n");
+    if (killed) ::kill(::getpid(), SIGKILL);
+    return b.exit_code;
+  }
+  if (b.sleep_seconds > 0) sleep_seconds(b.sleep_seconds);
+  return b.fail_rank >= 0 || b.kill_rank >= 0 ? 0 : b.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return accel::launch(argc, argv, worker_main); }
