@@ -2,7 +2,6 @@
 //              [--rank-prefix] -- CMD ARGS...
 // Everything is in accel/launch.hpp; see docs/launching.md.
 #include <accel/launch.hpp>
-
 #include <cstdio>
 
 int main(int argc, char** argv) {

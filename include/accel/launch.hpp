@@ -37,13 +37,14 @@ namespace accel {
 // Call it first thing in main: with N > 1 this process becomes the launcher, which waits for
 // (and stops) every child it has.
 template <class Fn>
-  requires std::is_invocable_r_v<int, Fn&, int, char**>
+requires std::is_invocable_r_v<int, Fn&, int, char**>
 int launch(int argc, char** argv, Fn&& fn, LaunchOptions defaults = {}) {
   launcher::ProgramArguments program;
   try {
     program = launcher::take_nproc_argument(argc, argv);
     if (!launcher::running_as_worker()) {
-      defaults.nproc = program.nproc ? *program.nproc : launcher::nproc_from_environment(defaults.nproc);
+      defaults.nproc =
+          program.nproc ? *program.nproc : launcher::nproc_from_environment(defaults.nproc);
       launcher::validate(defaults);
     }
   } catch (const LaunchError& error) {
@@ -67,7 +68,8 @@ int launch(int argc, char** argv, Fn&& fn, LaunchOptions defaults = {}) {
   try {
     if (defaults.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
     environment.emplace(launcher::worker_variables(
-        defaults, launcher::resolve_rendezvous(defaults, store ? store->path() : std::string()), 0));
+        defaults, launcher::resolve_rendezvous(defaults, store ? store->path() : std::string()),
+        0));
   } catch (const LaunchError& error) {
     std::fprintf(stderr, "%s\n", error.what());
     return 2;

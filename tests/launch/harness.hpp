@@ -2,8 +2,6 @@
 // a bounded wait, and cleanup of everything it may have left even when a check fails.
 #pragma once
 
-#include <accel/launch/descendants.hpp>
-#include <accel/launch/private_directory.hpp>
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <accel/launch/descendants.hpp>
+#include <accel/launch/private_directory.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -138,7 +138,8 @@ class Process {
     if (pid_ == 0) {
       ::setpgid(0, 0);
       // Whatever the test runner ignores or blocks, the launcher starts with the defaults.
-      for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) ::signal(signal, SIG_DFL);
+      for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD})
+        ::signal(signal, SIG_DFL);
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -184,7 +185,7 @@ class Process {
         ::waitpid(pid_, nullptr, 0);
         reaped_ = true;
         FAIL("the launcher was still running after " << limit.count() << " s; its stderr:\n"
-                                                      << read_file(err_));
+                                                     << read_file(err_));
       }
       sleep_ms(2);
     }

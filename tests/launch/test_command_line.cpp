@@ -1,12 +1,11 @@
 // Options, command lines and the small pieces of the launcher, without starting processes.
-#include <accel/launch.hpp>
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <stdlib.h>
 
+#include <accel/launch.hpp>
 #include <algorithm>
 #include <csignal>
-
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -102,8 +101,8 @@ TEST_CASE("command line: every mistake gets an accel: message naming the value")
 }
 
 TEST_CASE("launch(): --nproc is taken out of the program's arguments, before -- only") {
-  const char* argv[] = {"./train", "--epochs", "3", "--nproc", "4", "--lr=0.1",
-                        "--nproc=2", "--", "--nproc", "7"};
+  const char* argv[] = {"./train",  "--epochs",  "3",  "--nproc", "4",
+                        "--lr=0.1", "--nproc=2", "--", "--nproc", "7"};
   const auto program = accel::launcher::take_nproc_argument(10, argv);
   CHECK(program.nproc == 2);
   CHECK(program.arguments ==
@@ -135,10 +134,10 @@ TEST_CASE("worker variables: global rank from the node rank, the store folder on
   options.node_rank = 2;
   const accel::launcher::Rendezvous rendezvous{"10.1.2.3", 29500, ""};
   const auto variables = accel::launcher::worker_variables(options, rendezvous, 1);
-  const accel::launcher::Variables expected = {
-      {"RANK", "5"},        {"LOCAL_RANK", "1"},       {"WORLD_SIZE", "6"},
-      {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}, {"MASTER_ADDR", "10.1.2.3"},
-      {"MASTER_PORT", "29500"}};
+  const accel::launcher::Variables expected = {{"RANK", "5"},           {"LOCAL_RANK", "1"},
+                                               {"WORLD_SIZE", "6"},     {"LOCAL_WORLD_SIZE", "2"},
+                                               {"GROUP_RANK", "2"},     {"MASTER_ADDR", "10.1.2.3"},
+                                               {"MASTER_PORT", "29500"}};
   CHECK(variables == expected);
 
   // The inherited environment loses stale values of every variable the launcher sets.
@@ -165,8 +164,10 @@ TEST_CASE("small pieces: signal names, seconds, a free port") {
 
 TEST_CASE("rank prefix: whole lines only, and a last line without newline") {
   using accel::launcher::FileDescriptor;
-  auto input = accel::launcher::make_pipe(O_NONBLOCK);
-  auto output = accel::launcher::make_pipe(O_NONBLOCK);
+  auto input = accel::launcher::make_pipe();
+  auto output = accel::launcher::make_pipe();
+  accel::launcher::set_nonblocking(input.read_end);
+  accel::launcher::set_nonblocking(output.read_end);
   accel::launcher::PrefixedStream stream(std::move(input.read_end), output.write_end.get(), 7);
   const auto send = [&](const std::string& text) {
     CHECK(::write(input.write_end.get(), text.data(), text.size()) ==

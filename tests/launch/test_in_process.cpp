@@ -1,11 +1,11 @@
 // accel::launch() when it runs the user's function in this very process: as a worker of
 // torchrun, srun or mpirun, or as the single process of a one-process launch.
-#include <accel/launch.hpp>
 #include <doctest/doctest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <accel/launch.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,10 +45,14 @@ class ScopedVariables {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-const Changes no_launcher = {
-    {"RANK", nullptr},         {"WORLD_SIZE", nullptr},   {"LOCAL_RANK", nullptr},
-    {"SLURM_PROCID", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr}, {"ACCEL_NPROC", nullptr},
-    {"ACCEL_STORE_DIR", nullptr}, {"MASTER_PORT", nullptr}};
+const Changes no_launcher = {{"RANK", nullptr},
+                             {"WORLD_SIZE", nullptr},
+                             {"LOCAL_RANK", nullptr},
+                             {"SLURM_PROCID", nullptr},
+                             {"OMPI_COMM_WORLD_RANK", nullptr},
+                             {"ACCEL_NPROC", nullptr},
+                             {"ACCEL_STORE_DIR", nullptr},
+                             {"MASTER_PORT", nullptr}};
 
 std::string variable(const char* name) {
   const char* value = std::getenv(name);
@@ -77,9 +81,9 @@ int call_launch(std::vector<std::string> arguments, Seen& seen) {
 }  // namespace
 
 TEST_CASE("launch(): an existing worker (torchrun, srun, mpirun) just runs fn here") {
-  for (const Changes& launcher : {Changes{{"RANK", "1"}, {"WORLD_SIZE", "4"}},
-                                  Changes{{"SLURM_PROCID", "1"}},
-                                  Changes{{"OMPI_COMM_WORLD_RANK", "1"}}}) {
+  for (const Changes& launcher :
+       {Changes{{"RANK", "1"}, {"WORLD_SIZE", "4"}}, Changes{{"SLURM_PROCID", "1"}},
+        Changes{{"OMPI_COMM_WORLD_RANK", "1"}}}) {
     const std::string marker = launcher.front().first;
     CAPTURE(marker);
     const ScopedVariables clean(no_launcher);
@@ -108,8 +112,8 @@ TEST_CASE("launch(): one process runs fn here with the variables of rank 0, then
   const int status = accel::launch(3, argv.data(), [&](int argc, char** args) {
     CHECK(argc == 2);
     CHECK(std::string(args[1]) == "--x");
-    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                             "MASTER_ADDR"})
+    for (const char* name :
+         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR"})
       variables.push_back(variable(name));
     CHECK(std::atoi(variable("MASTER_PORT").c_str()) > 0);
     store = variable("ACCEL_STORE_DIR");

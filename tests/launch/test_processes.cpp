@@ -4,12 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <accel/launch/signal_names.hpp>
 #include <chrono>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <accel/launch/signal_names.hpp>
 
 #include "harness.hpp"
 
@@ -27,9 +26,9 @@ const std::string launcher = ACCEL_TEST_LAUNCHER;
 // Whatever runs this test (a CI job under srun, say), the launcher starts as a fresh launch.
 EnvironmentChanges fresh(EnvironmentChanges extra = {}) {
   EnvironmentChanges changes;
-  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                           "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "ACCEL_NPROC",
-                           "ACCEL_STORE_DIR", "MASTER_ADDR", "MASTER_PORT"})
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK", "ACCEL_NPROC", "ACCEL_STORE_DIR", "MASTER_ADDR", "MASTER_PORT"})
     changes.emplace_back(name, std::nullopt);
   changes.insert(changes.end(), extra.begin(), extra.end());
   return changes;
@@ -82,10 +81,10 @@ TEST_CASE("2 and 3 ranks: distinct ranks, one port, one private store folder rem
     TestDir dir;
     // 2 ranks through accel::launch() (the worker launches itself), 3 through accel-launch.
     const std::vector<std::string> argv =
-        ranks == 2 ? std::vector<std::string>{worker, "--dir", dir.path(), "--nproc", "2",
-                                              "--dump-env", "--sleep", "0"}
-                   : std::vector<std::string>{launcher, "--nproc", "3", "--", worker, "--dir",
-                                              dir.path(), "--dump-env", "--sleep", "0"};
+        ranks == 2 ? std::vector<std::string>{worker, "--dir",      dir.path(), "--nproc",
+                                              "2",    "--dump-env", "--sleep",  "0"}
+                   : std::vector<std::string>{launcher, "--nproc",  "3",          "--",      worker,
+                                              "--dir",  dir.path(), "--dump-env", "--sleep", "0"};
     Process process(argv, dir, fresh());
     const Finished finished = process.wait();
     INFO("stderr: " << finished.err);
@@ -176,6 +175,26 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP to the launcher reach every worker") {
   }
 }
 
+TEST_CASE("a second signal to the launcher while stopping: SIGKILL now, not after the grace") {
+  TestDir dir;
+  Process process({launcher, "--grace", "60", "--nproc", "2", "--", worker, "--dir", dir.path(),
+                   "--ignore-sigterm", "--sleep", "120"},
+                  dir, fresh());
+  REQUIRE(launch_test::wait_for_files(dir.files("ready.", 2), std::chrono::seconds(30)));
+  ::kill(process.pid(), SIGTERM);
+  ::kill(process.pid(), SIGINT);
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 128 + SIGTERM);
+  CHECK(finished.seconds < 30);
+  for (const int rank : {0, 1})
+    CHECK(contains(finished.err, "accel-launch: rank " + std::to_string(rank) + " (pid " +
+                                     pid_of(dir, rank) +
+                                     "): killed by the launcher with SIGKILL (SIGINT to the "
+                                     "launcher while stopping)\n"));
+  check_nothing_left(dir, 2, false);
+}
+
 TEST_CASE("a worker that ignores SIGTERM gets SIGKILL after the grace period") {
   TestDir dir;
   Process process({launcher, "--grace", "1", "--nproc", "2", "--", worker, "--dir", dir.path(),
@@ -218,6 +237,26 @@ TEST_CASE("rank prefix: every line of every worker, stdout and stderr, off by de
     }
   }
 
+  // Far more than a pipe holds: nothing lost, nothing cut, the lines of each rank in order.
+  TestDir big_dir;
+  Process big({launcher, "--rank-prefix", "--nproc", "2", "--", worker, "--print-lines", "20000"},
+              big_dir, fresh());
+  const Finished flood = big.wait();
+  CHECK(flood.status == 0);
+  for (const std::string rank : {"0", "1"}) {
+    int next = 0;
+    bool in_order = true;
+    const std::string start = "[rank " + rank + "] rank " + rank + " line ";
+    for (std::size_t at = flood.out.find(start); at != std::string::npos;
+         at = flood.out.find(start, at + 1)) {
+      in_order = in_order && std::atoi(flood.out.c_str() + at + start.size()) == next;
+      ++next;
+    }
+    CHECK(next == 20000);
+    CHECK(in_order);
+  }
+  CHECK(flood.out.size() == 2 * 20000 * (9 + 100));
+
   TestDir plain_dir;
   Process plain({launcher, "--nproc", "2", "--", worker, "--print", "hello"}, plain_dir, fresh());
   const Finished unprefixed = plain.wait();
@@ -228,10 +267,10 @@ TEST_CASE("rank prefix: every line of every worker, stdout and stderr, off by de
 
 TEST_CASE("several nodes: global ranks from --node-rank, the given port, no store folder") {
   TestDir dir;
-  Process process({launcher, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
-                   "--master-port", "29555", "--nproc", "2", "--", worker, "--dir", dir.path(),
-                   "--dump-env"},
-                  dir, fresh({{"ACCEL_STORE_DIR", "/stale/from/an/outer/launch"}}));
+  Process process(
+      {launcher, "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+       "29555", "--nproc", "2", "--", worker, "--dir", dir.path(), "--dump-env"},
+      dir, fresh({{"ACCEL_STORE_DIR", "/stale/from/an/outer/launch"}}));
   const Finished finished = process.wait();
   INFO("stderr: " << finished.err);
   CHECK(finished.status == 0);
@@ -255,8 +294,9 @@ TEST_CASE("processes the workers leave behind are stopped, even outside their pr
   const Finished finished = process.wait();
   INFO("stderr: " << finished.err);
   CHECK(finished.status == 0);
-  CHECK(contains(finished.err, "accel-launch: stopped 2 processes that the workers had left "
-                               "running"));
+  CHECK(contains(finished.err,
+                 "accel-launch: stopped 2 processes that the workers had left "
+                 "running"));
   check_nothing_left(dir, 2, true);
 }
 

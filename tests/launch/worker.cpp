@@ -7,18 +7,18 @@
 //   --grandchild-setsid   the same, in a session of its own (out of the worker's process group)
 //   --ignore-sigterm      ignore SIGTERM (the grandchild too)
 //   --print TEXT          print "TEXT from rank R" on stdout, a line and a partial line on stderr
+//   --print-lines N       print N numbered lines of 100 bytes (newline included) on stdout
 //   --fail-rank R         rank R exits with --exit-code once every rank is ready
 //   --kill-rank R         rank R sends itself SIGKILL once every rank is ready
 //   --sleep S             every other rank sleeps S seconds, then exits with 0
 //   --exit-code C         the failing rank's exit code; without --fail-rank, every rank's
-#include <accel/launch.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <accel/launch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,6 +33,7 @@ struct Behaviour {
   bool grandchild_setsid = false;
   bool ignore_sigterm = false;
   std::string print;
+  int print_lines = 0;
   int fail_rank = -1;
   int kill_rank = -1;
   int exit_code = 0;
@@ -83,16 +84,28 @@ int worker_main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (arg == "--dir") b.dir = value();
-    else if (arg == "--dump-env") b.dump_env = true;
-    else if (arg == "--grandchild") b.grandchild = true;
-    else if (arg == "--grandchild-setsid") b.grandchild = b.grandchild_setsid = true;
-    else if (arg == "--ignore-sigterm") b.ignore_sigterm = true;
-    else if (arg == "--print") b.print = value();
-    else if (arg == "--fail-rank") b.fail_rank = std::stoi(value());
-    else if (arg == "--kill-rank") b.kill_rank = std::stoi(value());
-    else if (arg == "--exit-code") b.exit_code = std::stoi(value());
-    else if (arg == "--sleep") b.sleep_seconds = std::stod(value());
+    if (arg == "--dir")
+      b.dir = value();
+    else if (arg == "--dump-env")
+      b.dump_env = true;
+    else if (arg == "--grandchild")
+      b.grandchild = true;
+    else if (arg == "--grandchild-setsid")
+      b.grandchild = b.grandchild_setsid = true;
+    else if (arg == "--ignore-sigterm")
+      b.ignore_sigterm = true;
+    else if (arg == "--print")
+      b.print = value();
+    else if (arg == "--print-lines")
+      b.print_lines = std::stoi(value());
+    else if (arg == "--fail-rank")
+      b.fail_rank = std::stoi(value());
+    else if (arg == "--kill-rank")
+      b.kill_rank = std::stoi(value());
+    else if (arg == "--exit-code")
+      b.exit_code = std::stoi(value());
+    else if (arg == "--sleep")
+      b.sleep_seconds = std::stod(value());
     else {
       std::fprintf(stderr, "worker: unknown argument '%s'\n", argv[i]);
       return 64;
@@ -124,8 +137,12 @@ int worker_main(int argc, char** argv) {
   if (!b.print.empty()) {
     std::printf("%s from rank %s\n", b.print.c_str(), rank.c_str());
     std::fflush(stdout);
-    std::fprintf(stderr, "error line from rank %s\npartial from rank %s", rank.c_str(), rank.c_str());
+    std::fprintf(stderr, "error line from rank %s\npartial from rank %s", rank.c_str(),
+                 rank.c_str());
   }
+  for (int line = 0; line < b.print_lines; ++line)
+    std::printf("rank %s line %07d %s\n", rank.c_str(), line, std::string(79, 'x').c_str());
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return 65;  // output lost: EAGAIN, EPIPE
   if (!b.dir.empty()) write_file(b.dir + "/ready." + rank, "1\n");
 
   const bool fails = std::to_string(b.fail_rank) == rank;

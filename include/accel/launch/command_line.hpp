@@ -146,8 +146,8 @@ inline LaunchCommandLine parse_launch_command_line(int argc, const char* const* 
       options.rank_prefix = true;
       continue;
     }
-    const auto known = {"--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port",
-                        "--grace"};
+    const auto known = {"--nproc",       "--nnodes",      "--node-rank",
+                        "--master-addr", "--master-port", "--grace"};
     bool is_known = false;
     for (const std::string_view option : known) is_known = is_known || name == option;
     if (!is_known)

@@ -51,8 +51,7 @@ inline std::vector<ChildProcess> children_of(pid_t parent) {
     const auto pid = static_cast<pid_t>(std::stol(entry->d_name));
     pid_t ppid = 0;
     pid_t group = 0;
-    if (read_parent_and_group(pid, ppid, group) && ppid == parent)
-      children.push_back({pid, group});
+    if (read_parent_and_group(pid, ppid, group) && ppid == parent) children.push_back({pid, group});
   }
   ::closedir(proc);
   return children;

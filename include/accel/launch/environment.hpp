@@ -56,7 +56,8 @@ inline Variables worker_variables(const LaunchOptions& options, const Rendezvous
       {"MASTER_ADDR", rendezvous.master_addr},
       {"MASTER_PORT", std::to_string(rendezvous.master_port)},
   };
-  if (!rendezvous.store_dir.empty()) variables.emplace_back("ACCEL_STORE_DIR", rendezvous.store_dir);
+  if (!rendezvous.store_dir.empty())
+    variables.emplace_back("ACCEL_STORE_DIR", rendezvous.store_dir);
   return variables;
 }
 

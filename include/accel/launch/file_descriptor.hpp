@@ -44,10 +44,18 @@ struct Pipe {
 };
 
 // Both ends close on exec; a worker gets its end through dup2, which clears the flag.
-inline Pipe make_pipe(int extra_flags = 0) {
+inline Pipe make_pipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | extra_flags) != 0) fail_with_errno("cannot create a pipe");
+  if (::pipe2(fds, O_CLOEXEC) != 0) fail_with_errno("cannot create a pipe");
   return {FileDescriptor(fds[0]), FileDescriptor(fds[1])};
+}
+
+// Only ever on the launcher's own ends: a worker whose stdout were non-blocking would lose
+// output (EAGAIN) whenever the pipe is full.
+inline void set_nonblocking(const FileDescriptor& fd) {
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
+    fail_with_errno("cannot make a pipe non-blocking");
 }
 
 }  // namespace accel::launcher

@@ -40,7 +40,10 @@ class SignalWatch {
   SignalWatch() {
     if (signal_pipe_write_end.load() >= 0)
       fail("a launch is already supervising workers in this process; launch one at a time");
-    pipe_ = make_pipe(O_NONBLOCK);
+    pipe_ = make_pipe();
+    // The handler must never block; a full pipe already says "wake up".
+    set_nonblocking(pipe_.read_end);
+    set_nonblocking(pipe_.write_end);
     signal_pipe_owner = ::getpid();
     signal_pipe_write_end = pipe_.write_end.get();
 
@@ -108,7 +111,8 @@ class SignalsBlockedForFork {
   SignalsBlockedForFork() {
     sigset_t blocked;
     sigemptyset(&blocked);
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaddset(&blocked, signal);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE})
+      sigaddset(&blocked, signal);
     ::pthread_sigmask(SIG_BLOCK, &blocked, &previous_);
   }
   SignalsBlockedForFork(const SignalsBlockedForFork&) = delete;

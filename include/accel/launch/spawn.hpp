@@ -21,8 +21,8 @@
 namespace accel::launcher {
 
 struct WorkerProcess {
-  const std::string& program;                  // a path, or a name looked up in PATH
-  const std::vector<std::string>& arguments;   // argv, argv[0] included
+  const std::string& program;                 // a path, or a name looked up in PATH
+  const std::vector<std::string>& arguments;  // argv, argv[0] included
   const std::vector<std::string>& environment;
   int stdout_fd = -1;  // -1: the launcher's own
   int stderr_fd = -1;
@@ -39,9 +39,8 @@ inline std::vector<char*> as_pointers(const std::vector<std::string>& strings) {
 // After fork(), in the child: only async-signal-safe calls, since the host program may have
 // threads.
 [[noreturn]] inline void become_worker(const char* program, char* const* argv, char* const* envp,
-                                       const WorkerProcess& worker, pid_t launcher,
-                                       int stdin_fd, int exec_status_fd,
-                                       const SignalWatch& signals,
+                                       const WorkerProcess& worker, pid_t launcher, int stdin_fd,
+                                       int exec_status_fd, const SignalWatch& signals,
                                        const sigset_t& mask_before_fork) noexcept {
   // Its own process group, so that one kill(-pid) reaches the worker and everything it starts,
   // and a terminal's Ctrl-C reaches only the launcher, which forwards it.

@@ -71,7 +71,8 @@ class Supervisor {
       if (phase_ == Phase::stopping && Clock::now() >= deadline_)
         begin_killing("still running after the " + format_seconds(options_.grace) +
                       " s grace period");
-      if (phase_ != Phase::running) signal_everything(phase_ == Phase::killing ? SIGKILL : stop_signal_);
+      if (phase_ != Phase::running)
+        signal_everything(phase_ == Phase::killing ? SIGKILL : stop_signal_);
       wait_for_events(signals);
     }
     for (PrefixedStream& stream : streams_)
@@ -101,8 +102,10 @@ class Supervisor {
       std::optional<Pipe> err;
       try {
         if (options_.rank_prefix) {
-          out = make_pipe(O_NONBLOCK);
-          err = make_pipe(O_NONBLOCK);
+          out = make_pipe();
+          err = make_pipe();
+          set_nonblocking(out->read_end);
+          set_nonblocking(err->read_end);
         }
         const WorkerProcess process{program, arguments, environment,
                                     out ? out->write_end.get() : -1,
@@ -162,8 +165,8 @@ class Supervisor {
       }
       begin_stopping(signal);
     } else if (phase_ == Phase::stopping) {
-      // A second Ctrl-C means now.
-      begin_killing("after a second " + signal_name(signal) + " to the launcher");
+      // Ctrl-C while the workers are being stopped (a second one, typically) means now.
+      begin_killing(signal_name(signal) + " to the launcher while stopping");
     }
   }
 
@@ -256,7 +259,9 @@ class Supervisor {
                                    ? "exited with code 0"
                                    : "exit code " + std::to_string(WEXITSTATUS(status));
       if (sent == 0) return text;
-      return text + (cause_ == Cause::signal_received ? " after the forwarded " : " after the launcher's ") +
+      return text +
+             (cause_ == Cause::signal_received ? " after the forwarded "
+                                               : " after the launcher's ") +
              signal_name(stop_signal_);
     }
     const int signal = WTERMSIG(status);
@@ -306,10 +311,14 @@ class Supervisor {
 
   [[nodiscard]] int exit_status() const {
     switch (cause_) {
-      case Cause::worker_failed: return shell_status(workers_[failed_worker_].wait_status);
-      case Cause::signal_received: return 128 + received_signal_;
-      case Cause::start_failed: return 127;
-      case Cause::none: break;
+      case Cause::worker_failed:
+        return shell_status(workers_[failed_worker_].wait_status);
+      case Cause::signal_received:
+        return 128 + received_signal_;
+      case Cause::start_failed:
+        return 127;
+      case Cause::none:
+        break;
     }
     return 0;
   }
@@ -353,6 +362,8 @@ inline Rendezvous resolve_rendezvous(const LaunchOptions& options, const std::st
 inline int launch_workers(const LaunchOptions& options, const std::string& program,
                           const std::vector<std::string>& arguments) {
   launcher::validate(options);
+  if (arguments.empty())
+    launcher::fail("no arguments for '" + program + "'; argv[0] comes first, e.g. {\"./train\"}");
   std::optional<launcher::PrivateDirectory> store;
   if (options.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
   launcher::Supervisor supervisor(
