@@ -99,6 +99,15 @@ TEST_CASE("launch(): an existing worker (torchrun, srun, mpirun) just runs fn he
   }
 }
 
+TEST_CASE("launch(): defaults for the other settings, as docs/launching.md writes them") {
+  const ScopedVariables worker(Changes{{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  char name[] = "./train";
+  char* argv[] = {name, nullptr};
+  const auto train = [](int, char**) { return 5; };
+  CHECK(accel::launch(1, argv, train, {.grace = std::chrono::seconds(30), .rank_prefix = true}) ==
+        5);
+}
+
 TEST_CASE("launch(): one process runs fn here with the variables of rank 0, then cleans up") {
   const ScopedVariables clean(no_launcher);
   const ScopedVariables stale(Changes{{"MASTER_ADDR", "stale-host"}});
