@@ -57,13 +57,18 @@ inline bool process_exists(pid_t pid) {
   return pid > 0 && file_exists("/proc/" + std::to_string(pid));
 }
 
-// Running or stopped: not gone and not a zombie.
-inline bool process_running(pid_t pid) {
+// The state letter of /proc/<pid>/stat (R, S, T, Z, ...), or 0 when the process is gone.
+inline char process_state(pid_t pid) {
   const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   const auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  const char state = stat[close + 2];
-  return state != 'Z' && state != 'X';
+  if (close == std::string::npos || close + 2 >= stat.size()) return 0;
+  return stat[close + 2];
+}
+
+// Running or stopped: not gone and not a zombie.
+inline bool process_running(pid_t pid) {
+  const char state = process_state(pid);
+  return state != 0 && state != 'Z' && state != 'X';
 }
 
 inline long long monotonic_ns() {

@@ -175,6 +175,28 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP to the launcher reach every worker") {
   }
 }
 
+TEST_CASE("a stopped worker (SIGSTOP) is continued, so SIGTERM ends it without the grace") {
+  TestDir dir;
+  Process process({launcher, "--grace", "60", "--nproc", "2", "--", worker, "--dir", dir.path(),
+                   "--stop-rank", "1", "--sleep", "120"},
+                  dir, fresh());
+  REQUIRE(launch_test::wait_for_files(dir.files("ready.", 2), std::chrono::seconds(30)));
+  const pid_t stopped = dir.pid_in("pid.1");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (launch_test::process_state(stopped) != 'T' && std::chrono::steady_clock::now() < deadline)
+    launch_test::sleep_ms(5);
+  REQUIRE(launch_test::process_state(stopped) == 'T');
+  const auto sent = launch_test::monotonic_ns();
+  ::kill(process.pid(), SIGTERM);
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 128 + SIGTERM);
+  CHECK((finished.ended_ns - sent) / 1e9 < 30);
+  CHECK(contains(finished.err, "accel-launch: rank 1 (pid " + pid_of(dir, 1) +
+                                   "): terminated by the forwarded SIGTERM\n"));
+  check_nothing_left(dir, 2, false);
+}
+
 TEST_CASE("a second signal to the launcher while stopping: SIGKILL now, not after the grace") {
   TestDir dir;
   Process process({launcher, "--grace", "60", "--nproc", "2", "--", worker, "--dir", dir.path(),

@@ -10,6 +10,7 @@
 //   --print-lines N       print N numbered lines of 100 bytes (newline included) on stdout
 //   --fail-rank R         rank R exits with --exit-code once every rank is ready
 //   --kill-rank R         rank R sends itself SIGKILL once every rank is ready
+//   --stop-rank R         rank R stops itself (SIGSTOP) once it is ready
 //   --sleep S             every other rank sleeps S seconds, then exits with 0
 //   --exit-code C         the failing rank's exit code; without --fail-rank, every rank's
 #include <fcntl.h>
@@ -36,6 +37,7 @@ struct Behaviour {
   int print_lines = 0;
   int fail_rank = -1;
   int kill_rank = -1;
+  int stop_rank = -1;
   int exit_code = 0;
   double sleep_seconds = 0;
 };
@@ -102,6 +104,8 @@ int worker_main(int argc, char** argv) {
       b.fail_rank = std::stoi(value());
     else if (arg == "--kill-rank")
       b.kill_rank = std::stoi(value());
+    else if (arg == "--stop-rank")
+      b.stop_rank = std::stoi(value());
     else if (arg == "--exit-code")
       b.exit_code = std::stoi(value());
     else if (arg == "--sleep")
@@ -145,6 +149,7 @@ int worker_main(int argc, char** argv) {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) return 65;  // output lost: EAGAIN, EPIPE
   if (!b.dir.empty()) write_file(b.dir + "/ready." + rank, "1\n");
 
+  if (std::to_string(b.stop_rank) == rank) ::raise(SIGSTOP);
   const bool fails = std::to_string(b.fail_rank) == rank;
   const bool killed = std::to_string(b.kill_rank) == rank;
   if (fails || killed) {

@@ -191,13 +191,19 @@ class Supervisor {
 
   // Sends `signal` to every running worker's process group and to every other child of the
   // launcher (a descendant left behind by a worker that has exited) and its group. Each group
-  // and process gets a given signal once; SIGKILL is repeated, since it costs nothing.
+  // and process gets a given signal once; SIGKILL is repeated, since it costs nothing. Any other
+  // signal is followed by SIGCONT, as systemd does: a stopped process (SIGSTOP, a debugger's
+  // stop) would otherwise hold the signal until the grace period ends in SIGKILL.
   void signal_everything(int signal) {
     const std::uint64_t bit = signal_bit(signal);
+    const auto send = [signal](pid_t target) {
+      ::kill(target, signal);
+      if (signal != SIGKILL) ::kill(target, SIGCONT);
+    };
     const auto send_to_group = [&](pid_t group) {
       if (group <= 0 || group == own_group_) return;
       if ((signaled_groups_[group] & bit) != 0 && signal != SIGKILL) return;
-      ::kill(-group, signal);
+      send(-group);
       signaled_groups_[group] |= bit;
     };
     for (const Worker& worker : workers_)
@@ -208,7 +214,7 @@ class Supervisor {
       const bool group_already_signaled = (signaled_groups_[child.process_group] & bit) != 0;
       send_to_group(child.process_group);
       if ((signaled_pids_[child.pid] & bit) == 0 && (!group_already_signaled || signal == SIGKILL))
-        ::kill(child.pid, signal);
+        send(child.pid);
       signaled_pids_[child.pid] |= bit;
     }
   }
