@@ -110,7 +110,7 @@ class Accelerator {
       const bool check = options_.check_collectives || runtime::env_int("ACCEL_CHECK_COLLECTIVES", 0);
       group_ = std::make_unique<runtime::ProcessGroup>(environment_, options_.timeout, check);
     }
-    strategy_.attach(group_.get());
+    strategy_.attach(group_.get(), options_);
     if (options_.seed) set_seed(*options_.seed);
   }
 
@@ -341,6 +341,7 @@ class Accelerator {
   // --- Called by the prepared handles ------------------------------------------------------------
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {
+    strategy_.before_forward(static_cast<torch::nn::Module&>(*module));
     precision::Autocast<precision_policy> guard(device_);
     return precision::outputs_to_fp32<precision_policy>(
         module->forward(std::forward<Args>(args)...));

@@ -10,6 +10,17 @@
 
 namespace accel {
 
+// Ddp's knobs (Options::ddp).
+struct DdpOptions {
+  double first_bucket_mb = 1.0;  // the first bucket: small, so the first all-reduce starts early
+  double bucket_mb = 25.0;       // the others
+  // A parameter without a gradient in a backward (not used by the loss) is an error by default;
+  // with this it contributes zeros and training goes on.
+  bool find_unused_parameters = false;
+  // Buffers (BatchNorm running statistics, ...) are broadcast from rank 0 before each forward.
+  bool broadcast_buffers = true;
+};
+
 struct Options {
   // Where the model and batches go. Default: cuda:<local rank> when CUDA is available, else CPU.
   std::optional<torch::Device> device = std::nullopt;
@@ -33,6 +44,8 @@ struct Options {
   // Prepared loaders: each batch of batch_size is split across the ranks instead of each rank
   // taking whole batches (the global batch is then batch_size, not batch_size x world size).
   bool split_batches = false;
+
+  DdpOptions ddp = {};
 };
 
 }  // namespace accel

@@ -245,6 +245,120 @@ void ddp_matches_single_process() {
   for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
 }
 
+// Non-final micro-steps communicate nothing; the final one one all-reduce per bucket.
+void ddp_no_sync() {
+  accel::Options options = test_options();
+  options.ddp.first_bucket_mb = 0.0001;  // force several buckets
+  options.ddp.bucket_mb = 0.0002;
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<3>> acc(options);
+  torch::manual_seed(3);
+  auto net = regression_model();
+  auto model = acc.prepare(net);
+  const Regression data;
+  auto& group = *acc.process_group();
+  std::vector<std::uint64_t> issued;
+  for (int micro = 0; micro < 3; ++micro) {
+    const auto before = group.collectives_issued();
+    acc.backward(torch::mse_loss(model(data.inputs), data.targets));
+    issued.push_back(group.collectives_issued() - before);
+  }
+  fmt::print("rank {}: collectives per micro-step {} {} {}\n", acc.process_index(), issued[0],
+             issued[1], issued[2]);
+  EXPECT(issued[0] == 0 && issued[1] == 0);
+  EXPECT(issued[2] >= 2);  // several buckets, each its own all-reduce
+}
+
+// Small buckets change nothing in the result.
+void ddp_small_buckets() {
+  accel::Options options = test_options();
+  options.ddp.first_bucket_mb = 0.00005;
+  options.ddp.bucket_mb = 0.0001;
+  Ddp acc(options);
+  torch::manual_seed(4);
+  auto net = regression_model();
+  torch::manual_seed(4);
+  auto reference = regression_model();
+  torch::optim::SGD sgd(net->parameters(), 0.1), reference_sgd(reference->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  const Regression data;
+  const int r = acc.process_index(), w = acc.num_processes();
+  const auto rows = data.inputs.size(0) / w;
+  for (int step = 0; step < 5; ++step) {
+    acc.backward(torch::mse_loss(model(data.inputs.narrow(0, r * rows, rows)),
+                                 data.targets.narrow(0, r * rows, rows)));
+    optimizer.step();
+    optimizer.zero_grad();
+    torch::mse_loss(reference->forward(data.inputs.narrow(0, 0, rows * w)),
+                    data.targets.narrow(0, 0, rows * w)).backward();
+    reference_sgd.step();
+    reference_sgd.zero_grad();
+  }
+  for (std::size_t i = 0; i < net->parameters().size(); ++i)
+    EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+}
+
+struct TwoHeadsImpl : torch::nn::Module {
+  torch::nn::Linear used{nullptr}, unused{nullptr};
+  TwoHeadsImpl() {
+    used = register_module("used", torch::nn::Linear(5, 1));
+    unused = register_module("unused", torch::nn::Linear(5, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return used(x); }
+};
+TORCH_MODULE(TwoHeads);
+
+// A parameter the loss never touches: named in the error, or zero with find_unused_parameters.
+void ddp_unused(bool find_unused) {
+  accel::Options options = test_options();
+  options.ddp.find_unused_parameters = find_unused;
+  Ddp acc(options);
+  TwoHeads net;
+  auto model = acc.prepare(net);
+  const Regression data;
+  try {
+    acc.backward(torch::mse_loss(model(data.inputs), data.targets));
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    EXPECT(!find_unused);
+    EXPECT(what.find("parameter 'unused.weight' got no gradient") != std::string::npos ||
+           what.find("parameter 'unused.bias' got no gradient") != std::string::npos);
+    EXPECT(what.find("find_unused_parameters") != std::string::npos);
+    fmt::print("rank {} caught: {}\n", acc.process_index(), what);
+    return;
+  }
+  EXPECT(find_unused);
+  EXPECT(torch::equal(net->unused->weight.grad(), torch::zeros_like(net->unused->weight)));
+  EXPECT(net->used->weight.grad().abs().sum().item<double>() > 0);
+}
+
+struct WithBufferImpl : torch::nn::Module {
+  torch::nn::Linear linear{nullptr};
+  torch::Tensor counter;
+  double seen = -1;
+  WithBufferImpl() {
+    linear = register_module("linear", torch::nn::Linear(5, 1));
+    counter = register_buffer("counter", torch::zeros({1}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    seen = counter.item<double>();
+    return linear(x);
+  }
+};
+TORCH_MODULE(WithBuffer);
+
+// Buffers are broadcast from rank 0 before each forward.
+void ddp_buffers() {
+  Ddp acc(test_options());
+  WithBuffer net;
+  auto model = acc.prepare(net);
+  {
+    torch::NoGradGuard no_grad;
+    net->counter.fill_(10.0 + acc.process_index());  // ranks drift apart
+  }
+  (void)model(torch::ones({2, 5}));
+  EXPECT(net->seen == 10.0);
+}
+
 // Rank 0 and the others call different collectives: both fail naming both calls.
 void mismatch() {
   Ddp acc(test_options());
@@ -294,6 +408,11 @@ int main(int argc, char** argv) {
       {"ddp_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_no_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::NoShard>>>},
+      {"ddp_no_sync", ddp_no_sync},
+      {"ddp_small_buckets", ddp_small_buckets},
+      {"ddp_unused", [] { ddp_unused(false); }},
+      {"ddp_find_unused", [] { ddp_unused(true); }},
+      {"ddp_buffers", ddp_buffers},
       {"mismatch", mismatch},
       {"stopped_rank", stopped_rank},
   };

@@ -2,60 +2,80 @@
 // accumulation window (no communication on the others). Parameters and buffers are broadcast
 // from rank 0 at prepare, so every rank starts from the same model.
 //
-// This version averages all gradients in one coalesced all-reduce after backward returns.
+// The gradients travel in buckets whose all-reduces overlap backward (parallel/reducer.hpp).
 #pragma once
 
 #include <torch/torch.h>
 
+#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "../policy/parallelism.hpp"
 #include "../runtime/process_group.hpp"
 #include "local.hpp"
+#include "reducer.hpp"
 
 namespace accel::parallel {
 
 template <>
 struct Strategy<Ddp> : LocalStrategy {
-  runtime::ProcessGroup* group = nullptr;
-
-  void attach(runtime::ProcessGroup* process_group) { group = process_group; }
-
-  void prepare_model(torch::nn::Module& module) {
-    if (group == nullptr) return;
-    torch::NoGradGuard no_grad;
-    for (auto& p : module.parameters()) broadcast_into(p);
-    for (auto& b : module.buffers()) broadcast_into(b);
+  void attach(runtime::ProcessGroup* process_group, const Options& options) {
+    group_ = process_group;
+    options_ = options.ddp;
   }
 
-  void after_backward(bool sync, std::vector<torch::Tensor> parameters) {
-    if (group == nullptr || !sync) return;
-    // Every rank must send the same layout: a parameter without a gradient here (unused in this
-    // rank's forward) contributes zeros.
-    std::vector<torch::Tensor> grads;
-    for (auto& p : parameters) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad());
+  void prepare_model(torch::nn::Module& module) {
+    if (group_ == nullptr) return;
+    torch::NoGradGuard no_grad;
+    broadcast_from_root(module.parameters());
+    broadcast_from_root(module.buffers());
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> parameters;
+    for (const auto& item : module.named_parameters()) {
+      names.push_back(item.key());
+      parameters.push_back(item.value());
     }
-    if (grads.empty()) return;
-    std::vector<torch::Tensor> flat;
-    flat.reserve(grads.size());
-    for (const auto& g : grads) flat.push_back(g.reshape(-1));
-    torch::Tensor bucket = torch::cat(flat);
-    group->allreduce(bucket, runtime::ReduceOp::mean);
-    std::int64_t offset = 0;
-    for (auto& g : grads) {
-      g.copy_(bucket.narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
+    reducers_.push_back(
+        std::make_unique<Reducer>(*group_, std::move(names), std::move(parameters), options_));
+  }
+
+  void before_forward(torch::nn::Module& module) {
+    if (group_ == nullptr || !options_.broadcast_buffers) return;
+    torch::NoGradGuard no_grad;
+    broadcast_from_root(module.buffers());
+  }
+
+  void before_backward(bool sync) {
+    for (auto& reducer : reducers_) reducer->prepare_for_backward(sync);
+  }
+
+  void after_backward(bool /*sync*/, const std::vector<torch::Tensor>& /*parameters*/) {
+    for (auto& reducer : reducers_) reducer->finalize();
   }
 
  private:
-  void broadcast_into(torch::Tensor& tensor) {
-    torch::Tensor copy = tensor.detach().contiguous();
-    group->broadcast(copy, 0);
-    tensor.detach().copy_(copy);
+  // One broadcast per dtype, not one per tensor.
+  void broadcast_from_root(const std::vector<torch::Tensor>& tensors) {
+    std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
+    for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+    for (auto& [dtype, group] : by_dtype) {
+      std::vector<torch::Tensor> flat;
+      for (const auto& t : group) flat.push_back(t.detach().reshape(-1));
+      torch::Tensor joined = torch::cat(flat);
+      group_->broadcast(joined, 0);
+      std::int64_t offset = 0;
+      for (auto& t : group) {
+        t.detach().copy_(joined.narrow(0, offset, t.numel()).view_as(t));
+        offset += t.numel();
+      }
+    }
   }
+
+  runtime::ProcessGroup* group_ = nullptr;
+  DdpOptions options_;
+  std::vector<std::unique_ptr<Reducer>> reducers_;
 };
 
 // FSDP's NO_SHARD is DDP.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../detail/error.hpp"
+#include "../options.hpp"
 #include "../policy/concepts.hpp"
 #include "../runtime/process_group.hpp"
 #include "strategy.hpp"
@@ -15,6 +16,7 @@ namespace accel::parallel {
 
 struct LocalStrategy {
   void prepare_model(torch::nn::Module& /*module*/) {}
+  void before_forward(torch::nn::Module& /*module*/) {}
   void before_backward(bool /*sync*/) {}
   void after_backward(bool /*sync*/, const std::vector<torch::Tensor>& /*parameters*/) {}
   template <class Optimizer>
@@ -30,7 +32,7 @@ struct LocalStrategy {
 // rather than train each rank on its own.
 template <ParallelismPolicy Par>
 struct Strategy<Par> : LocalStrategy {
-  void attach(runtime::ProcessGroup* group) {
+  void attach(runtime::ProcessGroup* group, const Options& /*options*/) {
     if (group != nullptr)
       detail::fail("{} across {} processes is not available in this version of accel; use Ddp "
                    "(or Fsdp<NoShard>) for multi-process training, or run one process",

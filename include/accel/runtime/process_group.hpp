@@ -83,6 +83,25 @@ class ProcessGroup {
     if (op == ReduceOp::mean) tensor.div_(size_);
   }
 
+  // Starts a sum all-reduce of a contiguous tensor and returns its handle; wait() on it, then
+  // read the tensor (or the wire copy returned alongside where the dtype needed one).
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor tensor;  // the tensor the result lands in
+    torch::Tensor wire;    // its fp32 stand-in on a wire without the dtype, else undefined
+    void wait() {
+      work->wait();
+      if (wire.defined()) tensor.copy_(wire);
+    }
+  };
+  Pending allreduce_async(torch::Tensor tensor) {
+    check("allreduce", tensor);
+    Pending pending{{}, tensor, wire_native(tensor) ? torch::Tensor() : to_wire(tensor)};
+    std::vector<torch::Tensor> list{pending.wire.defined() ? pending.wire : tensor};
+    pending.work = backend_->allreduce(list);
+    return pending;
+  }
+
   void broadcast(torch::Tensor& tensor, int root = 0) {
     check(fmt::format("broadcast(root={})", root), tensor);
     on_wire(tensor, [&](torch::Tensor& wire) {

@@ -1,0 +1,164 @@
+// The gradient reducer behind Ddp: PyTorch's Reducer idea on a stable API. Gradients are packed
+// into flat buckets in reverse registration order (roughly the order backward produces them:
+// the first bucket small, so communication starts early); a hook after each parameter's
+// gradient accumulation copies the gradient into its bucket, and the bucket's asynchronous
+// all-reduce starts as soon as its last gradient arrives, overlapping the rest of backward.
+// Buckets start in index order on every rank, so the ranks' collectives always match.
+#pragma once
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../detail/error.hpp"
+#include "../options.hpp"
+#include "../runtime/process_group.hpp"
+
+namespace accel::parallel {
+
+class Reducer {
+ public:
+  Reducer(runtime::ProcessGroup& group, std::vector<std::string> names,
+          std::vector<torch::Tensor> parameters, const DdpOptions& options)
+      : group_(group), names_(std::move(names)), parameters_(std::move(parameters)),
+        options_(options), slot_(parameters_.size()), arrived_(parameters_.size(), false) {
+    build_buckets();
+    install_hooks();
+  }
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Before loss.backward(): on a micro-step that does not end its window the hooks do nothing,
+  // so there is no communication at all.
+  void prepare_for_backward(bool sync) {
+    sync_ = sync;
+    if (!sync_) return;
+    std::fill(arrived_.begin(), arrived_.end(), false);
+    for (auto& bucket : buckets_) bucket.waiting = bucket.members.size();
+    next_launch_ = 0;
+  }
+
+  // After loss.backward(): every bucket started, waited for, averaged and written back.
+  void finalize() {
+    if (!sync_) return;
+    sync_ = false;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      if (arrived_[i]) continue;
+      if (!options_.find_unused_parameters)
+        detail::fail(
+            "Ddp: parameter '{}' got no gradient in this backward on rank {}; every parameter "
+            "must take part in the loss, or set Options{{.ddp = {{.find_unused_parameters = "
+            "true}}}} to treat it as a zero gradient",
+            names_[i], group_.rank());
+      Bucket& bucket = buckets_[slot_[i].bucket];
+      bucket.flat.narrow(0, slot_[i].offset, parameters_[i].numel()).zero_();
+      arrived_[i] = true;
+      --bucket.waiting;
+    }
+    launch_ready();
+    const double inverse = 1.0 / group_.size();
+    for (auto& bucket : buckets_) {
+      bucket.pending.wait();
+      bucket.flat.mul_(inverse);
+      for (std::size_t i : bucket.members) {
+        torch::Tensor& p = parameters_[i];
+        torch::Tensor averaged = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
+        if (p.grad().defined())
+          p.mutable_grad().copy_(averaged);
+        else
+          p.mutable_grad() = averaged.clone();
+      }
+    }
+  }
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+
+ private:
+  struct Slot {
+    std::size_t bucket = 0;
+    std::int64_t offset = 0;
+  };
+  struct Bucket {
+    std::vector<std::size_t> members;
+    torch::Tensor flat;
+    std::size_t waiting = 0;
+    runtime::ProcessGroup::Pending pending;
+  };
+
+  void build_buckets() {
+    double cap = options_.first_bucket_mb;
+    std::int64_t bytes = 0;
+    for (std::size_t k = parameters_.size(); k-- > 0;) {  // reverse registration order
+      const torch::Tensor& p = parameters_[k];
+      if (!p.requires_grad()) continue;
+      const std::int64_t size = p.numel() * p.element_size();
+      if (buckets_.empty() || (bytes > 0 && static_cast<double>(bytes + size) > cap * 1048576.0)) {
+        if (!buckets_.empty()) cap = options_.bucket_mb;
+        buckets_.emplace_back();
+        bytes = 0;
+      }
+      slot_[k] = {buckets_.size() - 1, bytes / p.element_size()};
+      buckets_.back().members.push_back(k);
+      bytes += size;
+    }
+    for (auto& bucket : buckets_) {
+      std::int64_t numel = 0;
+      for (std::size_t i : bucket.members) numel += parameters_[i].numel();
+      bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
+    }
+  }
+
+  void install_hooks() {
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      if (!parameters_[i].requires_grad()) {
+        arrived_[i] = true;
+        continue;
+      }
+      // The tensor holds its accumulator weakly: keep it, or the hook silently never fires.
+      auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, i](const torch::autograd::variable_list& outputs,
+                    const torch::autograd::variable_list& /*inputs*/) {
+            on_gradient(i);
+            return outputs;
+          }));
+      accumulators_.push_back(std::move(accumulator));
+    }
+  }
+
+  // Runs on the autograd thread once parameter i's .grad holds its accumulated value.
+  void on_gradient(std::size_t i) {
+    if (!sync_ || arrived_[i]) return;
+    const torch::Tensor& p = parameters_[i];
+    Bucket& bucket = buckets_[slot_[i].bucket];
+    bucket.flat.narrow(0, slot_[i].offset, p.numel()).copy_(p.grad().reshape(-1));
+    arrived_[i] = true;
+    if (--bucket.waiting == 0) launch_ready();
+  }
+
+  // Starts every complete bucket from the next one in index order, stopping at the first
+  // incomplete one: the same launch order on every rank.
+  void launch_ready() {
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
+      Bucket& bucket = buckets_[next_launch_++];
+      bucket.pending = group_.allreduce_async(bucket.flat);
+    }
+  }
+
+  runtime::ProcessGroup& group_;
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> parameters_;
+  DdpOptions options_;
+  std::vector<Slot> slot_;
+  std::vector<bool> arrived_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::size_t next_launch_ = 0;
+  bool sync_ = false;
+};
+
+}  // namespace accel::parallel
