@@ -15,9 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +42,26 @@ using Clock = std::chrono::steady_clock;
 inline constexpr std::string_view summary_prefix = "accel-launch: ";
 
 inline std::uint64_t signal_bit(int signal) { return std::uint64_t{1} << (signal & 63); }
+
+// A bit set per process (or process group) id: the signals sent to it. A launch has a handful of
+// entries, so a vector is enough, and it keeps <map> out of a header that should compile fast.
+class FlagsByPid {
+ public:
+  std::uint64_t& operator[](pid_t id) {
+    for (auto& [key, bits] : entries_)
+      if (key == id) return bits;
+    return entries_.emplace_back(id, 0).second;
+  }
+  [[nodiscard]] std::uint64_t at(pid_t id) const {
+    for (const auto& [key, bits] : entries_)
+      if (key == id) return bits;
+    return 0;
+  }
+  [[nodiscard]] std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<std::pair<pid_t, std::uint64_t>> entries_;
+};
 
 inline bool failed(int wait_status) {
   return !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
@@ -210,7 +228,7 @@ class Supervisor {
       if (!worker.exited) send_to_group(worker.pid);
     for (const ChildProcess& child : children_of(own_pid_)) {
       if (is_worker(child.pid)) continue;
-      leftovers_.insert(child.pid);
+      leftovers_[child.pid] |= 1;  // seen
       const bool group_already_signaled = (signaled_groups_[child.process_group] & bit) != 0;
       send_to_group(child.process_group);
       if ((signaled_pids_[child.pid] & bit) == 0 && (!group_already_signaled || signal == SIGKILL))
@@ -257,9 +275,7 @@ class Supervisor {
 
   [[nodiscard]] std::string describe(const Worker& worker) const {
     const int status = worker.wait_status;
-    const std::uint64_t sent = signaled_groups_.count(worker.pid) != 0
-                                   ? signaled_groups_.at(worker.pid)
-                                   : std::uint64_t{0};
+    const std::uint64_t sent = signaled_groups_.at(worker.pid);
     if (WIFEXITED(status)) {
       const std::string text = WEXITSTATUS(status) == 0
                                    ? "exited with code 0"
@@ -307,7 +323,7 @@ class Supervisor {
           line(worker_name(workers_[i]) + ": " + describe(workers_[i]));
     }
     // After a failure, stopping the workers' children is part of stopping the workers.
-    if (cause_ == Cause::none && !leftovers_.empty())
+    if (cause_ == Cause::none && leftovers_.size() != 0)
       line("stopped " + std::to_string(leftovers_.size()) + " process" +
            (leftovers_.size() == 1 ? "" : "es") +
            " that the workers had left running (nothing outlives a launch)");
@@ -343,9 +359,9 @@ class Supervisor {
   int stop_signal_ = SIGTERM;
   Clock::time_point deadline_{};
   std::string kill_reason_;
-  std::map<pid_t, std::uint64_t> signaled_groups_;
-  std::map<pid_t, std::uint64_t> signaled_pids_;
-  std::set<pid_t> leftovers_;
+  FlagsByPid signaled_groups_;
+  FlagsByPid signaled_pids_;
+  FlagsByPid leftovers_;  // the processes, other than workers, found among the children
 };
 
 // MASTER_ADDR, MASTER_PORT and, on one node, the private rendezvous folder.
