@@ -114,6 +114,19 @@ TEST_CASE("2 and 3 ranks: distinct ranks, one port, one private store folder rem
   }
 }
 
+TEST_CASE("one process: fn runs in the launching process, the folder goes even after exit()") {
+  TestDir dir;
+  Process process({worker, "--dir", dir.path(), "--dump-env", "--call-exit", "--exit-code", "4"},
+                  dir, fresh());
+  const Finished finished = process.wait();
+  CHECK(finished.status == 4);
+  auto env = read_env_file(dir, 0);
+  CHECK(env["pid"] == std::to_string(process.pid()));
+  CHECK(env["WORLD_SIZE"] == "1");
+  CHECK(env["store_mode"] == "700");
+  CHECK_FALSE(launch_test::file_exists(env["ACCEL_STORE_DIR"]));
+}
+
 TEST_CASE("rank 1 exits with 3: status 3 within 10 s, rank 1 named, nothing left running") {
   TestDir dir;
   Process process({worker, "--nproc", "3", "--dir", dir.path(), "--dump-env", "--grandchild",

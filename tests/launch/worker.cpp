@@ -13,6 +13,7 @@
 //   --stop-rank R         rank R stops itself (SIGSTOP) once it is ready
 //   --sleep S             every other rank sleeps S seconds, then exits with 0
 //   --exit-code C         the failing rank's exit code; without --fail-rank, every rank's
+//   --call-exit           end with std::exit() instead of returning from main
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -40,6 +41,7 @@ struct Behaviour {
   int stop_rank = -1;
   int exit_code = 0;
   double sleep_seconds = 0;
+  bool call_exit = false;
 };
 
 std::string env(const char* name) {
@@ -108,6 +110,8 @@ int worker_main(int argc, char** argv) {
       b.stop_rank = std::stoi(value());
     else if (arg == "--exit-code")
       b.exit_code = std::stoi(value());
+    else if (arg == "--call-exit")
+      b.call_exit = true;
     else if (arg == "--sleep")
       b.sleep_seconds = std::stod(value());
     else {
@@ -162,6 +166,7 @@ int worker_main(int argc, char** argv) {
     return b.exit_code;
   }
   if (b.sleep_seconds > 0) sleep_seconds(b.sleep_seconds);
+  if (b.call_exit) std::exit(b.fail_rank >= 0 || b.kill_rank >= 0 ? 0 : b.exit_code);
   return b.fail_rank >= 0 || b.kill_rank >= 0 ? 0 : b.exit_code;
 }
 
