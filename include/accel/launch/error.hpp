@@ -1,6 +1,6 @@
 // The exception the launcher throws for a bad option or environment, before any worker starts.
 // It is separate from accel::Error so that this part of the library stays free of {fmt} and
-// torch: accel-launch compiles in about a second.
+// torch: accel-launch compiles in seconds, not minutes.
 #pragma once
 
 #include <cerrno>
