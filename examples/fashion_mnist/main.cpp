@@ -1,6 +1,7 @@
 // Fashion-MNIST with accel: a plain libtorch training loop plus a handful of accel lines.
 // The strategy is a type alias; the binary carries several so that one build can try each:
 //   fashion_mnist --strategy zero3 --precision bf16 --accum 4
+//   fashion_mnist --nproc 2 --strategy ddp
 #include <accel/accelerator.hpp>
 
 #include <chrono>
@@ -31,7 +32,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& error) {
   fmt::print(stderr,
              "fashion_mnist: {}\n"
-             "usage: fashion_mnist [--strategy ddp|zero2|zero3|fsdp] [--precision fp32|bf16|fp16|fp8]\n"
+             "usage: fashion_mnist [--nproc N] [--strategy ddp|zero2|zero3|fsdp]\n"
+             "                     [--precision fp32|bf16|fp16|fp8]\n"
              "                     [--accum 1|2|4|8] [--epochs N] [--steps N] [--batch-size N]\n"
              "                     [--lr X] [--eval-samples N] [--seed N] [--data-dir DIR]\n",
              error);
@@ -230,7 +232,7 @@ bool run_variant(const Args& args, Fn&& run) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
     const fs::path data_dir = args.data_dir.empty() ? default_data_dir() : fs::path(args.data_dir);
@@ -248,3 +250,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+// `fashion_mnist --nproc 2 ...` starts two ranks; under accel-launch, torchrun, srun or mpirun
+// the same binary just trains.
+int main(int argc, char** argv) { return accel::launch(argc, argv, run); }

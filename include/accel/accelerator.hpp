@@ -33,6 +33,7 @@
 #include "detail/bytes.hpp"
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
+#include "launch.hpp"
 #include "options.hpp"
 #include "parallel/ddp.hpp"
 #include "parallel/local.hpp"

@@ -9,7 +9,7 @@ dir=$(mktemp -d); chmod 700 "$dir"
 pids=()
 for ((r = 0; r < n; r++)); do
   RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n GROUP_RANK=0 \
-    ACCEL_STORE_DIR=$dir ACCEL_TEST_DIR=$dir "$@" &
+    ACCEL_STORE_DIR=$dir "$@" &
   pids+=($!)
 done
 status=0

@@ -97,8 +97,11 @@ void collectives() {
   EXPECT(acc.check_trigger());
   EXPECT(!acc.check_trigger());
 
-  // main_process_first: the main process writes before anyone else reads.
-  const auto marker = std::filesystem::path(std::getenv("ACCEL_TEST_DIR")) / "main_first";
+  // main_process_first: the main process writes before anyone else reads (in the launch's own
+  // fresh rendezvous folder, so no earlier run's file can fake it).
+  const char* run_dir = std::getenv("ACCEL_STORE_DIR");
+  EXPECT(run_dir != nullptr);
+  const auto marker = std::filesystem::path(run_dir) / "main_first";
   {
     auto first = acc.main_process_first();
     if (acc.is_main_process()) {
