@@ -1,0 +1,439 @@
+// accel_bench: training throughput of an Accelerator on synthetic data, for comparing accel's
+// Ddp with PyTorch's DistributedDataParallel (bench/reference/ddp.py takes the same flags and
+// builds the same models, parameter for parameter). bench/run.sh runs both in turns.
+//
+//   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16] [--accum 1|2|4]
+//               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
+//               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--breakdown]
+//
+// Every rank trains --warmup optimizer steps, then times --steps. The last line, from rank 0:
+//   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
+// samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM.
+#include <accel/accelerator.hpp>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// --- Command line ------------------------------------------------------------------------------
+
+struct Config {
+  std::string strategy = "ddp";
+  std::string precision = "fp32";
+  int accum = 1;
+  std::string model = "mlp";
+  std::int64_t hidden = 0, layers = 0, batch = 0, seq = 0, heads = 0;  // 0: the model's default
+  int steps = 0, warmup = -1;                                         // likewise
+  int threads = 1;
+  double bucket_mb = 25.0;
+  bool breakdown = false;
+};
+
+constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
+
+Trains a synthetic model with accel::Accelerator<Strategy, Precision, GradAccum<N>> and SGD, and
+prints, from rank 0, as its last line:
+  steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
+(optimizer steps; samples = batch x world size x accum per step; rank 0's peak RSS, VmHWM).
+bench/reference/ddp.py takes the same flags and trains the same models with PyTorch's DDP.
+
+  --nproc N              worker processes, through accel::launch() (default 1, or ACCEL_NPROC)
+  --strategy S           ddp (default) | zero2 | zero3 | fsdp. In this version of accel only ddp
+                         runs across processes; zero2, zero3 and fsdp run with one process only
+                         (they stop at construction with an accel: error on more)
+  --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights)
+  --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>)
+  --model M              mlp (default): 784 -> hidden x layers -> 10, ReLU (1024, 4, batch 64)
+                         tiny: 32 -> hidden x layers -> 10, ReLU (32, 1, batch 8): per-step
+                               overhead dominates
+                         xfmr: transformer encoder (post-norm blocks of multi-head attention
+                               from Linear + softmax, and a ReLU feed-forward of 4 x hidden),
+                               mean-pooled into a classification head
+                               (hidden 128, layers 2, heads 4, seq 32, batch 16)
+  --hidden H, --layers L, --batch B (per rank), --seq S (xfmr), --heads A (xfmr)
+  --steps N              timed optimizer steps (default: mlp 60, xfmr 60, tiny 3000)
+  --warmup N             untimed optimizer steps first (default: steps / 10, at least 3)
+  --threads T            torch::set_num_threads per rank (default 1)
+  --bucket-mb MB         Ddp bucket size after the first 1 MiB bucket (default 25, as PyTorch)
+  --breakdown            also time each part of a step (forward, backward with the gradient
+                         hooks, waiting in finalize, optimizer step, zero_grad) from outside
+                         the Accelerator, and print it on rank 0 before the last line
+  -h, --help             this text
+)";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  fmt::print(stderr, "accel_bench: {}\n{}", message, kUsage);
+  std::exit(2);
+}
+
+Config parse(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::string value;
+    const auto eq = flag.find('=');
+    if (eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    if (flag == "--breakdown") {
+      c.breakdown = true;
+      continue;
+    }
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", flag));
+      value = argv[++i];
+    }
+    try {
+      std::size_t used = 0;
+      auto integer = [&] {
+        const long long v = std::stoll(value, &used);
+        if (used != value.size() || v < 0) throw std::invalid_argument(value);
+        return v;
+      };
+      if (flag == "--strategy") c.strategy = value;
+      else if (flag == "--precision") c.precision = value;
+      else if (flag == "--model") c.model = value;
+      else if (flag == "--accum") c.accum = static_cast<int>(integer());
+      else if (flag == "--hidden") c.hidden = integer();
+      else if (flag == "--layers") c.layers = integer();
+      else if (flag == "--batch") c.batch = integer();
+      else if (flag == "--seq") c.seq = integer();
+      else if (flag == "--heads") c.heads = integer();
+      else if (flag == "--steps") c.steps = static_cast<int>(integer());
+      else if (flag == "--warmup") c.warmup = static_cast<int>(integer());
+      else if (flag == "--threads") c.threads = static_cast<int>(integer());
+      else if (flag == "--bucket-mb") c.bucket_mb = std::stod(value);
+      else usage_error(fmt::format("unknown option '{}'", flag));
+    } catch (const std::logic_error&) {
+      usage_error(fmt::format("{} '{}' is not a valid number", flag, value));
+    }
+  }
+  if (c.model == "mlp") {
+    if (!c.hidden) c.hidden = 1024;
+    if (!c.layers) c.layers = 4;
+    if (!c.batch) c.batch = 64;
+    if (!c.steps) c.steps = 60;
+  } else if (c.model == "tiny") {
+    if (!c.hidden) c.hidden = 32;
+    if (!c.layers) c.layers = 1;
+    if (!c.batch) c.batch = 8;
+    if (!c.steps) c.steps = 3000;
+  } else if (c.model == "xfmr") {
+    if (!c.hidden) c.hidden = 128;
+    if (!c.layers) c.layers = 2;
+    if (!c.batch) c.batch = 16;
+    if (!c.seq) c.seq = 32;
+    if (!c.heads) c.heads = 4;
+    if (!c.steps) c.steps = 60;
+    if (c.hidden % c.heads != 0)
+      usage_error(fmt::format("--hidden {} is not a multiple of --heads {}", c.hidden, c.heads));
+  } else {
+    usage_error(fmt::format("--model '{}': use mlp, tiny or xfmr", c.model));
+  }
+  if (c.warmup < 0) c.warmup = std::max(3, c.steps / 10);
+  if (c.accum != 1 && c.accum != 2 && c.accum != 4)
+    usage_error(fmt::format("--accum {}: use 1, 2 or 4", c.accum));
+  if (c.precision != "fp32" && c.precision != "bf16")
+    usage_error(fmt::format("--precision '{}': use fp32 or bf16", c.precision));
+  if (c.steps < 1 || c.threads < 1 || c.batch < 1 || c.hidden < 1 || c.layers < 1)
+    usage_error("--steps, --threads, --batch, --hidden and --layers must be at least 1");
+  if (!(c.bucket_mb > 0.0)) usage_error("--bucket-mb must be > 0");
+  return c;
+}
+
+// --- Models: the same modules, in the same registration order, as bench/reference/ddp.py ---------
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(std::int64_t hidden, std::int64_t heads)
+      : heads(heads),
+        qkv(register_module("qkv", torch::nn::Linear(hidden, 3 * hidden))),
+        proj(register_module("proj", torch::nn::Linear(hidden, hidden))),
+        norm1(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
+        ff1(register_module("ff1", torch::nn::Linear(hidden, 4 * hidden))),
+        ff2(register_module("ff2", torch::nn::Linear(4 * hidden, hidden))),
+        norm2(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))) {}
+
+  torch::Tensor forward(torch::Tensor x) {
+    const std::int64_t b = x.size(0), s = x.size(1), h = x.size(2), d = h / heads;
+    const torch::Tensor parts = qkv(x).view({b, s, 3, heads, d}).permute({2, 0, 3, 1, 4});
+    const torch::Tensor q = parts[0], k = parts[1], v = parts[2];  // [b, heads, s, d]
+    const torch::Tensor weights =
+        torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d))), -1);
+    const torch::Tensor mixed = torch::matmul(weights, v).transpose(1, 2).reshape({b, s, h});
+    x = norm1(x + proj(mixed));
+    return norm2(x + ff2(torch::relu(ff1(x))));
+  }
+
+  std::int64_t heads;
+  torch::nn::Linear qkv, proj;
+  torch::nn::LayerNorm norm1;
+  torch::nn::Linear ff1, ff2;
+  torch::nn::LayerNorm norm2;
+};
+TORCH_MODULE(Block);
+
+struct BenchNetImpl : torch::nn::Module {
+  explicit BenchNetImpl(const Config& c) {
+    if (c.model == "xfmr") {
+      for (std::int64_t i = 0; i < c.layers; ++i)
+        blocks.push_back(register_module(fmt::format("block{}", i), Block(c.hidden, c.heads)));
+      head = register_module("head", torch::nn::Linear(c.hidden, 10));
+    } else {
+      std::int64_t width = c.model == "mlp" ? 784 : 32;
+      net = register_module("net", torch::nn::Sequential());
+      for (std::int64_t i = 0; i < c.layers; ++i) {
+        net->push_back(torch::nn::Linear(width, c.hidden));
+        net->push_back(torch::nn::ReLU());
+        width = c.hidden;
+      }
+      net->push_back(torch::nn::Linear(width, 10));
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    if (!blocks.empty()) {
+      for (auto& block : blocks) x = block(x);
+      return head(x.mean(1));
+    }
+    return net->forward(x);
+  }
+
+  torch::nn::Sequential net{nullptr};
+  std::vector<Block> blocks;
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(BenchNet);
+
+torch::Tensor make_input(const Config& c) {
+  if (c.model == "xfmr") return torch::randn({c.batch, c.seq, c.hidden});
+  return torch::randn({c.batch, c.model == "mlp" ? 784 : 32});
+}
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  return -1.0;
+}
+
+// --- Breakdown: timestamps taken around the Accelerator's calls, plus one post-accumulation hook
+// per parameter, registered after prepare() so that it runs after the library's own hook (post
+// hooks run in registration order): the latest of them marks the end of autograd's work, copies
+// into the buckets included. What acc.backward() spends after that is finalize: waiting for the
+// all-reduces, averaging and writing the gradients back. ------------------------------------------
+
+struct Breakdown {
+  double forward = 0, backward = 0, finalize = 0, step = 0, zero_grad = 0;
+  Clock::time_point last_hook{};
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+
+  void install(const std::vector<torch::Tensor>& parameters) {
+    for (const auto& p : parameters) {
+      if (!p.requires_grad()) continue;
+      auto accumulator = torch::autograd::impl::grad_accumulator(p);
+      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this](const torch::autograd::variable_list& outputs,
+                 const torch::autograd::variable_list& /*inputs*/) {
+            last_hook = Clock::now();
+            return outputs;
+          }));
+      accumulators.push_back(std::move(accumulator));
+    }
+  }
+};
+
+template <class Acc>
+int train(const Config& c) {
+  torch::set_num_threads(c.threads);
+  Acc acc(accel::Options{.ddp = {.bucket_mb = c.bucket_mb}});
+  const int rank = acc.process_index(), world = acc.num_processes();
+
+  torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)
+  BenchNet net(c);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
+  auto [model, optimizer] = acc.prepare(net, sgd);
+
+  std::int64_t parameter_count = 0, gradient_bytes = 0;
+  for (const auto& p : net->parameters()) {
+    parameter_count += p.numel();
+    if (p.requires_grad()) gradient_bytes += p.numel() * p.element_size();
+  }
+  if (rank == 0)
+    fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
+               "precision={} accum={}\n",
+               c.model, parameter_count, world, c.strategy, c.precision, c.accum);
+
+  // Synthetic data, generated once per rank, deterministic.
+  torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));
+  constexpr int kBatches = 8;
+  std::vector<torch::Tensor> inputs, labels;
+  for (int i = 0; i < kBatches; ++i) {
+    inputs.push_back(make_input(c));
+    labels.push_back(torch::randint(10, {c.batch}));
+  }
+
+  Breakdown parts;
+  if (c.breakdown) parts.install(net->parameters());
+  std::size_t cursor = 0;
+  auto optimizer_step = [&](bool timed) {
+    for (int m = 0; m < c.accum; ++m, ++cursor) {
+      const auto t0 = Clock::now();
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+      const auto t1 = Clock::now();
+      acc.backward(loss);
+      const auto t2 = Clock::now();
+      optimizer.step();
+      const auto t3 = Clock::now();
+      optimizer.zero_grad();
+      if (timed && c.breakdown) {
+        const auto t4 = Clock::now();
+        parts.forward += seconds(t1 - t0);
+        parts.backward += seconds(parts.last_hook - t1);
+        parts.finalize += seconds(t2 - parts.last_hook);
+        parts.step += seconds(t3 - t2);
+        parts.zero_grad += seconds(t4 - t3);
+      }
+    }
+  };
+
+  for (int i = 0; i < c.warmup; ++i) optimizer_step(false);
+  acc.wait_for_everyone();
+  const auto start = Clock::now();
+  for (int i = 0; i < c.steps; ++i) optimizer_step(true);
+  const double elapsed = seconds(Clock::now() - start);
+  acc.wait_for_everyone();
+
+  const double steps_per_s = c.steps / elapsed;
+  const double samples_per_s =
+      steps_per_s * static_cast<double>(c.batch) * world * static_cast<double>(c.accum);
+
+  if (c.breakdown) {
+    // Reference costs of the same step, measured on every rank at once (so under the same
+    // contention for the two cores): backward alone, with the Reducer idle (a plain
+    // loss.backward() outside acc.backward: its hooks return at once), and a blocking
+    // all-reduce of all the gradients at once with no compute beside it.
+    const int probe = std::max(5, c.steps / 4);
+    double plain_backward = 0, allreduce_alone = 0, local_copies = 0;
+    for (int i = 0; i < probe; ++i, ++cursor) {
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+      const auto t0 = Clock::now();
+      loss.backward();
+      plain_backward += seconds(Clock::now() - t0);
+      torch::NoGradGuard no_grad;
+      for (auto& p : net->parameters())
+        if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+    torch::Tensor flat = torch::ones({gradient_bytes / 4});
+    torch::Tensor other = torch::empty_like(flat);
+    for (int i = 0; i < probe; ++i) {
+      const auto t0 = Clock::now();
+      other.copy_(flat);  // the hooks' copies into the buckets
+      other.mul_(0.5);    // averaging
+      flat.copy_(other);  // writing back into .grad
+      local_copies += seconds(Clock::now() - t0);
+    }
+    if (auto* group = acc.process_group()) {
+      group->barrier();
+      for (int i = 0; i < probe; ++i) {
+        const auto t0 = Clock::now();
+        group->allreduce(flat);
+        allreduce_alone += seconds(Clock::now() - t0);
+      }
+    }
+    const std::vector<double> mine = {parts.forward / c.steps,    parts.backward / c.steps,
+                                      parts.finalize / c.steps,   parts.step / c.steps,
+                                      parts.zero_grad / c.steps,  elapsed / c.steps,
+                                      plain_backward / probe * c.accum,
+                                      allreduce_alone / probe,    local_copies / probe};
+    const auto all = acc.gather_object(mine);
+    if (rank == 0) {
+      const double ring_bytes = world > 1 ? 2.0 * (world - 1) / world * gradient_bytes : 0.0;
+      fmt::print("breakdown: model={} world_size={} accum={} per optimizer step, milliseconds "
+                 "(forward includes the loss; backward includes the Reducer's hook copies and "
+                 "launches; finalize is acc.backward() after autograd's last hook: waiting for "
+                 "the all-reduces, averaging, writing back)\n",
+                 c.model, world, c.accum);
+      for (int r = 0; r < world; ++r) {
+        const auto& v = all[static_cast<std::size_t>(r)];
+        const double accounted = v[0] + v[1] + v[2] + v[3] + v[4];
+        fmt::print("breakdown: rank={} forward={:.3f} backward={:.3f} finalize={:.3f} "
+                   "optimizer_step={:.3f} zero_grad={:.3f} other={:.3f} total={:.3f} | "
+                   "reference: backward_without_reducer={:.3f} allreduce_alone={:.3f} "
+                   "local_copies={:.3f}\n",
+                   r, 1e3 * v[0], 1e3 * v[1], 1e3 * v[2], 1e3 * v[3], 1e3 * v[4],
+                   1e3 * (v[5] - accounted), 1e3 * v[5], 1e3 * v[6], 1e3 * v[7], 1e3 * v[8]);
+      }
+      fmt::print("breakdown: allreduced_bytes_per_step={} ({:.2f} MB, {} all-reduce(s) of "
+                 "gradients in fp32) ring_bytes_sent_per_rank={:.0f}\n",
+                 world > 1 ? gradient_bytes : 0, (world > 1 ? gradient_bytes : 0) / 1e6,
+                 world > 1 ? "bucketed" : "no", ring_bytes);
+    }
+  }
+
+  if (rank == 0)
+    fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f}\n", steps_per_s,
+               samples_per_s, peak_rss_mb());
+  std::fflush(stdout);
+  return 0;
+}
+
+template <class Par, class Prec>
+int with_accum(const Config& c) {
+  switch (c.accum) {
+    case 2: return train<accel::Accelerator<Par, Prec, accel::GradAccum<2>>>(c);
+    case 4: return train<accel::Accelerator<Par, Prec, accel::GradAccum<4>>>(c);
+    default: return train<accel::Accelerator<Par, Prec, accel::GradAccum<1>>>(c);
+  }
+}
+
+template <class Par>
+int with_precision(const Config& c) {
+  if (c.precision == "bf16") return with_accum<Par, accel::Bf16>(c);
+  return with_accum<Par, accel::Fp32>(c);
+}
+
+int run(int argc, char** argv) {
+  const Config c = parse(argc, argv);
+  try {
+    if (c.strategy == "ddp") return with_precision<accel::Ddp>(c);
+    if (c.strategy == "zero2") return with_precision<accel::Zero2>(c);
+    if (c.strategy == "zero3") return with_precision<accel::Zero3>(c);
+    if (c.strategy == "fsdp") return with_precision<accel::Fsdp<accel::FullShard>>(c);
+    usage_error(fmt::format("--strategy '{}': use ddp, zero2, zero3 or fsdp", c.strategy));
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "{}\n", error.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "-h" || arg == "--help") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+  }
+  return accel::launch(argc, argv, run);
+}

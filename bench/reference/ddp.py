@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""PyTorch reference for accel_bench: the same flags, the same models (parameter for parameter,
+in the same registration order), the same synthetic data sizes and SGD, trained with
+torch.nn.parallel.DistributedDataParallel over Gloo, one thread per rank.
+
+    /usr/bin/python3 bench/reference/ddp.py [--nproc N] [--precision fp32|bf16] [--accum 1|2|4]
+        [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S] [--heads A]
+        [--steps N] [--warmup N] [--threads T] [--bucket-mb MB]
+
+Last line, from rank 0: steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z> (as accel_bench).
+
+With --nproc 1 the model is trained by a plain loop, without DDP or a process group: what a
+PyTorch user (and Accelerate, and accel) runs on one process. With --nproc N > 1 this script
+starts N copies of itself (RANK, WORLD_SIZE, ... in their environment, like torchrun) and waits
+for them; if one fails, the others are stopped. Run it with Debian's /usr/bin/python3
+(python3-torch), not a Python without torch.
+"""
+import argparse
+import contextlib
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nproc", type=int, default=int(os.environ.get("ACCEL_NPROC", "1")))
+    p.add_argument("--strategy", default="ddp", choices=["ddp"],
+                   help="only ddp (PyTorch's DistributedDataParallel)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--accum", type=int, default=1, choices=[1, 2, 4])
+    p.add_argument("--model", default="mlp", choices=["mlp", "tiny", "xfmr"])
+    p.add_argument("--hidden", type=int, default=0)
+    p.add_argument("--layers", type=int, default=0)
+    p.add_argument("--batch", type=int, default=0)
+    p.add_argument("--seq", type=int, default=0)
+    p.add_argument("--heads", type=int, default=0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--bucket-mb", type=float, default=25.0)
+    a = p.parse_args()
+    defaults = {
+        "mlp": dict(hidden=1024, layers=4, batch=64, steps=60),
+        "tiny": dict(hidden=32, layers=1, batch=8, steps=3000),
+        "xfmr": dict(hidden=128, layers=2, batch=16, seq=32, heads=4, steps=60),
+    }[a.model]
+    for key, value in defaults.items():
+        if not getattr(a, key):
+            setattr(a, key, value)
+    if a.warmup < 0:
+        a.warmup = max(3, a.steps // 10)
+    if a.model == "xfmr" and a.hidden % a.heads:
+        p.error(f"--hidden {a.hidden} is not a multiple of --heads {a.heads}")
+    if a.nproc < 1:
+        p.error("--nproc must be at least 1")
+    return a
+
+
+# --- Models: the same as accel_bench.cpp ---------------------------------------------------------
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.norm1 = nn.LayerNorm(hidden)
+        self.ff1 = nn.Linear(hidden, 4 * hidden)
+        self.ff2 = nn.Linear(4 * hidden, hidden)
+        self.norm2 = nn.LayerNorm(hidden)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.heads
+        parts = self.qkv(x).view(b, s, 3, self.heads, d).permute(2, 0, 3, 1, 4)
+        q, k, v = parts[0], parts[1], parts[2]  # [b, heads, s, d]
+        weights = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d)), -1)
+        mixed = torch.matmul(weights, v).transpose(1, 2).reshape(b, s, h)
+        x = self.norm1(x + self.proj(mixed))
+        return self.norm2(x + self.ff2(torch.relu(self.ff1(x))))
+
+
+class Transformer(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(a.hidden, a.heads) for _ in range(a.layers))
+        self.head = nn.Linear(a.hidden, 10)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x.mean(1))
+
+
+class Mlp(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        width = 784 if a.model == "mlp" else 32
+        layers = []
+        for _ in range(a.layers):
+            layers += [nn.Linear(width, a.hidden), nn.ReLU()]
+            width = a.hidden
+        layers.append(nn.Linear(width, 10))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def make_input(a):
+    if a.model == "xfmr":
+        return torch.randn(a.batch, a.seq, a.hidden)
+    return torch.randn(a.batch, 784 if a.model == "mlp" else 32)
+
+
+def peak_rss_mb():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0  # kB
+    return -1.0
+
+
+def train(a):
+    import torch.distributed as dist
+
+    torch.set_num_threads(a.threads)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        dist.init_process_group("gloo", init_method=os.environ["ACCEL_BENCH_INIT"],
+                                rank=rank, world_size=world)
+
+    torch.manual_seed(0)
+    net = Transformer(a) if a.model == "xfmr" else Mlp(a)
+    parameters = sum(p.numel() for p in net.parameters())
+    model = net
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    if rank == 0:
+        print(f"ddp.py: model={a.model} parameters={parameters} world_size={world} "
+              f"strategy=ddp precision={a.precision} accum={a.accum}", file=sys.stderr, flush=True)
+
+    torch.manual_seed(1000 + rank)  # synthetic data, once per rank, deterministic
+    batches = [(make_input(a), torch.randint(10, (a.batch,))) for _ in range(8)]
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "bf16" \
+        else contextlib.nullcontext
+    cursor = 0
+
+    def optimizer_step():
+        nonlocal cursor
+        for m in range(a.accum):
+            x, y = batches[cursor % len(batches)]
+            cursor += 1
+            last = m == a.accum - 1
+            sync = contextlib.nullcontext() if last or world == 1 else model.no_sync()
+            with sync:
+                with autocast():
+                    logits = model(x)
+                loss = F.cross_entropy(logits.float(), y)
+                (loss if a.accum == 1 else loss / a.accum).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)  # in place, as accel's zero_grad
+
+    for _ in range(a.warmup):
+        optimizer_step()
+    if world > 1:
+        dist.barrier()
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        optimizer_step()
+    elapsed = time.perf_counter() - start
+    if world > 1:
+        dist.barrier()
+    steps_per_s = a.steps / elapsed
+    samples_per_s = steps_per_s * a.batch * world * a.accum
+    if rank == 0:
+        print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f} "
+              f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+    return 0
+
+
+def launch(a):
+    """Starts --nproc copies of this script as ranks 0..N-1 and supervises them."""
+    with tempfile.TemporaryDirectory(prefix="ddp-bench-") as folder:
+        env = dict(os.environ)
+        with socket.socket() as s:  # MASTER_PORT for the record; the rendezvous is a file
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env.update(WORLD_SIZE=str(a.nproc), LOCAL_WORLD_SIZE=str(a.nproc), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), ACCEL_BENCH_INIT=f"file://{folder}/store",
+                   GLOO_SOCKET_IFNAME=env.get("GLOO_SOCKET_IFNAME", "lo"))
+        argv = [a for a in sys.argv[1:]]
+        # --nproc is the launcher's; the workers see the rest.
+        filtered, skip = [], False
+        for arg in argv:
+            if skip:
+                skip = False
+            elif arg == "--nproc":
+                skip = True
+            elif not arg.startswith("--nproc="):
+                filtered.append(arg)
+        workers = []
+        for rank in range(a.nproc):
+            worker_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
+            workers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + filtered,
+                                            env=worker_env, stdin=subprocess.DEVNULL))
+        status = 0
+        try:
+            remaining = list(workers)
+            while remaining:
+                for w in list(remaining):
+                    code = w.poll()
+                    if code is None:
+                        continue
+                    remaining.remove(w)
+                    if code != 0 and status == 0:
+                        status = code if code > 0 else 128 - code
+                        print(f"ddp.py: rank {workers.index(w)} failed with status {code}; "
+                              "stopping the others", file=sys.stderr)
+                        for other in remaining:
+                            other.send_signal(signal.SIGTERM)
+                time.sleep(0.02)
+        except KeyboardInterrupt:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+            raise
+        return status
+
+
+def main():
+    a = parse()
+    if "RANK" in os.environ or a.nproc == 1:
+        return train(a)
+    return launch(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
