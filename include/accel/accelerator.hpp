@@ -108,7 +108,13 @@ class Accelerator {
       detail::fail("{} training is not available in this version of accel; use Fp32 or Bf16",
                    precision_policy::name);
     if (process_.world_size > 1) {
-      const bool check = options_.check_collectives || runtime::env_int("ACCEL_CHECK_COLLECTIVES", 0);
+      if (device_.is_cuda())
+        detail::fail("{} processes on {}: multi-process training on CUDA needs NCCL, which this "
+                     "version of accel does not wire yet; run the ranks on CPU "
+                     "(Options{{.device = torch::kCPU}}) or one process per job",
+                     process_.world_size, device_.str());
+      const bool check =
+          options_.check_collectives || runtime::env_int("ACCEL_CHECK_COLLECTIVES", 0) != 0;
       group_ = std::make_unique<runtime::ProcessGroup>(environment_, options_.timeout, check);
     }
     strategy_.attach(group_.get(), options_);
@@ -154,7 +160,7 @@ class Accelerator {
       loss.backward();
     else
       (loss * gradients_.loss_scale()).backward();
-    strategy_.after_backward(sync, prepared_parameters());
+    strategy_.after_backward(sync);
     accumulating_ = !sync;
   }
 

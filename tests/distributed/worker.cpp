@@ -177,6 +177,34 @@ void metrics(bool even) {
   }
 }
 
+// split_batches: every rank takes a slice of every batch; skip_first_batches resumes mid-epoch.
+void split_and_skip() {
+  accel::Options options = test_options();
+  options.split_batches = true;
+  Ddp acc(options);
+  const int w = acc.num_processes();
+  accel::DataLoader loader(Ids{12}, {.batch_size = 6});
+  auto batches = acc.prepare(loader);
+  EXPECT(batches.size() == 2);  // every rank sees every batch
+  std::vector<torch::Tensor> seen;
+  for (const auto& batch : batches) seen.push_back(acc.gather(batch.id));
+  EXPECT(torch::equal(torch::cat(seen), torch::arange(12)));
+
+  accel::Options whole = test_options();
+  Ddp acc2(whole);
+  accel::DataLoader loader2(Ids{20}, {.batch_size = 2});
+  auto batches2 = acc2.prepare(loader2);
+  const auto full = batches2.size();
+  batches2.skip_first_batches(2);
+  std::int64_t count = 0, first = -1;
+  for (const auto& batch : batches2) {
+    if (first < 0) first = batch.id[0].item<std::int64_t>();
+    ++count;
+  }
+  EXPECT(count == full - 2);
+  EXPECT(first == 2 * (2 * w + acc2.process_index()));  // this rank's batch 2 of the epoch
+}
+
 // K Ddp steps on W ranks equal K single-process steps on the concatenated global batch.
 struct Sample {
   torch::Tensor x, y;
@@ -407,6 +435,7 @@ int main(int argc, char** argv) {
       {"gap_filling", gap_filling},
       {"metrics_even", [] { metrics(true); }},
       {"metrics_uneven", [] { metrics(false); }},
+      {"split_and_skip", split_and_skip},
       {"ddp", ddp_matches_single_process<Ddp>},
       {"ddp_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},

@@ -51,7 +51,7 @@ struct Strategy<Ddp> : LocalStrategy {
     for (auto& reducer : reducers_) reducer->prepare_for_backward(sync);
   }
 
-  void after_backward(bool /*sync*/, const std::vector<torch::Tensor>& /*parameters*/) {
+  void after_backward(bool /*sync*/) {
     for (auto& reducer : reducers_) reducer->finalize();
   }
 

@@ -18,7 +18,7 @@ struct LocalStrategy {
   void prepare_model(torch::nn::Module& /*module*/) {}
   void before_forward(torch::nn::Module& /*module*/) {}
   void before_backward(bool /*sync*/) {}
-  void after_backward(bool /*sync*/, const std::vector<torch::Tensor>& /*parameters*/) {}
+  void after_backward(bool /*sync*/) {}
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
     optimizer.step();

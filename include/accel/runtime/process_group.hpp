@@ -49,6 +49,12 @@ class ProcessGroup {
       }
     }
     store_->setTimeout(timeout);
+    // Each group of this process gets its own key space, so that a second group (a second
+    // Accelerator) never reads the first one's rendezvous keys. Ranks create groups in the same
+    // order, so the numbers agree across ranks.
+    static int groups_created = 0;
+    store_ = c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", groups_created++),
+                                                    store_);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     // One node: keep Gloo's connections on loopback. Several: the interface of this host name.
     options->devices.push_back(
