@@ -19,6 +19,10 @@ struct DdpOptions {
   bool find_unused_parameters = false;
   // Buffers (BatchNorm running statistics, ...) are broadcast from rank 0 before each forward.
   bool broadcast_buffers = true;
+  // After the first synchronised step each .grad becomes a view into its bucket: backward then
+  // accumulates straight into the buckets, saving one copy in and one copy out per step and the
+  // memory of a second gradient copy. Like PyTorch's gradient_as_bucket_view.
+  bool gradients_as_bucket_views = false;
 };
 
 struct Options {

@@ -299,9 +299,10 @@ void ddp_no_sync() {
   EXPECT(issued[2] >= 2);  // several buckets, each its own all-reduce
 }
 
-// Small buckets change nothing in the result.
-void ddp_small_buckets() {
+// Small buckets, or gradients as bucket views, change nothing in the result.
+void ddp_small_buckets(bool views) {
   accel::Options options = test_options();
+  options.ddp.gradients_as_bucket_views = views;
   options.ddp.first_bucket_mb = 0.00005;
   options.ddp.bucket_mb = 0.0001;
   Ddp acc(options);
@@ -326,6 +327,11 @@ void ddp_small_buckets() {
   }
   for (std::size_t i = 0; i < net->parameters().size(); ++i)
     EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+  // With views, two parameters of one bucket have gradients in one storage.
+  const auto& last = net->parameters();
+  const bool shared = last[last.size() - 1].grad().storage().data() ==
+                      last[last.size() - 2].grad().storage().data();
+  EXPECT(shared == views);
 }
 
 struct TwoHeadsImpl : torch::nn::Module {
@@ -441,7 +447,8 @@ int main(int argc, char** argv) {
        ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_no_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::NoShard>>>},
       {"ddp_no_sync", ddp_no_sync},
-      {"ddp_small_buckets", ddp_small_buckets},
+      {"ddp_small_buckets", [] { ddp_small_buckets(false); }},
+      {"ddp_bucket_views", [] { ddp_small_buckets(true); }},
       {"ddp_unused", [] { ddp_unused(false); }},
       {"ddp_find_unused", [] { ddp_unused(true); }},
       {"ddp_buffers", ddp_buffers},

@@ -66,8 +66,11 @@ class Reducer {
       bucket.flat.mul_(inverse);
       for (std::size_t i : bucket.members) {
         torch::Tensor& p = parameters_[i];
+        if (is_bucket_view(i)) continue;  // already holds the averaged value
         torch::Tensor averaged = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
-        if (p.grad().defined())
+        if (options_.gradients_as_bucket_views)
+          p.mutable_grad() = averaged;
+        else if (p.grad().defined())
           p.mutable_grad().copy_(averaged);
         else
           p.mutable_grad() = averaged.clone();
@@ -135,9 +138,18 @@ class Reducer {
     if (!sync_ || arrived_[i]) return;
     const torch::Tensor& p = parameters_[i];
     Bucket& bucket = buckets_[slot_[i].bucket];
-    bucket.flat.narrow(0, slot_[i].offset, p.numel()).copy_(p.grad().reshape(-1));
+    if (!is_bucket_view(i))
+      bucket.flat.narrow(0, slot_[i].offset, p.numel()).copy_(p.grad().reshape(-1));
     arrived_[i] = true;
     if (--bucket.waiting == 0) launch_ready();
+  }
+
+  // True when parameter i's gradient already lives in its bucket slot.
+  bool is_bucket_view(std::size_t i) const {
+    const torch::Tensor& grad = parameters_[i].grad();
+    const Bucket& bucket = buckets_[slot_[i].bucket];
+    return grad.defined() && grad.data_ptr() == static_cast<const char*>(bucket.flat.data_ptr()) +
+                                                    slot_[i].offset * bucket.flat.element_size();
   }
 
   // Starts every complete bucket from the next one in index order, stopping at the first
