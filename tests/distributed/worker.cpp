@@ -334,6 +334,51 @@ void ddp_small_buckets(bool views) {
   EXPECT(shared == views);
 }
 
+// DdpWith<C>: gradients travel in C's dtype; the averaged gradients are exactly representable
+// in it, and training stays close to single-process fp32 training.
+template <class Compression>
+void ddp_compressed() {
+  using Accel = accel::Accelerator<accel::DdpWith<Compression>>;
+  const auto wire = accel::precision::to_scalar_type(Compression::wire);
+  if (wire == torch::kBFloat16 && !accel::detail::gloo_has_bf16) {
+    try {
+      Accel acc(test_options());
+    } catch (const accel::Error& error) {
+      EXPECT(std::string(error.what()).find("CompressBf16 needs bf16 all-reduce") !=
+             std::string::npos);
+      fmt::print("refused as expected: {}\n", error.what());
+      return;
+    }
+    throw std::runtime_error("CompressBf16 was accepted on a Gloo without bf16");
+  }
+  Accel acc(test_options());
+  torch::manual_seed(4);
+  auto net = regression_model();
+  torch::manual_seed(4);
+  auto reference = regression_model();
+  torch::optim::SGD sgd(net->parameters(), 0.1), reference_sgd(reference->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  const Regression data;
+  const int r = acc.process_index(), w = acc.num_processes();
+  const auto rows = data.inputs.size(0) / w;
+  for (int step = 0; step < 5; ++step) {
+    acc.backward(torch::mse_loss(model(data.inputs.narrow(0, r * rows, rows)),
+                                 data.targets.narrow(0, r * rows, rows)));
+    for (const auto& p : net->parameters())
+      EXPECT(torch::equal(p.grad(), p.grad().to(wire).to(torch::kFloat)));
+    optimizer.step();
+    optimizer.zero_grad();
+    torch::mse_loss(reference->forward(data.inputs.narrow(0, 0, rows * w)),
+                    data.targets.narrow(0, 0, rows * w)).backward();
+    reference_sgd.step();
+    reference_sgd.zero_grad();
+  }
+  for (std::size_t i = 0; i < net->parameters().size(); ++i)
+    EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-2, 1e-3));
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (auto d : digests) EXPECT(d == digests.front());
+}
+
 struct TwoHeadsImpl : torch::nn::Module {
   torch::nn::Linear used{nullptr}, unused{nullptr};
   TwoHeadsImpl() {
@@ -449,6 +494,8 @@ int main(int argc, char** argv) {
       {"ddp_no_sync", ddp_no_sync},
       {"ddp_small_buckets", [] { ddp_small_buckets(false); }},
       {"ddp_bucket_views", [] { ddp_small_buckets(true); }},
+      {"ddp_compress_fp16", ddp_compressed<accel::CompressFp16>},
+      {"ddp_compress_bf16", ddp_compressed<accel::CompressBf16>},
       {"ddp_unused", [] { ddp_unused(false); }},
       {"ddp_find_unused", [] { ddp_unused(true); }},
       {"ddp_buffers", ddp_buffers},

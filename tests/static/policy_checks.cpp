@@ -21,6 +21,9 @@ static_assert(!ParallelismPolicy<FullShard> && !ParallelismPolicy<int>);
 static_assert(!PrecisionPolicy<Ddp> && !PrecisionPolicy<GradAccum<2>> && !PrecisionPolicy<void>);
 static_assert(!AccumulationPolicy<Fp32> && !AccumulationPolicy<Zero3>);
 static_assert(!ShardingPolicy<Ddp> && !ShardingPolicy<Fp16>);
+static_assert(ParallelismPolicy<DdpWith<CompressFp16>> && ParallelismPolicy<DdpWith<CompressBf16>>);
+static_assert(CompressionPolicy<CompressFp16> && !CompressionPolicy<Fp16>);
+static_assert(!ParallelismPolicy<CompressFp16> && !PrecisionPolicy<CompressBf16>);
 
 struct Impostor {  // has the constants but not the category: not a policy
   static constexpr bool shards_parameters = true;
@@ -43,6 +46,7 @@ static_assert(Valid::value);
 static_assert(std::is_same_v<Valid::parallelism, Zero3> && std::is_same_v<Valid::precision, Bf16> &&
               std::is_same_v<Valid::accumulation, GradAccum<4>>);
 static_assert(policy::Checked<Fsdp<ShardGradOp>, Fp8, GradAccum<1>>::value);
+static_assert(policy::Checked<DdpWith<CompressBf16>, Bf16, GradAccum<2>>::value);
 static_assert(GradAccum<4>::steps == 4 && NoAccumulation::steps == 1);
 
 }  // namespace

@@ -9,11 +9,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "../policy/parallelism.hpp"
 #include "../runtime/process_group.hpp"
+#include "../precision/autocast.hpp"
 #include "local.hpp"
 #include "reducer.hpp"
 
@@ -37,8 +39,8 @@ struct Strategy<Ddp> : LocalStrategy {
       names.push_back(item.key());
       parameters.push_back(item.value());
     }
-    reducers_.push_back(
-        std::make_unique<Reducer>(*group_, std::move(names), std::move(parameters), options_));
+    reducers_.push_back(std::make_unique<Reducer>(*group_, std::move(names),
+                                                  std::move(parameters), options_, wire_));
   }
 
   void before_forward(torch::nn::Module& module) {
@@ -76,6 +78,25 @@ struct Strategy<Ddp> : LocalStrategy {
   runtime::ProcessGroup* group_ = nullptr;
   DdpOptions options_;
   std::vector<std::unique_ptr<Reducer>> reducers_;
+
+ protected:
+  std::optional<c10::ScalarType> wire_;  // set by DdpWith<C>
+};
+
+// Ddp with gradients cast to C's dtype for the wire, averaged, and cast back.
+template <class Compression>
+struct Strategy<DdpWith<Compression>> : Strategy<Ddp> {
+  Strategy() { wire_ = precision::to_scalar_type(Compression::wire); }
+
+  void attach(runtime::ProcessGroup* process_group, const Options& options) {
+    // Refuse rather than quietly send fp32: the user asked for compression.
+    if (process_group != nullptr && Compression::wire == policy::ComputeType::bfloat16 &&
+        !detail::gloo_has_bf16)
+      detail::fail("CompressBf16 needs bf16 all-reduce, which Gloo lacks on libtorch {}; use "
+                   "DdpWith<CompressFp16> or Ddp",
+                   TORCH_VERSION);
+    Strategy<Ddp>::attach(process_group, options);
+  }
 };
 
 // FSDP's NO_SHARD is DDP.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,13 @@ namespace accel::parallel {
 
 class Reducer {
  public:
+  // wire: the dtype gradients travel in when compressed (DdpWith<C>); empty for none.
   Reducer(runtime::ProcessGroup& group, std::vector<std::string> names,
-          std::vector<torch::Tensor> parameters, const DdpOptions& options)
+          std::vector<torch::Tensor> parameters, const DdpOptions& options,
+          std::optional<c10::ScalarType> wire = std::nullopt)
       : group_(group), names_(std::move(names)), parameters_(std::move(parameters)),
-        options_(options), slot_(parameters_.size()), arrived_(parameters_.size(), false) {
+        options_(options), wire_(wire), slot_(parameters_.size()),
+        arrived_(parameters_.size(), false) {
     build_buckets();
     install_hooks();
   }
@@ -63,7 +67,7 @@ class Reducer {
     const double inverse = 1.0 / group_.size();
     for (auto& bucket : buckets_) {
       bucket.pending.wait();
-      bucket.flat.mul_(inverse);
+      if (!wire_) bucket.flat.mul_(inverse);  // compressed buckets were divided before sending
       for (std::size_t i : bucket.members) {
         torch::Tensor& p = parameters_[i];
         if (is_bucket_view(i)) continue;  // already holds the averaged value
@@ -157,7 +161,14 @@ class Reducer {
   void launch_ready() {
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
       Bucket& bucket = buckets_[next_launch_++];
-      bucket.pending = group_.allreduce_async(bucket.flat);
+      if (wire_) {
+        // Divided before the cast, as PyTorch's fp16 compression hook does, so that the sum of
+        // W values cannot overflow fp16; the sum comes back into flat in fp32.
+        bucket.pending = group_.allreduce_async(
+            bucket.flat, bucket.flat.div(group_.size()).to(*wire_));
+      } else {
+        bucket.pending = group_.allreduce_async(bucket.flat);
+      }
     }
   }
 
@@ -165,6 +176,7 @@ class Reducer {
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_;
   DdpOptions options_;
+  std::optional<c10::ScalarType> wire_;
   std::vector<Slot> slot_;
   std::vector<bool> arrived_;
   std::vector<Bucket> buckets_;

@@ -8,5 +8,6 @@ struct parallelism_tag {};
 struct sharding_tag {};
 struct precision_tag {};
 struct accumulation_tag {};
+struct compression_tag {};
 
 }  // namespace accel::policy

@@ -17,7 +17,13 @@ concept Tagged = requires {
 // True for any accel policy of any kind; used to tell "wrong slot" from "not a policy at all".
 template <class P>
 concept AnyPolicy = Tagged<P, parallelism_tag> || Tagged<P, sharding_tag> ||
-                    Tagged<P, precision_tag> || Tagged<P, accumulation_tag>;
+                    Tagged<P, precision_tag> || Tagged<P, accumulation_tag> ||
+                    Tagged<P, compression_tag>;
+
+template <class P>
+concept CompressionPolicy = Tagged<P, compression_tag> && requires {
+  { P::wire };
+};
 
 template <class P>
 concept ShardingPolicy = Tagged<P, sharding_tag> && requires {
@@ -48,6 +54,7 @@ concept AccumulationPolicy = Tagged<P, accumulation_tag> && requires {
 
 namespace accel {
 using policy::AccumulationPolicy;
+using policy::CompressionPolicy;
 using policy::ParallelismPolicy;
 using policy::PrecisionPolicy;
 using policy::ShardingPolicy;

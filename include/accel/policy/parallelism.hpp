@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "category.hpp"
+#include "precision.hpp"
 
 namespace accel {
 
@@ -50,6 +51,32 @@ struct HybridShard {
 struct Ddp {
   using category = policy::parallelism_tag;
   static constexpr std::string_view name = "Ddp";
+  static constexpr bool shards_optimizer_state = false;
+  static constexpr bool shards_gradients = false;
+  static constexpr bool shards_parameters = false;
+  static constexpr bool hybrid = false;
+};
+
+// Gradient compression for Ddp: gradients are cast for the wire, averaged, and cast back.
+struct CompressFp16 {
+  using category = policy::compression_tag;
+  static constexpr std::string_view name = "CompressFp16";
+  static constexpr policy::ComputeType wire = policy::ComputeType::float16;
+};
+struct CompressBf16 {
+  using category = policy::compression_tag;
+  static constexpr std::string_view name = "CompressBf16";
+  static constexpr policy::ComputeType wire = policy::ComputeType::bfloat16;
+};
+
+// Ddp whose gradients travel compressed: DdpWith<CompressFp16> or DdpWith<CompressBf16>. (Ddp
+// itself stays a plain type, so that Accelerator<Ddp> needs no angle brackets.) The argument is
+// checked where the policies meet (policy/rules.hpp).
+template <class Compression>
+struct DdpWith {
+  using category = policy::parallelism_tag;
+  using compression = Compression;
+  static constexpr std::string_view name = "DdpWith";
   static constexpr bool shards_optimizer_state = false;
   static constexpr bool shards_gradients = false;
   static constexpr bool shards_parameters = false;

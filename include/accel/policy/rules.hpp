@@ -43,6 +43,9 @@ consteval bool parallelism_slot_ok() {
   static_assert(!Tagged<Par, sharding_tag>,
                 "accel: a sharding strategy (FullShard, ShardGradOp, NoShard, HybridShard) is an "
                 "argument of Fsdp, not a parallelism policy; write Accelerator<Fsdp<FullShard>>");
+  static_assert(!Tagged<Par, compression_tag>,
+                "accel: a gradient compression (CompressFp16, CompressBf16) is an argument of "
+                "DdpWith, not a parallelism policy; write Accelerator<DdpWith<CompressFp16>>");
   static_assert(AnyPolicy<Par>,
                 "accel: Accelerator's first parameter is not an accel policy; use one of Ddp, "
                 "Zero2, Zero3, Fsdp<FullShard|ShardGradOp|NoShard|HybridShard>");
@@ -57,6 +60,24 @@ consteval bool fsdp_sharding_ok() {
                   "accel: Fsdp<S> takes a sharding strategy as S; use Fsdp<FullShard>, "
                   "Fsdp<ShardGradOp>, Fsdp<NoShard> or Fsdp<HybridShard>");
     return ShardingPolicy<sharding_of_t<Par>>;
+  } else {
+    return true;
+  }
+}
+
+// --- Rule: DdpWith's argument is a gradient compression ------------------------------------------
+template <class T>
+inline constexpr bool is_ddp_with = false;
+template <class C>
+inline constexpr bool is_ddp_with<DdpWith<C>> = true;
+
+template <class Par>
+consteval bool ddp_compression_ok() {
+  if constexpr (is_ddp_with<Par>) {
+    static_assert(CompressionPolicy<typename Par::compression>,
+                  "accel: DdpWith<C> takes a gradient compression as C; use "
+                  "DdpWith<CompressFp16> or DdpWith<CompressBf16>, or Ddp for none");
+    return CompressionPolicy<typename Par::compression>;
   } else {
     return true;
   }
@@ -93,7 +114,8 @@ consteval bool accumulation_slot_ok() {
 // the Accelerator builds on: the given ones when valid, harmless stand-ins otherwise.
 template <class Par, class Prec, class Acc>
 struct Checked {
-  static constexpr bool parallelism_ok = parallelism_slot_ok<Par>() && fsdp_sharding_ok<Par>();
+  static constexpr bool parallelism_ok =
+      parallelism_slot_ok<Par>() && fsdp_sharding_ok<Par>() && ddp_compression_ok<Par>();
   static constexpr bool precision_ok = precision_slot_ok<Prec>();
   static constexpr bool accumulation_ok = accumulation_slot_ok<Acc>();
   static constexpr bool value = parallelism_ok && precision_ok && accumulation_ok;

@@ -101,9 +101,18 @@ class ProcessGroup {
     }
   };
   Pending allreduce_async(torch::Tensor tensor) {
-    check("allreduce", tensor);
-    Pending pending{{}, tensor, wire_native(tensor) ? torch::Tensor() : to_wire(tensor)};
-    std::vector<torch::Tensor> list{pending.wire.defined() ? pending.wire : tensor};
+    return allreduce_async(tensor, wire_native(tensor) ? torch::Tensor() : to_wire(tensor));
+  }
+  // The same with the stand-in given: `wire` travels, and its sum lands in `tensor` at wait().
+  Pending allreduce_async(torch::Tensor tensor, torch::Tensor wire) {
+    const torch::Tensor& sent = wire.defined() ? wire : tensor;
+    if (!wire_native(sent))
+      detail::fail("{} all-reduce is not available on this Gloo (libtorch {}); use an fp32 or "
+                   "fp16 wire",
+                   c10::toString(sent.scalar_type()), TORCH_VERSION);
+    check("allreduce", sent);
+    Pending pending{{}, tensor, wire};
+    std::vector<torch::Tensor> list{sent};
     pending.work = backend_->allreduce(list);
     return pending;
   }
