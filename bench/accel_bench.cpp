@@ -10,6 +10,7 @@
 //   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
 // samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM.
 #include <accel/accelerator.hpp>
+#include <sys/resource.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <algorithm>
@@ -224,6 +225,17 @@ torch::Tensor make_input(const Config& c) {
   return torch::randn({c.batch, c.model == "mlp" ? 784 : 32});
 }
 
+// Minor page faults and CPU seconds (every thread) of this process so far.
+struct Usage {
+  double faults = 0, cpu = 0;
+  static Usage now() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    const auto tv = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+    return {double(u.ru_minflt), tv(u.ru_utime) + tv(u.ru_stime)};
+  }
+};
+
 double peak_rss_mb() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -315,9 +327,11 @@ int train(const Config& c) {
 
   for (int i = 0; i < c.warmup; ++i) optimizer_step(false);
   acc.wait_for_everyone();
+  const Usage usage_start = Usage::now();
   const auto start = Clock::now();
   for (int i = 0; i < c.steps; ++i) optimizer_step(true);
   const double elapsed = seconds(Clock::now() - start);
+  const Usage usage_end = Usage::now();
   acc.wait_for_everyone();
 
   const double steps_per_s = c.steps / elapsed;
@@ -330,7 +344,7 @@ int train(const Config& c) {
     // loss.backward() outside acc.backward: its hooks return at once), and a blocking
     // all-reduce of all the gradients at once with no compute beside it.
     const int probe = std::max(5, c.steps / 4);
-    double plain_backward = 0, allreduce_alone = 0, local_copies = 0;
+    double plain_backward = 0, allreduce_alone = 0, allreduce_cpu = 0, local_copies = 0;
     for (int i = 0; i < probe; ++i, ++cursor) {
       const torch::Tensor loss = torch::nn::functional::cross_entropy(
           model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
@@ -352,17 +366,22 @@ int train(const Config& c) {
     }
     if (auto* group = acc.process_group()) {
       group->barrier();
+      const Usage before = Usage::now();
       for (int i = 0; i < probe; ++i) {
         const auto t0 = Clock::now();
         group->allreduce(flat);
         allreduce_alone += seconds(Clock::now() - t0);
       }
+      allreduce_cpu = Usage::now().cpu - before.cpu;
     }
     const std::vector<double> mine = {parts.forward / c.steps,    parts.backward / c.steps,
                                       parts.finalize / c.steps,   parts.step / c.steps,
                                       parts.zero_grad / c.steps,  elapsed / c.steps,
                                       plain_backward / probe * c.accum,
-                                      allreduce_alone / probe,    local_copies / probe};
+                                      allreduce_alone / probe,    local_copies / probe,
+                                      (usage_end.faults - usage_start.faults) / c.steps,
+                                      (usage_end.cpu - usage_start.cpu) / elapsed,
+                                      allreduce_alone > 0 ? allreduce_cpu / allreduce_alone : 0.0};
     const auto all = acc.gather_object(mine);
     if (rank == 0) {
       const double ring_bytes = world > 1 ? 2.0 * (world - 1) / world * gradient_bytes : 0.0;
@@ -377,9 +396,11 @@ int train(const Config& c) {
         fmt::print("breakdown: rank={} forward={:.3f} backward={:.3f} finalize={:.3f} "
                    "optimizer_step={:.3f} zero_grad={:.3f} other={:.3f} total={:.3f} | "
                    "reference: backward_without_reducer={:.3f} allreduce_alone={:.3f} "
-                   "local_copies={:.3f}\n",
+                   "local_copies={:.3f} | page_faults_per_step={:.0f} cores_busy={:.2f} "
+                   "cores_busy_in_allreduce_alone={:.2f}\n",
                    r, 1e3 * v[0], 1e3 * v[1], 1e3 * v[2], 1e3 * v[3], 1e3 * v[4],
-                   1e3 * (v[5] - accounted), 1e3 * v[5], 1e3 * v[6], 1e3 * v[7], 1e3 * v[8]);
+                   1e3 * (v[5] - accounted), 1e3 * v[5], 1e3 * v[6], 1e3 * v[7], 1e3 * v[8],
+                   v[9], v[10], v[11]);
       }
       fmt::print("breakdown: allreduced_bytes_per_step={} ({:.2f} MB, {} all-reduce(s) of "
                  "gradients in fp32) ring_bytes_sent_per_rank={:.0f}\n",

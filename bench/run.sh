@@ -2,14 +2,21 @@
 # accel's Ddp against PyTorch's DistributedDataParallel, model by model, at world sizes 1 and 2.
 #
 #   bench/run.sh [--turns N] [--models "mlp xfmr tiny"] [--build-dir DIR] [--wait-quiet]
-#                [--steps-scale X] [-- extra flags for both benchmarks, e.g. --precision bf16]
+#                [--steps-scale X] [--malloc default|tuned]
+#                [-- extra flags for both benchmarks, e.g. --precision bf16]
 #
 # For each model and world size it runs build/bench/accel_bench and bench/reference/ddp.py in
-# alternating turns (accel, PyTorch, accel, PyTorch, ...; --turns each, default 3), takes the
+# alternating turns (accel, PyTorch, accel, PyTorch, ...; --turns each, default 5), takes the
 # median samples/s of each, and prints a table: the ratio accel/PyTorch and, at world size 2, the
-# scaling efficiency of each (samples/s at 2 ranks / (2 x samples/s at 1 rank)). Then it runs
-# build/bench/accel_overhead (the Accelerator against a plain libtorch loop, one process) and
-# prints its overhead_pct line. Raw output goes to $BUILD_DIR/bench-results/<date>/.
+# scaling efficiency of each (samples/s at 2 ranks / (2 x samples/s at 1 rank)), and the ceiling
+# that two independent one-process accel_bench runs at the same time reach (no communication at
+# all: what sharing the cores alone costs). Then it runs build/bench/accel_overhead (the
+# Accelerator against a plain libtorch loop, one process) and prints its overhead_pct line.
+# Raw output goes to $BUILD_DIR/bench-results/<date>/.
+#
+# --malloc tuned runs everything (both sides alike) with MALLOC_MMAP_THRESHOLD_=32 MiB and
+# MALLOC_TRIM_THRESHOLD_=1 GiB, so that glibc keeps freed tensor memory instead of returning it
+# to the kernel and faulting it in again at the next step (see docs/benchmarks.md).
 #
 # Needs Debian's python3-torch under /usr/bin/python3 (scripts/setup-debian.sh installs it).
 # --wait-quiet first waits (up to 20 minutes) for a 1-minute load below 0.7 with no compiler,
@@ -18,7 +25,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir="$repo/build"
-turns=3
+turns=5
+malloc=default
 models="mlp xfmr tiny"
 wait_quiet=0
 scale=1
@@ -32,12 +40,18 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir=$(cd "$2" && pwd); shift 2 ;;
     --wait-quiet) wait_quiet=1; shift ;;
     --steps-scale) scale=$2; shift 2 ;;
+    --malloc) malloc=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ "$turns" -ge 1 ] 2>/dev/null || { echo "run.sh: --turns '$turns' must be a whole number >= 1" >&2; exit 2; }
+case "$malloc" in
+  default) ;;
+  tuned) export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 ;;
+  *) echo "run.sh: --malloc '$malloc': use default or tuned" >&2; exit 2 ;;
+esac
 
 if ! "$python" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
   cat >&2 <<EOF
@@ -75,7 +89,7 @@ steps() {  # model world
   local s
   case "$1:$2" in
     mlp:1) s=100 ;; mlp:2) s=40 ;;
-    xfmr:1) s=60 ;; xfmr:2) s=40 ;;
+    xfmr:1) s=80 ;; xfmr:2) s=60 ;;
     tiny:1) s=20000 ;; tiny:2) s=2000 ;;
   esac
   awk -v s="$s" -v x="$scale" 'BEGIN { v = int(s * x); print (v < 3 ? 3 : v) }'
@@ -98,12 +112,27 @@ run_one() {  # impl model world
   echo "impl=$impl model=$model world=$world $last" | tee -a "$raw" >&2
 }
 
-echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); extra flags: ${extra[*]:-none}" >&2
+# Two independent one-process runs at the same time: the samples/s they reach together.
+run_pair() {  # model
+  local model=$1 a b
+  local args=(--model "$model" --nproc 1 --steps "$(steps "$model" 1)" "${extra[@]}")
+  "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
+  local first=$!
+  "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair1.txt" 2>>"$results/stderr.txt"
+  wait "$first"
+  a=$(tail -n 1 "$results/pair0.txt" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
+  b=$(tail -n 1 "$results/pair1.txt" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
+  [ -n "$a" ] && [ -n "$b" ] || { echo "run.sh: the pair run of $model failed; see $results/stderr.txt" >&2; exit 1; }
+  echo "impl=pair model=$model world=2 samples_per_s=$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" | tee -a "$raw" >&2
+}
+
+echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); malloc $malloc; extra flags: ${extra[*]:-none}" >&2
 for model in $models; do
   for world in 1 2; do
     for turn in $(seq "$turns"); do
       run_one accel "$model" "$world"
       run_one torch "$model" "$world"
+      if [ "$world" = 2 ]; then run_pair "$model"; fi
     done
   done
 done
@@ -121,8 +150,8 @@ for line in open(sys.argv[1]):
 med = {k: statistics.median(v) for k, v in runs.items()}
 models = list(dict.fromkeys(k[0] for k in runs))
 print("| model | world size | accel samples/s | PyTorch samples/s | accel/PyTorch | "
-      "scaling eff. accel | scaling eff. PyTorch |")
-print("|---|---|---|---|---|---|---|")
+      "scaling eff. accel | scaling eff. PyTorch | ceiling: 2 independent processes |")
+print("|---|---|---|---|---|---|---|---|")
 for m in models:
     for w in (1, 2):
         a, t = med.get((m, w, "accel")), med.get((m, w, "torch"))
@@ -130,8 +159,9 @@ for m in models:
             continue
         eff = lambda impl: med[(m, 2, impl)] / (2 * med[(m, 1, impl)]) if w == 2 and (m, 1, impl) in med else None
         ea, et = eff("accel"), eff("torch")
+        ceiling = med[(m, 2, "pair")] / (2 * med[(m, 1, "accel")]) if w == 2 and (m, 2, "pair") in med else None
         fmt = lambda e: "" if e is None else f"{100 * e:.0f}%"
-        print(f"| {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | {fmt(ea)} | {fmt(et)} |")
+        print(f"| {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | {fmt(ea)} | {fmt(et)} | {fmt(ceiling)} |")
 EOF
 printf '%s\n' "$overhead" | tail -n 1
 echo "run.sh: raw results in $results" >&2

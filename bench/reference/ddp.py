@@ -48,6 +48,9 @@ def parse():
     p.add_argument("--warmup", type=int, default=-1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time forward, backward (DDP's all-reduce waits included), "
+                        "optimizer step and zero_grad per step, printed before the last line")
     a = p.parse_args()
     defaults = {
         "mlp": dict(hidden=1024, layers=4, batch=64, steps=60),
@@ -157,8 +160,10 @@ def train(a):
     autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "bf16" \
         else contextlib.nullcontext
     cursor = 0
+    clock = time.perf_counter
+    parts = [0.0, 0.0, 0.0, 0.0]  # forward, backward, step, zero_grad
 
-    def optimizer_step():
+    def optimizer_step(timed=False):
         nonlocal cursor
         for m in range(a.accum):
             x, y = batches[cursor % len(batches)]
@@ -166,12 +171,23 @@ def train(a):
             last = m == a.accum - 1
             sync = contextlib.nullcontext() if last or world == 1 else model.no_sync()
             with sync:
+                t0 = clock()
                 with autocast():
                     logits = model(x)
                 loss = F.cross_entropy(logits.float(), y)
+                t1 = clock()
                 (loss if a.accum == 1 else loss / a.accum).backward()
+                t2 = clock()
+            if timed and a.breakdown:
+                parts[0] += t1 - t0
+                parts[1] += t2 - t1
+        t2 = clock()
         optimizer.step()
+        t3 = clock()
         optimizer.zero_grad(set_to_none=False)  # in place, as accel's zero_grad
+        if timed and a.breakdown:
+            parts[2] += t3 - t2
+            parts[3] += clock() - t3
 
     for _ in range(a.warmup):
         optimizer_step()
@@ -179,12 +195,27 @@ def train(a):
         dist.barrier()
     start = time.perf_counter()
     for _ in range(a.steps):
-        optimizer_step()
+        optimizer_step(timed=True)
     elapsed = time.perf_counter() - start
     if world > 1:
         dist.barrier()
     steps_per_s = a.steps / elapsed
     samples_per_s = steps_per_s * a.batch * world * a.accum
+    if a.breakdown:
+        mine = torch.tensor([v / a.steps for v in parts] + [elapsed / a.steps], dtype=torch.float64)
+        rows = [mine]
+        if world > 1:
+            rows = [torch.empty_like(mine) for _ in range(world)]
+            dist.all_gather(rows, mine)
+        if rank == 0:
+            print(f"breakdown: model={a.model} world_size={world} accum={a.accum} per optimizer "
+                  "step, milliseconds (backward includes DDP's hooks and its wait for the "
+                  "all-reduces)")
+            for r, v in enumerate(rows):
+                v = [1e3 * float(x) for x in v]
+                print(f"breakdown: rank={r} forward={v[0]:.3f} backward={v[1]:.3f} "
+                      f"optimizer_step={v[2]:.3f} zero_grad={v[3]:.3f} "
+                      f"other={v[4] - sum(v[:4]):.3f} total={v[4]:.3f}")
     if rank == 0:
         print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f} "
               f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)
