@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -89,8 +90,8 @@ class PreparedLoader {
     using value_type = batch_type;
     using difference_type = std::ptrdiff_t;
 
-    const batch_type& operator*() const { return batch_; }
-    const batch_type* operator->() const { return &batch_; }
+    const batch_type& operator*() const { return *batch_; }
+    const batch_type* operator->() const { return &*batch_; }
     iterator& operator++() {
       ++step_;
       arrive();
@@ -117,7 +118,7 @@ class PreparedLoader {
       const std::int64_t real = last ? shard.final_round_real_samples(
                                            global_, loader.num_samples(), loader.options().batch_size)
                                      : -1;
-      batch_ = owner_->accelerator_->on_batch(shard.slice(global_batch), step_, count_, real);
+      batch_.emplace(owner_->accelerator_->on_batch(shard.slice(global_batch), step_, count_, real));
     }
 
     const PreparedLoader* owner_;
@@ -125,7 +126,7 @@ class PreparedLoader {
     std::int64_t global_;
     std::int64_t count_;
     std::int64_t step_;
-    batch_type batch_{};
+    std::optional<batch_type> batch_;
   };
 
   // One epoch; the first skip_first_batches(n) batches of it are passed over (for resuming).

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <functional>
 #include <span>
 #include <type_traits>
@@ -129,8 +130,8 @@ class DataLoader {
     using difference_type = std::ptrdiff_t;
 
     iterator() = default;
-    const batch_type& operator*() const { return batch_; }
-    const batch_type* operator->() const { return &batch_; }
+    const batch_type& operator*() const { return *batch_; }
+    const batch_type* operator->() const { return &*batch_; }
     iterator& operator++() {
       ++index_;
       load();
@@ -147,14 +148,14 @@ class DataLoader {
       load();
     }
     void load() {
-      if (index_ < count_) batch_ = loader_->batch(order_, index_);
+      if (index_ < count_) batch_.emplace(loader_->batch(order_, index_));
     }
 
     const DataLoader* loader_ = nullptr;
     std::vector<std::int64_t> order_;
     std::int64_t index_ = 0;
     std::int64_t count_ = 0;
-    batch_type batch_{};
+    std::optional<batch_type> batch_;  // a user's batch type need not be default-constructible
   };
 
   iterator begin() { return iterator(this, next_epoch()); }
