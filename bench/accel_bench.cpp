@@ -4,12 +4,15 @@
 //
 //   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16] [--accum 1|2|4]
 //               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
-//               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--breakdown]
+//               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
+//               [--breakdown]
 //
 // Every rank trains --warmup optimizer steps, then times --steps. The last line, from rank 0:
 //   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
 // samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM.
 #include <accel/accelerator.hpp>
+#include <dlfcn.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
@@ -18,7 +21,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <thread>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +47,8 @@ struct Config {
   int threads = 1;
   double bucket_mb = 25.0;
   bool breakdown = false;
+  bool pin = false;
+  bool plain = false;
 };
 
 constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
@@ -68,7 +75,12 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
   --hidden H, --layers L, --batch B (per rank), --seq S (xfmr), --heads A (xfmr)
   --steps N              timed optimizer steps (default: mlp 60, xfmr 60, tiny 3000)
   --warmup N             untimed optimizer steps first (default: steps / 10, at least 3)
-  --threads T            torch::set_num_threads per rank (default 1)
+  --threads T            threads per rank (default 1): torch::set_num_threads, and OpenBLAS's
+                         own thread count, which torch::set_num_threads leaves alone
+  --pin                  pin rank r to core r (mod the core count), before any thread starts
+  --plain                no Accelerator: the same model, data and SGD in a plain libtorch loop
+                         (zero_grad, forward, backward, step), one process, fp32 only; the
+                         reference for the Accelerator's own cost at world size 1
   --bucket-mb MB         Ddp bucket size after the first 1 MiB bucket (default 25, as PyTorch)
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
@@ -91,8 +103,8 @@ Config parse(int argc, char** argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     }
-    if (flag == "--breakdown") {
-      c.breakdown = true;
+    if (flag == "--breakdown" || flag == "--pin" || flag == "--plain") {
+      (flag == "--pin" ? c.pin : flag == "--plain" ? c.plain : c.breakdown) = true;
       continue;
     }
     if (eq == std::string::npos) {
@@ -270,9 +282,33 @@ struct Breakdown {
   }
 };
 
+// OpenBLAS (Debian's libtorch computes matrix products with it) keeps a thread pool of its own,
+// as large as the machine, which torch::set_num_threads does not limit: "one thread per rank"
+// needs openblas_set_num_threads too. Found at run time, so another BLAS just skips this.
+void limit_blas_threads(int threads) {
+  void* symbol = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+  if (symbol == nullptr) return;
+  void (*set_threads)(int) = nullptr;
+  std::memcpy(&set_threads, &symbol, sizeof symbol);
+  set_threads(threads);
+}
+
+// Rank r on core r mod the core count: unpinned, a one-thread process here sometimes runs at
+// 60% of its speed (it migrates between the two cores).
+void pin_to_core() {
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET((local_rank ? std::atoi(local_rank) : 0) % static_cast<int>(cores), &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("accel_bench: sched_setaffinity");
+}
+
 template <class Acc>
 int train(const Config& c) {
+  if (c.pin) pin_to_core();
   torch::set_num_threads(c.threads);
+  limit_blas_threads(c.threads);
   Acc acc(accel::Options{.ddp = {.bucket_mb = c.bucket_mb}});
   const int rank = acc.process_index(), world = acc.num_processes();
 
@@ -416,6 +452,45 @@ int train(const Config& c) {
   return 0;
 }
 
+// The same training without accel: what the Accelerator's cost is measured against.
+int train_plain(const Config& c) {
+  if (std::getenv("WORLD_SIZE") != nullptr && std::atoi(std::getenv("WORLD_SIZE")) > 1)
+    usage_error("--plain runs one process; drop --nproc");
+  if (c.precision != "fp32") usage_error("--plain trains in fp32 only");
+  if (c.pin) pin_to_core();
+  torch::set_num_threads(c.threads);
+  limit_blas_threads(c.threads);
+  torch::manual_seed(0);
+  BenchNet net(c);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
+  torch::manual_seed(1000);
+  constexpr int kBatches = 8;
+  std::vector<torch::Tensor> inputs, labels;
+  for (int i = 0; i < kBatches; ++i) {
+    inputs.push_back(make_input(c));
+    labels.push_back(torch::randint(10, {c.batch}));
+  }
+  std::size_t cursor = 0;
+  auto optimizer_step = [&] {
+    sgd.zero_grad();
+    for (int m = 0; m < c.accum; ++m, ++cursor) {
+      torch::Tensor loss = torch::nn::functional::cross_entropy(
+          net->forward(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+      if (c.accum > 1) loss = loss * (1.0 / c.accum);
+      loss.backward();
+    }
+    sgd.step();
+  };
+  for (int i = 0; i < c.warmup; ++i) optimizer_step();
+  const auto start = Clock::now();
+  for (int i = 0; i < c.steps; ++i) optimizer_step();
+  const double steps_per_s = c.steps / seconds(Clock::now() - start);
+  fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f}\n", steps_per_s,
+             steps_per_s * static_cast<double>(c.batch * c.accum), peak_rss_mb());
+  std::fflush(stdout);
+  return 0;
+}
+
 template <class Par, class Prec>
 int with_accum(const Config& c) {
   switch (c.accum) {
@@ -434,6 +509,7 @@ int with_precision(const Config& c) {
 int run(int argc, char** argv) {
   const Config c = parse(argc, argv);
   try {
+    if (c.plain) return train_plain(c);
     if (c.strategy == "ddp") return with_precision<accel::Ddp>(c);
     if (c.strategy == "zero2") return with_precision<accel::Zero2>(c);
     if (c.strategy == "zero3") return with_precision<accel::Zero3>(c);

@@ -2,7 +2,7 @@
 # accel's Ddp against PyTorch's DistributedDataParallel, model by model, at world sizes 1 and 2.
 #
 #   bench/run.sh [--turns N] [--models "mlp xfmr tiny"] [--build-dir DIR] [--wait-quiet]
-#                [--steps-scale X] [--malloc default|tuned]
+#                [--steps-scale X] [--malloc default|tuned] [--no-pin] [--no-plain]
 #                [-- extra flags for both benchmarks, e.g. --precision bf16]
 #
 # For each model and world size it runs build/bench/accel_bench and bench/reference/ddp.py in
@@ -10,9 +10,15 @@
 # median samples/s of each, and prints a table: the ratio accel/PyTorch and, at world size 2, the
 # scaling efficiency of each (samples/s at 2 ranks / (2 x samples/s at 1 rank)), and the ceiling
 # that two independent one-process accel_bench runs at the same time reach (no communication at
-# all: what sharing the cores alone costs). Then it runs build/bench/accel_overhead (the
+# all: what sharing the cores alone costs). At world size 1 it also runs accel_bench --plain (the
+# same training in a plain libtorch loop, no Accelerator; --no-plain skips it) in the same turns,
+# for the Accelerator's own cost per model. Then it runs build/bench/accel_overhead (the
 # Accelerator against a plain libtorch loop, one process) and prints its overhead_pct line.
 # Raw output goes to $BUILD_DIR/bench-results/<date>/.
+#
+# One thread per rank (--threads 1 in both benchmarks limits OpenBLAS's own pool too), and each
+# rank pinned to its own core (--pin; --no-pin leaves placement to the scheduler: a one-thread
+# process here then runs at either about 60% or 100% of its speed, from one run to the next).
 #
 # --malloc tuned runs everything (both sides alike) with MALLOC_MMAP_THRESHOLD_=32 MiB and
 # MALLOC_TRIM_THRESHOLD_=1 GiB, so that glibc keeps freed tensor memory instead of returning it
@@ -27,6 +33,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir="$repo/build"
 turns=5
 malloc=default
+pin=(--pin)
+plain=1
 models="mlp xfmr tiny"
 wait_quiet=0
 scale=1
@@ -41,8 +49,10 @@ while [ $# -gt 0 ]; do
     --wait-quiet) wait_quiet=1; shift ;;
     --steps-scale) scale=$2; shift 2 ;;
     --malloc) malloc=$2; shift 2 ;;
+    --no-pin) pin=(); shift ;;
+    --no-plain) plain=0; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -70,7 +80,7 @@ cmake --build "$build_dir" --target accel_bench accel_overhead >/dev/null
 if [ "$wait_quiet" = 1 ]; then
   for i in $(seq 0 40); do
     load=$(cut -d' ' -f1 /proc/loadavg)
-    if awk -v l="$load" 'BEGIN { exit !(l < 0.7) }' && ! pgrep -x 'cc1plus|ctest|ninja' >/dev/null; then
+    if awk -v l="$load" 'BEGIN { exit !(l < 0.7) }' && ! pgrep -x cc1plus >/dev/null && ! pgrep -x ctest >/dev/null && ! pgrep -x ninja >/dev/null; then
       break
     fi
     [ "$i" = 40 ] && { echo "run.sh: the machine did not become quiet in 20 minutes (load $load)" >&2; exit 1; }
@@ -89,7 +99,7 @@ steps() {  # model world
   local s
   case "$1:$2" in
     mlp:1) s=100 ;; mlp:2) s=40 ;;
-    xfmr:1) s=80 ;; xfmr:2) s=60 ;;
+    xfmr:1) s=60 ;; xfmr:2) s=60 ;;
     tiny:1) s=20000 ;; tiny:2) s=2000 ;;
   esac
   awk -v s="$s" -v x="$scale" 'BEGIN { v = int(s * x); print (v < 3 ? 3 : v) }'
@@ -97,9 +107,11 @@ steps() {  # model world
 
 run_one() {  # impl model world
   local impl=$1 model=$2 world=$3 out
-  local args=(--model "$model" --nproc "$world" --steps "$(steps "$model" "$world")" "${extra[@]}")
+  local args=(--model "$model" --nproc "$world" --steps "$(steps "$model" "$world")" "${pin[@]}" "${extra[@]}")
   if [ "$impl" = accel ]; then
     out=$("$build_dir/bench/accel_bench" "${args[@]}" 2>>"$results/stderr.txt")
+  elif [ "$impl" = plain ]; then
+    out=$("$build_dir/bench/accel_bench" --plain "${args[@]}" 2>>"$results/stderr.txt")
   else
     out=$("$python" "$repo/bench/reference/ddp.py" "${args[@]}" 2>>"$results/stderr.txt")
   fi
@@ -116,9 +128,11 @@ run_one() {  # impl model world
 run_pair() {  # model
   local model=$1 a b
   local args=(--model "$model" --nproc 1 --steps "$(steps "$model" 1)" "${extra[@]}")
-  "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
+  local cpu0=() cpu1=()
+  [ ${#pin[@]} -gt 0 ] && { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
+  "${cpu0[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
   local first=$!
-  "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair1.txt" 2>>"$results/stderr.txt"
+  "${cpu1[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair1.txt" 2>>"$results/stderr.txt"
   wait "$first"
   a=$(tail -n 1 "$results/pair0.txt" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
   b=$(tail -n 1 "$results/pair1.txt" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
@@ -126,18 +140,22 @@ run_pair() {  # model
   echo "impl=pair model=$model world=2 samples_per_s=$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" | tee -a "$raw" >&2
 }
 
-echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); malloc $malloc; extra flags: ${extra[*]:-none}" >&2
+echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); malloc $malloc; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
 for model in $models; do
   for world in 1 2; do
     for turn in $(seq "$turns"); do
       run_one accel "$model" "$world"
       run_one torch "$model" "$world"
+      if [ "$world" = 1 ] && [ "$plain" = 1 ]; then run_one plain "$model" 1; fi
       if [ "$world" = 2 ]; then run_pair "$model"; fi
     done
   done
 done
 
-overhead=$("$build_dir/bench/accel_overhead" --steps 100 --rounds 5 | tee "$results/overhead.txt")
+# accel_overhead limits torch's threads only: OpenBLAS's pool is limited here, as above.
+overhead_pin=()
+[ ${#pin[@]} -gt 0 ] && overhead_pin=(taskset -c 0)
+overhead=$(OPENBLAS_NUM_THREADS=1 "${overhead_pin[@]}" "$build_dir/bench/accel_overhead" --steps 100 --rounds 7 | tee "$results/overhead.txt")
 echo "run.sh: load at the end $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 "$python" - "$raw" <<'EOF'
@@ -150,8 +168,9 @@ for line in open(sys.argv[1]):
 med = {k: statistics.median(v) for k, v in runs.items()}
 models = list(dict.fromkeys(k[0] for k in runs))
 print("| model | world size | accel samples/s | PyTorch samples/s | accel/PyTorch | "
-      "scaling eff. accel | scaling eff. PyTorch | ceiling: 2 independent processes |")
-print("|---|---|---|---|---|---|---|---|")
+      "scaling eff. accel | scaling eff. PyTorch | ceiling: 2 independent processes | "
+      "accel overhead vs plain libtorch |")
+print("|---|---|---|---|---|---|---|---|---|")
 for m in models:
     for w in (1, 2):
         a, t = med.get((m, w, "accel")), med.get((m, w, "torch"))
@@ -161,7 +180,10 @@ for m in models:
         ea, et = eff("accel"), eff("torch")
         ceiling = med[(m, 2, "pair")] / (2 * med[(m, 1, "accel")]) if w == 2 and (m, 2, "pair") in med else None
         fmt = lambda e: "" if e is None else f"{100 * e:.0f}%"
-        print(f"| {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | {fmt(ea)} | {fmt(et)} | {fmt(ceiling)} |")
+        p = med.get((m, 1, "plain")) if w == 1 else None
+        overhead = "" if p is None else f"{100 * (p / a - 1):+.1f}%"
+        print(f"| {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | {fmt(ea)} | {fmt(et)} | "
+              f"{fmt(ceiling)} | {overhead} |")
 EOF
 printf '%s\n' "$overhead" | tail -n 1
 echo "run.sh: raw results in $results" >&2

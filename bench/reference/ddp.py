@@ -26,9 +26,29 @@ import sys
 import tempfile
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+def _early_setup(argv):
+    """Before torch loads OpenBLAS, whose own thread pool (as large as the machine)
+    torch.set_num_threads does not limit, and before any thread starts, so that every thread
+    inherits the pinning. parse() checks the same flags properly afterwards."""
+    def value(flag, default):
+        for i, arg in enumerate(argv):
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+        return default
+    os.environ["OPENBLAS_NUM_THREADS"] = value("--threads", "1")
+    nproc = value("--nproc", os.environ.get("ACCEL_NPROC", "1"))
+    if "--pin" in argv and ("RANK" in os.environ or nproc == "1"):
+        os.sched_setaffinity(0, {int(os.environ.get("LOCAL_RANK", "0")) % os.cpu_count()})
+
+
+_early_setup(sys.argv[1:])
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def parse():
@@ -46,7 +66,9 @@ def parse():
     p.add_argument("--heads", type=int, default=0)
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--warmup", type=int, default=-1)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads per rank: torch.set_num_threads and OpenBLAS's own pool")
+    p.add_argument("--pin", action="store_true", help="pin rank r to core r (mod the core count)")
     p.add_argument("--bucket-mb", type=float, default=25.0)
     p.add_argument("--breakdown", action="store_true",
                    help="also time forward, backward (DDP's all-reduce waits included), "
