@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,22 @@ class ProcessGroup {
             ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
             : c10d::ProcessGroupGloo::createDefaultDevice());
     backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
+  }
+
+  // Gloo fails a peer's pending receive when this side closes its connections, so a rank that
+  // finished first must not tear down while the others are still inside a collective: every
+  // rank leaves only once all ranks have reached here (through the store, not Gloo). Not while
+  // an exception unwinds: a failing rank must exit at once so that its launcher stops the rest.
+  ~ProcessGroup() {
+    if (std::uncaught_exceptions() > 0) return;
+    try {
+      store_->set(fmt::format("accel/finished/{}", rank_), std::vector<std::uint8_t>{1});
+      std::vector<std::string> keys;
+      for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("accel/finished/{}", r));
+      store_->wait(keys, std::chrono::minutes(1));
+    } catch (...) {
+      // A rank that died cannot be waited for; its launcher is bringing the group down.
+    }
   }
 
   ProcessGroup(const ProcessGroup&) = delete;
