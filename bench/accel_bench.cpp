@@ -5,7 +5,7 @@
 //   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16] [--accum 1|2|4]
 //               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
 //               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
-//               [--breakdown]
+//               [--compress none|fp16|bf16] [--bucket-views] [--plain] [--breakdown]
 //
 // Every rank trains --warmup optimizer steps, then times --steps. The last line, from rank 0:
 //   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
@@ -46,6 +46,8 @@ struct Config {
   int steps = 0, warmup = -1;                                         // likewise
   int threads = 1;
   double bucket_mb = 25.0;
+  std::string compress = "none";
+  bool bucket_views = false;
   bool breakdown = false;
   bool pin = false;
   bool plain = false;
@@ -82,6 +84,9 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          (zero_grad, forward, backward, step), one process, fp32 only; the
                          reference for the Accelerator's own cost at world size 1
   --bucket-mb MB         Ddp bucket size after the first 1 MiB bucket (default 25, as PyTorch)
+  --compress C           none (default) | fp16 | bf16: Ddp's gradients all-reduced in fp16/bf16
+                         (DdpWith<CompressFp16|CompressBf16>; bf16 needs libtorch >= 2.x's Gloo)
+  --bucket-views         Options::ddp.gradients_as_bucket_views (gradients live in the buckets)
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
@@ -103,8 +108,11 @@ Config parse(int argc, char** argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     }
-    if (flag == "--breakdown" || flag == "--pin" || flag == "--plain") {
-      (flag == "--pin" ? c.pin : flag == "--plain" ? c.plain : c.breakdown) = true;
+    if (flag == "--breakdown" || flag == "--pin" || flag == "--plain" || flag == "--bucket-views") {
+      (flag == "--pin"            ? c.pin
+       : flag == "--plain"        ? c.plain
+       : flag == "--bucket-views" ? c.bucket_views
+                                  : c.breakdown) = true;
       continue;
     }
     if (eq == std::string::npos) {
@@ -131,6 +139,7 @@ Config parse(int argc, char** argv) {
       else if (flag == "--warmup") c.warmup = static_cast<int>(integer());
       else if (flag == "--threads") c.threads = static_cast<int>(integer());
       else if (flag == "--bucket-mb") c.bucket_mb = std::stod(value);
+      else if (flag == "--compress") c.compress = value;
       else usage_error(fmt::format("unknown option '{}'", flag));
     } catch (const std::logic_error&) {
       usage_error(fmt::format("{} '{}' is not a valid number", flag, value));
@@ -166,6 +175,10 @@ Config parse(int argc, char** argv) {
   if (c.steps < 1 || c.threads < 1 || c.batch < 1 || c.hidden < 1 || c.layers < 1)
     usage_error("--steps, --threads, --batch, --hidden and --layers must be at least 1");
   if (!(c.bucket_mb > 0.0)) usage_error("--bucket-mb must be > 0");
+  if (c.compress != "none" && c.compress != "fp16" && c.compress != "bf16")
+    usage_error(fmt::format("--compress '{}': use none, fp16 or bf16", c.compress));
+  if (c.compress != "none" && c.strategy != "ddp")
+    usage_error("--compress goes with --strategy ddp only");
   return c;
 }
 
@@ -309,7 +322,8 @@ int train(const Config& c) {
   if (c.pin) pin_to_core();
   torch::set_num_threads(c.threads);
   limit_blas_threads(c.threads);
-  Acc acc(accel::Options{.ddp = {.bucket_mb = c.bucket_mb}});
+  Acc acc(accel::Options{
+      .ddp = {.bucket_mb = c.bucket_mb, .gradients_as_bucket_views = c.bucket_views}});
   const int rank = acc.process_index(), world = acc.num_processes();
 
   torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)
@@ -324,8 +338,9 @@ int train(const Config& c) {
   }
   if (rank == 0)
     fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
-               "precision={} accum={}\n",
-               c.model, parameter_count, world, c.strategy, c.precision, c.accum);
+               "precision={} accum={} compress={} bucket_views={}\n",
+               c.model, parameter_count, world, c.strategy, c.precision, c.accum, c.compress,
+               c.bucket_views);
 
   // Synthetic data, generated once per rank, deterministic.
   torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));
@@ -510,6 +525,10 @@ int run(int argc, char** argv) {
   const Config c = parse(argc, argv);
   try {
     if (c.plain) return train_plain(c);
+    if (c.strategy == "ddp" && c.compress == "fp16")
+      return with_precision<accel::DdpWith<accel::CompressFp16>>(c);
+    if (c.strategy == "ddp" && c.compress == "bf16")
+      return with_precision<accel::DdpWith<accel::CompressBf16>>(c);
     if (c.strategy == "ddp") return with_precision<accel::Ddp>(c);
     if (c.strategy == "zero2") return with_precision<accel::Zero2>(c);
     if (c.strategy == "zero3") return with_precision<accel::Zero3>(c);

@@ -70,6 +70,9 @@ def parse():
                    help="threads per rank: torch.set_num_threads and OpenBLAS's own pool")
     p.add_argument("--pin", action="store_true", help="pin rank r to core r (mod the core count)")
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--compress", default="none", choices=["none", "fp16", "bf16"],
+                   help="DDP comm hook fp16_compress_hook / bf16_compress_hook")
+    p.add_argument("--bucket-views", action="store_true", help="gradient_as_bucket_view=True")
     p.add_argument("--breakdown", action="store_true",
                    help="also time forward, backward (DDP's all-reduce waits included), "
                         "optimizer step and zero_grad per step, printed before the last line")
@@ -171,11 +174,17 @@ def train(a):
     parameters = sum(p.numel() for p in net.parameters())
     model = net
     if world > 1:
-        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb)
+        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb,
+                                                    gradient_as_bucket_view=a.bucket_views)
+        if a.compress != "none":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.compress == "fp16"
+                                     else default_hooks.bf16_compress_hook)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     if rank == 0:
         print(f"ddp.py: model={a.model} parameters={parameters} world_size={world} "
-              f"strategy=ddp precision={a.precision} accum={a.accum}", file=sys.stderr, flush=True)
+              f"strategy=ddp precision={a.precision} accum={a.accum} compress={a.compress} "
+              f"bucket_views={a.bucket_views}", file=sys.stderr, flush=True)
 
     torch.manual_seed(1000 + rank)  # synthetic data, once per rank, deterministic
     batches = [(make_input(a), torch.randint(10, (a.batch,))) for _ in range(8)]
