@@ -435,7 +435,10 @@ int train(const Config& c) {
                                       allreduce_alone > 0 ? allreduce_cpu / allreduce_alone : 0.0};
     const auto all = acc.gather_object(mine);
     if (rank == 0) {
-      const double ring_bytes = world > 1 ? 2.0 * (world - 1) / world * gradient_bytes : 0.0;
+      // On the wire: the gradients' own dtype (fp32), or fp16/bf16 with --compress.
+      const std::int64_t wire_bytes =
+          world == 1 ? 0 : c.compress == "none" ? gradient_bytes : gradient_bytes / 2;
+      const double ring_bytes = 2.0 * (world - 1) / world * static_cast<double>(wire_bytes);
       fmt::print("breakdown: model={} world_size={} accum={} per optimizer step, milliseconds "
                  "(forward includes the loss; backward includes the Reducer's hook copies and "
                  "launches; finalize is acc.backward() after autograd's last hook: waiting for "
@@ -454,9 +457,10 @@ int train(const Config& c) {
                    v[9], v[10], v[11]);
       }
       fmt::print("breakdown: allreduced_bytes_per_step={} ({:.2f} MB, {} all-reduce(s) of "
-                 "gradients in fp32) ring_bytes_sent_per_rank={:.0f}\n",
-                 world > 1 ? gradient_bytes : 0, (world > 1 ? gradient_bytes : 0) / 1e6,
-                 world > 1 ? "bucketed" : "no", ring_bytes);
+                 "gradients in {}) ring_bytes_sent_per_rank={:.0f}\n",
+                 wire_bytes, static_cast<double>(wire_bytes) / 1e6,
+                 world > 1 ? "bucketed" : "no", c.compress == "none" ? "fp32" : c.compress,
+                 ring_bytes);
     }
   }
 
