@@ -46,6 +46,7 @@ struct Config {
   int steps = 0, warmup = -1;                                         // likewise
   int threads = 1;
   double bucket_mb = 25.0;
+  double small_bucket_kb = accel::DdpOptions{}.small_bucket_kb;
   std::string compress = "none";
   bool bucket_views = false;
   bool breakdown = false;
@@ -84,6 +85,9 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          (zero_grad, forward, backward, step), one process, fp32 only; the
                          reference for the Accelerator's own cost at world size 1
   --bucket-mb MB         Ddp bucket size after the first 1 MiB bucket (default 25, as PyTorch)
+  --small-bucket-kb KB   Ddp buckets up to this size are all-reduced after backward over Gloo's
+                         registered buffers on the training thread, not through c10d
+                         (default 256; 0: every bucket through c10d, as PyTorch)
   --compress C           none (default) | fp16 | bf16: Ddp's gradients all-reduced in fp16/bf16
                          (DdpWith<CompressFp16|CompressBf16>; bf16 needs libtorch >= 2.x's Gloo)
   --bucket-views         Options::ddp.gradients_as_bucket_views (gradients live in the buckets)
@@ -139,6 +143,7 @@ Config parse(int argc, char** argv) {
       else if (flag == "--warmup") c.warmup = static_cast<int>(integer());
       else if (flag == "--threads") c.threads = static_cast<int>(integer());
       else if (flag == "--bucket-mb") c.bucket_mb = std::stod(value);
+      else if (flag == "--small-bucket-kb") c.small_bucket_kb = std::stod(value);
       else if (flag == "--compress") c.compress = value;
       else usage_error(fmt::format("unknown option '{}'", flag));
     } catch (const std::logic_error&) {
@@ -175,6 +180,7 @@ Config parse(int argc, char** argv) {
   if (c.steps < 1 || c.threads < 1 || c.batch < 1 || c.hidden < 1 || c.layers < 1)
     usage_error("--steps, --threads, --batch, --hidden and --layers must be at least 1");
   if (!(c.bucket_mb > 0.0)) usage_error("--bucket-mb must be > 0");
+  if (!(c.small_bucket_kb >= 0.0)) usage_error("--small-bucket-kb must be >= 0");
   if (c.compress != "none" && c.compress != "fp16" && c.compress != "bf16")
     usage_error(fmt::format("--compress '{}': use none, fp16 or bf16", c.compress));
   if (c.compress != "none" && c.strategy != "ddp")
@@ -323,7 +329,9 @@ int train(const Config& c) {
   torch::set_num_threads(c.threads);
   limit_blas_threads(c.threads);
   Acc acc(accel::Options{
-      .ddp = {.bucket_mb = c.bucket_mb, .gradients_as_bucket_views = c.bucket_views}});
+      .ddp = {.bucket_mb = c.bucket_mb,
+              .gradients_as_bucket_views = c.bucket_views,
+              .small_bucket_kb = c.small_bucket_kb}});
   const int rank = acc.process_index(), world = acc.num_processes();
 
   torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)

@@ -11,6 +11,10 @@ macro(accel_find_dependencies)
   # c10d's ProcessGroupGloo.hpp includes Gloo's headers: Debian ships them in libgloo-dev,
   # the libtorch zip and the Python wheel in torch's own include folder.
   find_path(ACCEL_GLOO_INCLUDE_DIR gloo/config.h HINTS "${TORCH_INSTALL_PREFIX}/include")
+  # accel also calls Gloo itself (runtime/direct_gloo.hpp). Debian's libtorch links a shared
+  # libgloo, which the linker wants named; the zip and the wheel build Gloo into libtorch_cpu
+  # and ship no libgloo, so nothing is found or needed there.
+  find_library(ACCEL_GLOO_LIBRARY gloo HINTS "${TORCH_INSTALL_PREFIX}/lib")
 endmacro()
 
 function(accel_link_dependencies target)
@@ -22,6 +26,9 @@ function(accel_link_dependencies target)
     target_include_directories(${target} SYSTEM INTERFACE
       "$<BUILD_INTERFACE:${ACCEL_GLOO_INCLUDE_DIR}>")
     target_compile_definitions(${target} INTERFACE "$<BUILD_INTERFACE:ACCEL_HAS_GLOO=1>")
+  endif()
+  if(ACCEL_GLOO_LIBRARY)
+    target_link_libraries(${target} INTERFACE "$<BUILD_INTERFACE:${ACCEL_GLOO_LIBRARY}>")
   endif()
 endfunction()
 

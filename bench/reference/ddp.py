@@ -70,6 +70,9 @@ def parse():
                    help="threads per rank: torch.set_num_threads and OpenBLAS's own pool")
     p.add_argument("--pin", action="store_true", help="pin rank r to core r (mod the core count)")
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--small-bucket-kb", type=float, default=0.0,
+                   help="accepted so that one command line runs both sides; PyTorch's DDP "
+                        "sends every bucket through c10d")
     p.add_argument("--compress", default="none", choices=["none", "fp16", "bf16"],
                    help="DDP comm hook fp16_compress_hook / bf16_compress_hook")
     p.add_argument("--bucket-views", action="store_true", help="gradient_as_bucket_view=True")

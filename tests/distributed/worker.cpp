@@ -299,12 +299,16 @@ void ddp_no_sync() {
   EXPECT(issued[2] >= 2);  // several buckets, each its own all-reduce
 }
 
-// Small buckets, or gradients as bucket views, change nothing in the result.
-void ddp_small_buckets(bool views) {
+// Several buckets, gradients as bucket views or copies, and buckets through c10d or through
+// Gloo's registered buffers (small_bucket_kb) change nothing in the result.
+void ddp_small_buckets(bool views, double small_bucket_kb) {
   accel::Options options = test_options();
   options.ddp.gradients_as_bucket_views = views;
+  // Buckets of 36, 32 and 160 bytes: with small_bucket_kb 0.1 the first two are registered and
+  // the third goes through c10d; with 0 all three go through c10d.
   options.ddp.first_bucket_mb = 0.00005;
   options.ddp.bucket_mb = 0.0001;
+  options.ddp.small_bucket_kb = small_bucket_kb;
   Ddp acc(options);
   torch::manual_seed(4);
   auto net = regression_model();
@@ -459,15 +463,25 @@ void mismatch() {
 }
 
 // The last rank stops itself; the others must fail with a timeout rather than hang.
-void stopped_rank() {
+// in_backward: the others wait in Ddp's gradient all-reduce (a registered small bucket), else
+// in a barrier.
+void stopped_rank(bool in_backward) {
   accel::Options options = test_options();
   options.timeout = std::chrono::seconds(3);
+  options.check_collectives = !in_backward;  // else the fingerprint's c10d all-gather waits first
   Ddp acc(options);
-  acc.wait_for_everyone();
+  auto net = regression_model();
+  auto model = acc.prepare(net);
+  const Regression data;
+  const auto step = [&] { acc.backward(torch::mse_loss(model(data.inputs), data.targets)); };
+  step();
   if (acc.process_index() == acc.num_processes() - 1) raise(SIGSTOP);
   const auto start = std::chrono::steady_clock::now();
   try {
-    acc.wait_for_everyone();
+    if (in_backward)
+      step();
+    else
+      acc.wait_for_everyone();
   } catch (const std::exception& error) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -492,15 +506,18 @@ int main(int argc, char** argv) {
        ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_no_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::NoShard>>>},
       {"ddp_no_sync", ddp_no_sync},
-      {"ddp_small_buckets", [] { ddp_small_buckets(false); }},
-      {"ddp_bucket_views", [] { ddp_small_buckets(true); }},
+      {"ddp_small_buckets", [] { ddp_small_buckets(false, 0.0); }},
+      {"ddp_bucket_views", [] { ddp_small_buckets(true, 0.0); }},
+      {"ddp_mixed_buckets", [] { ddp_small_buckets(false, 0.1); }},
+      {"ddp_mixed_views", [] { ddp_small_buckets(true, 0.1); }},
       {"ddp_compress_fp16", ddp_compressed<accel::CompressFp16>},
       {"ddp_compress_bf16", ddp_compressed<accel::CompressBf16>},
       {"ddp_unused", [] { ddp_unused(false); }},
       {"ddp_find_unused", [] { ddp_unused(true); }},
       {"ddp_buffers", ddp_buffers},
       {"mismatch", mismatch},
-      {"stopped_rank", stopped_rank},
+      {"stopped_rank", [] { stopped_rank(false); }},
+      {"stopped_rank_in_backward", [] { stopped_rank(true); }},
   };
   const auto found = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {

@@ -4,6 +4,10 @@
 // gradient accumulation copies the gradient into its bucket, and the bucket's asynchronous
 // all-reduce starts as soon as its last gradient arrives, overlapping the rest of backward.
 // Buckets start in index order on every rank, so the ranks' collectives always match.
+//
+// Small buckets (DdpOptions::small_bucket_kb) skip c10d: their all-reduce runs after backward,
+// on this thread, over buffers registered with Gloo once (runtime/direct_gloo.hpp), where a
+// c10d round trip would cost more than the bucket's whole transfer.
 #pragma once
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -66,7 +70,10 @@ class Reducer {
     launch_ready();
     const double inverse = 1.0 / group_.size();
     for (auto& bucket : buckets_) {
-      bucket.pending.wait();
+      if (bucket.registered)
+        bucket.registered->run();
+      else
+        bucket.pending.wait();
       if (!wire_) bucket.flat.mul_(inverse);  // compressed buckets were divided before sending
       for (std::size_t i : bucket.members) {
         torch::Tensor& p = parameters_[i];
@@ -94,6 +101,8 @@ class Reducer {
     torch::Tensor flat;
     std::size_t waiting = 0;
     runtime::ProcessGroup::Pending pending;
+    // Set for a small bucket: reduced in finalize() on this thread instead of through c10d.
+    std::optional<runtime::ProcessGroup::RegisteredAllreduce> registered;
   };
 
   void build_buckets() {
@@ -116,6 +125,10 @@ class Reducer {
       std::int64_t numel = 0;
       for (std::size_t i : bucket.members) numel += parameters_[i].numel();
       bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
+      const double bytes = static_cast<double>(numel * bucket.flat.element_size());
+      if (!wire_ && bytes <= options_.small_bucket_kb * 1024.0 &&
+          runtime::ProcessGroup::can_register(bucket.flat))
+        bucket.registered = group_.register_allreduce(bucket.flat);
     }
   }
 
@@ -161,6 +174,7 @@ class Reducer {
   void launch_ready() {
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
       Bucket& bucket = buckets_[next_launch_++];
+      if (bucket.registered) continue;  // finalize() runs it
       if (wire_) {
         // Divided before the cast, as PyTorch's fp16 compression hook does, so that the sum of
         // W values cannot overflow fp16; the sum comes back into flat in fp32.

@@ -23,6 +23,7 @@
 
 #include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
+#include "direct_gloo.hpp"
 #include "environment.hpp"
 
 namespace accel::runtime {
@@ -32,7 +33,8 @@ enum class ReduceOp { sum, mean, max, min };
 class ProcessGroup {
  public:
   ProcessGroup(const Environment& env, std::chrono::milliseconds timeout, bool check_collectives)
-      : rank_(env.process.rank), size_(env.process.world_size), check_(check_collectives) {
+      : rank_(env.process.rank), size_(env.process.world_size), check_(check_collectives),
+        timeout_(timeout) {
     if (!env.store_dir.empty()) {
       // A folder only this user can read (accel-launch makes it 0700): no socket is opened.
       store_ = c10::make_intrusive<c10d::FileStore>(env.store_dir + "/store", size_);
@@ -58,10 +60,10 @@ class ProcessGroup {
                                                     store_);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     // One node: keep Gloo's connections on loopback. Several: the interface of this host name.
-    options->devices.push_back(
-        env.process.local_world_size == size_
-            ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-            : c10d::ProcessGroupGloo::createDefaultDevice());
+    device_ = env.process.local_world_size == size_
+                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                  : c10d::ProcessGroupGloo::createDefaultDevice();
+    options->devices.push_back(device_);
     backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
   }
 
@@ -132,6 +134,46 @@ class ProcessGroup {
     std::vector<torch::Tensor> list{sent};
     pending.work = backend_->allreduce(list);
     return pending;
+  }
+
+  // A sum all-reduce of one tensor whose buffers are registered with Gloo once and which then
+  // runs on the calling thread (direct_gloo.hpp): the fast path for small, reused tensors such
+  // as gradient buckets. Registering is collective; run() blocks until every rank's sum is in.
+  class RegisteredAllreduce {
+   public:
+    void run() {
+      group_->check("allreduce", flat_);
+      try {
+        ring_->run();
+      } catch (const std::exception& error) {
+        detail::fail("all-reduce of {} elements failed on rank {}: {} (a peer stopped, exited, "
+                     "or did not reach it within the timeout of {} s in Options::timeout)",
+                     flat_.numel(), group_->rank_, error.what(),
+                     std::chrono::duration<double>(group_->timeout_).count());
+      }
+    }
+
+   private:
+    friend class ProcessGroup;
+    ProcessGroup* group_ = nullptr;
+    torch::Tensor flat_;
+    std::unique_ptr<gloo::Algorithm> ring_;
+  };
+  static bool can_register(const torch::Tensor& t) { return DirectGloo::can_register(t); }
+  RegisteredAllreduce register_allreduce(torch::Tensor flat) {
+    if (!can_register(flat))
+      detail::fail("register_allreduce takes a contiguous float or double CPU tensor, not {} on {}",
+                   c10::toString(flat.scalar_type()), flat.device().str());
+    // Its own key space and connections: c10d's never see these messages.
+    if (!direct_)
+      direct_ = std::make_unique<DirectGloo>(
+          c10::make_intrusive<c10d::PrefixStore>("accel/direct", store_), rank_, size_, device_,
+          timeout_);
+    RegisteredAllreduce registered;
+    registered.group_ = this;
+    registered.flat_ = flat;
+    registered.ring_ = direct_->ring_allreduce(registered.flat_);
+    return registered;
   }
 
   void broadcast(torch::Tensor& tensor, int root = 0) {
@@ -275,10 +317,13 @@ class ProcessGroup {
   int rank_;
   int size_;
   bool check_;
+  std::chrono::milliseconds timeout_;
   bool checking_ = false;
   std::uint64_t sequence_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
   c10::intrusive_ptr<detail::CommBackend> backend_;
+  std::unique_ptr<DirectGloo> direct_;  // made by the first register_allreduce
 };
 
 }  // namespace accel::runtime
