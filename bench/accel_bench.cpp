@@ -5,7 +5,7 @@
 //   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16] [--accum 1|2|4]
 //               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
 //               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
-//               [--compress none|fp16|bf16] [--bucket-views] [--plain] [--breakdown]
+//               [--compress none|fp16|bf16] [--no-bucket-views] [--plain] [--breakdown]
 //
 // Every rank trains --warmup optimizer steps, then times --steps. The last line, from rank 0:
 //   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
@@ -48,7 +48,7 @@ struct Config {
   double bucket_mb = 25.0;
   double small_bucket_kb = accel::DdpOptions{}.small_bucket_kb;
   std::string compress = "none";
-  bool bucket_views = false;
+  bool bucket_views = accel::DdpOptions{}.gradients_as_bucket_views;
   bool breakdown = false;
   bool pin = false;
   bool plain = false;
@@ -90,7 +90,9 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          (default 256; 0: every bucket through c10d, as PyTorch)
   --compress C           none (default) | fp16 | bf16: Ddp's gradients all-reduced in fp16/bf16
                          (DdpWith<CompressFp16|CompressBf16>; bf16 needs libtorch >= 2.x's Gloo)
-  --bucket-views         Options::ddp.gradients_as_bucket_views (gradients live in the buckets)
+  --no-bucket-views      Options::ddp.gradients_as_bucket_views = false: gradients copied into
+                         the buckets and back (PyTorch's default) instead of living in them
+                         (accel's default; --bucket-views says so explicitly)
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
@@ -112,11 +114,12 @@ Config parse(int argc, char** argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     }
-    if (flag == "--breakdown" || flag == "--pin" || flag == "--plain" || flag == "--bucket-views") {
-      (flag == "--pin"            ? c.pin
-       : flag == "--plain"        ? c.plain
-       : flag == "--bucket-views" ? c.bucket_views
-                                  : c.breakdown) = true;
+    if (flag == "--bucket-views" || flag == "--no-bucket-views") {
+      c.bucket_views = flag == "--bucket-views";
+      continue;
+    }
+    if (flag == "--breakdown" || flag == "--pin" || flag == "--plain") {
+      (flag == "--pin" ? c.pin : flag == "--plain" ? c.plain : c.breakdown) = true;
       continue;
     }
     if (eq == std::string::npos) {

@@ -76,6 +76,8 @@ def parse():
     p.add_argument("--compress", default="none", choices=["none", "fp16", "bf16"],
                    help="DDP comm hook fp16_compress_hook / bf16_compress_hook")
     p.add_argument("--bucket-views", action="store_true", help="gradient_as_bucket_view=True")
+    p.add_argument("--no-bucket-views", dest="bucket_views", action="store_false",
+                   help="gradient_as_bucket_view=False (PyTorch's default)")
     p.add_argument("--breakdown", action="store_true",
                    help="also time forward, backward (DDP's all-reduce waits included), "
                         "optimizer step and zero_grad per step, printed before the last line")

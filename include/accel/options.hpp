@@ -21,8 +21,10 @@ struct DdpOptions {
   bool broadcast_buffers = true;
   // After the first synchronised step each .grad becomes a view into its bucket: backward then
   // accumulates straight into the buckets, saving one copy in and one copy out per step and the
-  // memory of a second gradient copy. Like PyTorch's gradient_as_bucket_view.
-  bool gradients_as_bucket_views = false;
+  // memory of a second gradient copy. PyTorch's gradient_as_bucket_view, which is off there by
+  // default; on here, since accel's zero_grad() zeroes in place and keeps the views. A .grad
+  // the user replaces (or sets to undefined) is copied in again and becomes a view once more.
+  bool gradients_as_bucket_views = true;
   // Buckets of at most this many KiB (fp32 or fp64 on CPU, uncompressed) are all-reduced right
   // after backward on the training thread, over buffers registered with Gloo once, instead of
   // asynchronously through c10d: a few KiB then take about 80 us instead of about 1.4 ms.

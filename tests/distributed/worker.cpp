@@ -279,8 +279,8 @@ void ddp_matches_single_process() {
 // Non-final micro-steps communicate nothing; the final one one all-reduce per bucket.
 void ddp_no_sync() {
   accel::Options options = test_options();
-  options.ddp.first_bucket_mb = 0.0001;  // force several buckets
-  options.ddp.bucket_mb = 0.0002;
+  options.ddp.first_bucket_mb = 0.00003;  // force buckets of 36, 32 and 160 bytes
+  options.ddp.bucket_mb = 0.00003;
   accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<3>> acc(options);
   torch::manual_seed(3);
   auto net = regression_model();
@@ -304,8 +304,8 @@ void ddp_no_sync() {
 void ddp_small_buckets(bool views, double small_bucket_kb) {
   accel::Options options = test_options();
   options.ddp.gradients_as_bucket_views = views;
-  // Buckets of 36, 32 and 160 bytes: with small_bucket_kb 0.1 the first two are registered and
-  // the third goes through c10d; with 0 all three go through c10d.
+  // Buckets of 68 and 160 bytes (a bucket closes once it reaches its cap): with small_bucket_kb
+  // 0.1 the first is registered and the second goes through c10d; with 0 both go through c10d.
   options.ddp.first_bucket_mb = 0.00005;
   options.ddp.bucket_mb = 0.0001;
   options.ddp.small_bucket_kb = small_bucket_kb;

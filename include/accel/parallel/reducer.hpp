@@ -68,23 +68,26 @@ class Reducer {
       --bucket.waiting;
     }
     launch_ready();
-    const double inverse = 1.0 / group_.size();
     for (auto& bucket : buckets_) {
       if (bucket.registered)
         bucket.registered->run();
       else
         bucket.pending.wait();
-      if (!wire_) bucket.flat.mul_(inverse);  // compressed buckets were divided before sending
       for (std::size_t i : bucket.members) {
         torch::Tensor& p = parameters_[i];
-        if (is_bucket_view(i)) continue;  // already holds the averaged value
-        torch::Tensor averaged = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
-        if (options_.gradients_as_bucket_views)
-          p.mutable_grad() = averaged;
-        else if (p.grad().defined())
-          p.mutable_grad().copy_(averaged);
-        else
-          p.mutable_grad() = averaged.clone();
+        torch::Tensor sum = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
+        // Averaged on the way to the gradient: one pass over the bytes, not a scaling pass over
+        // the bucket and then a copy. Compressed buckets were divided before sending.
+        if (is_bucket_view(i) || options_.gradients_as_bucket_views) {
+          if (!wire_) sum.mul_(inverse_);
+          if (!is_bucket_view(i)) p.mutable_grad() = sum;
+        } else if (!p.grad().defined()) {
+          p.mutable_grad() = wire_ ? sum.clone() : sum * inverse_;
+        } else if (wire_) {
+          p.mutable_grad().copy_(sum);
+        } else {
+          at::mul_out(p.mutable_grad(), sum, inverse_tensor_);
+        }
       }
     }
   }
@@ -105,21 +108,29 @@ class Reducer {
     std::optional<runtime::ProcessGroup::RegisteredAllreduce> registered;
   };
 
+  // A bucket closes once it holds at least its cap, as PyTorch's buckets do: the first one then
+  // ends with the first large gradient backward produces, so a sizeable all-reduce starts while
+  // most of backward is still ahead (closing before the cap would leave that gradient for the
+  // last bucket, and little to overlap).
   void build_buckets() {
     double cap = options_.first_bucket_mb;
     std::int64_t bytes = 0;
+    bool open = false;
     for (std::size_t k = parameters_.size(); k-- > 0;) {  // reverse registration order
       const torch::Tensor& p = parameters_[k];
       if (!p.requires_grad()) continue;
-      const std::int64_t size = p.numel() * p.element_size();
-      if (buckets_.empty() || (bytes > 0 && static_cast<double>(bytes + size) > cap * 1048576.0)) {
-        if (!buckets_.empty()) cap = options_.bucket_mb;
+      if (!open) {
         buckets_.emplace_back();
         bytes = 0;
+        open = true;
       }
       slot_[k] = {buckets_.size() - 1, bytes / p.element_size()};
       buckets_.back().members.push_back(k);
-      bytes += size;
+      bytes += p.numel() * p.element_size();
+      if (static_cast<double>(bytes) >= cap * 1048576.0) {
+        open = false;
+        cap = options_.bucket_mb;
+      }
     }
     for (auto& bucket : buckets_) {
       std::int64_t numel = 0;
@@ -197,6 +208,8 @@ class Reducer {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_launch_ = 0;
   bool sync_ = false;
+  double inverse_ = 1.0 / group_.size();
+  torch::Tensor inverse_tensor_ = torch::scalar_tensor(inverse_, torch::kDouble);
 };
 
 }  // namespace accel::parallel
