@@ -49,6 +49,7 @@ struct Config {
   double small_bucket_kb = accel::DdpOptions{}.small_bucket_kb;
   std::string compress = "none";
   bool bucket_views = accel::DdpOptions{}.gradients_as_bucket_views;
+  bool tune_heap = accel::Options{}.tune_cpu_heap;
   bool breakdown = false;
   bool pin = false;
   bool plain = false;
@@ -93,6 +94,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
   --no-bucket-views      Options::ddp.gradients_as_bucket_views = false: gradients copied into
                          the buckets and back (PyTorch's default) instead of living in them
                          (accel's default; --bucket-views says so explicitly)
+  --no-heap-tuning       Options::tune_cpu_heap = false: glibc's default heap thresholds (the
+                         plain loop of --plain always has them)
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
@@ -113,6 +116,10 @@ Config parse(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
+    }
+    if (flag == "--no-heap-tuning") {
+      c.tune_heap = false;
+      continue;
     }
     if (flag == "--bucket-views" || flag == "--no-bucket-views") {
       c.bucket_views = flag == "--bucket-views";
@@ -332,6 +339,7 @@ int train(const Config& c) {
   torch::set_num_threads(c.threads);
   limit_blas_threads(c.threads);
   Acc acc(accel::Options{
+      .tune_cpu_heap = c.tune_heap,
       .ddp = {.bucket_mb = c.bucket_mb,
               .gradients_as_bucket_views = c.bucket_views,
               .small_bucket_kb = c.small_bucket_kb}});
@@ -349,9 +357,10 @@ int train(const Config& c) {
   }
   if (rank == 0)
     fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
-               "precision={} accum={} compress={} bucket_views={}\n",
+               "precision={} accum={} compress={} bucket_views={} small_bucket_kb={} "
+               "tune_cpu_heap={}\n",
                c.model, parameter_count, world, c.strategy, c.precision, c.accum, c.compress,
-               c.bucket_views);
+               c.bucket_views, c.small_bucket_kb, c.tune_heap);
 
   // Synthetic data, generated once per rank, deterministic.
   torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));

@@ -73,6 +73,9 @@ def parse():
     p.add_argument("--small-bucket-kb", type=float, default=0.0,
                    help="accepted so that one command line runs both sides; PyTorch's DDP "
                         "sends every bucket through c10d")
+    p.add_argument("--no-heap-tuning", action="store_true",
+                   help="accepted so that one command line runs both sides; PyTorch leaves "
+                        "glibc's heap thresholds at their defaults")
     p.add_argument("--compress", default="none", choices=["none", "fp16", "bf16"],
                    help="DDP comm hook fp16_compress_hook / bf16_compress_hook")
     p.add_argument("--bucket-views", action="store_true", help="gradient_as_bucket_view=True")

@@ -40,6 +40,7 @@
 #include "policy.hpp"
 #include "precision/autocast.hpp"
 #include "prepared.hpp"
+#include "runtime/cpu_heap.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/process_group.hpp"
 #include "state/digest.hpp"
@@ -117,6 +118,7 @@ class Accelerator {
           options_.check_collectives || runtime::env_int("ACCEL_CHECK_COLLECTIVES", 0) != 0;
       group_ = std::make_unique<runtime::ProcessGroup>(environment_, options_.timeout, check);
     }
+    if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
     strategy_.attach(group_.get(), options_);
     if (options_.seed) set_seed(*options_.seed);
   }

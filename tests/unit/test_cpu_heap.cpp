@@ -1,0 +1,32 @@
+// runtime/cpu_heap.hpp: glibc keeps freed blocks below 32 MiB in the heap once tuned, and the
+// user's own malloc variables win.
+#include <accel/accelerator.hpp>
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+
+namespace {
+// Whether glibc served a block of this size with its own mmap (counted in hblks).
+bool mmapped(std::size_t bytes) {
+  const auto before = mallinfo2().hblks;
+  void* block = std::malloc(bytes);
+  REQUIRE(block != nullptr);
+  const auto during = mallinfo2().hblks;
+  std::free(block);
+  return during > before;
+}
+}  // namespace
+
+TEST_CASE("keep_freed_cpu_memory: blocks below 32 MiB come from the heap") {
+  ::setenv("MALLOC_TRIM_THRESHOLD_", "1000000", 1);
+  CHECK_FALSE(accel::runtime::keep_freed_cpu_memory());  // the user's variable wins
+  ::unsetenv("MALLOC_TRIM_THRESHOLD_");
+
+  CHECK(accel::runtime::keep_freed_cpu_memory());
+  CHECK_FALSE(mmapped(16u << 20));
+  CHECK(mmapped(64u << 20));  // above the threshold: still its own mapping
+}
+#endif
