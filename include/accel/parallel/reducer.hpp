@@ -78,9 +78,10 @@ class Reducer {
         torch::Tensor sum = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
         // Averaged on the way to the gradient: one pass over the bytes, not a scaling pass over
         // the bucket and then a copy. Compressed buckets were divided before sending.
-        if (is_bucket_view(i) || options_.gradients_as_bucket_views) {
+        const bool view = is_bucket_view(i);
+        if (view || options_.gradients_as_bucket_views) {
           if (!wire_) sum.mul_(inverse_);
-          if (!is_bucket_view(i)) p.mutable_grad() = sum;
+          if (!view) p.mutable_grad() = sum;
         } else if (!p.grad().defined()) {
           p.mutable_grad() = wire_ ? sum.clone() : sum * inverse_;
         } else if (wire_) {
