@@ -299,17 +299,11 @@ void ddp_no_sync() {
   EXPECT(issued[2] >= 2);  // several buckets, each its own all-reduce
 }
 
-// Several buckets, gradients as bucket views or copies, and buckets through c10d or through
-// Gloo's registered buffers (small_bucket_kb) change nothing in the result.
-void ddp_small_buckets(bool views, double small_bucket_kb) {
-  accel::Options options = test_options();
-  options.ddp.gradients_as_bucket_views = views;
-  // Buckets of 68 and 160 bytes (a bucket closes once it reaches its cap): with small_bucket_kb
-  // 0.1 the first is registered and the second goes through c10d; with 0 both go through c10d.
-  options.ddp.first_bucket_mb = 0.00005;
-  options.ddp.bucket_mb = 0.0001;
-  options.ddp.small_bucket_kb = small_bucket_kb;
-  Ddp acc(options);
+// 5 SGD steps of `acc` on this rank's rows beside 5 single-process steps on every rank's rows,
+// from the same initial weights; after_backward(net) sees the averaged gradients of each step.
+template <class Accel, class AfterBackward>
+std::pair<torch::nn::Sequential, torch::nn::Sequential> train_beside_single_process(
+    Accel& acc, AfterBackward&& after_backward) {
   torch::manual_seed(4);
   auto net = regression_model();
   torch::manual_seed(4);
@@ -322,6 +316,7 @@ void ddp_small_buckets(bool views, double small_bucket_kb) {
   for (int step = 0; step < 5; ++step) {
     acc.backward(torch::mse_loss(model(data.inputs.narrow(0, r * rows, rows)),
                                  data.targets.narrow(0, r * rows, rows)));
+    after_backward(net);
     optimizer.step();
     optimizer.zero_grad();
     torch::mse_loss(reference->forward(data.inputs.narrow(0, 0, rows * w)),
@@ -329,6 +324,21 @@ void ddp_small_buckets(bool views, double small_bucket_kb) {
     reference_sgd.step();
     reference_sgd.zero_grad();
   }
+  return {net, reference};
+}
+
+// Several buckets, gradients as bucket views or copies, and buckets through c10d or through
+// Gloo's registered buffers (small_bucket_kb) change nothing in the result.
+void ddp_small_buckets(bool views, double small_bucket_kb) {
+  accel::Options options = test_options();
+  options.ddp.gradients_as_bucket_views = views;
+  // Buckets of 68 and 160 bytes (a bucket closes once it reaches its cap): with small_bucket_kb
+  // 0.1 the first is registered and the second goes through c10d; with 0 both go through c10d.
+  options.ddp.first_bucket_mb = 0.00005;
+  options.ddp.bucket_mb = 0.0001;
+  options.ddp.small_bucket_kb = small_bucket_kb;
+  Ddp acc(options);
+  const auto [net, reference] = train_beside_single_process(acc, [](const auto&) {});
   for (std::size_t i = 0; i < net->parameters().size(); ++i)
     EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
   // With views, two parameters of one bucket have gradients in one storage.
@@ -356,27 +366,10 @@ void ddp_compressed() {
     throw std::runtime_error("CompressBf16 was accepted on a Gloo without bf16");
   }
   Accel acc(test_options());
-  torch::manual_seed(4);
-  auto net = regression_model();
-  torch::manual_seed(4);
-  auto reference = regression_model();
-  torch::optim::SGD sgd(net->parameters(), 0.1), reference_sgd(reference->parameters(), 0.1);
-  auto [model, optimizer] = acc.prepare(net, sgd);
-  const Regression data;
-  const int r = acc.process_index(), w = acc.num_processes();
-  const auto rows = data.inputs.size(0) / w;
-  for (int step = 0; step < 5; ++step) {
-    acc.backward(torch::mse_loss(model(data.inputs.narrow(0, r * rows, rows)),
-                                 data.targets.narrow(0, r * rows, rows)));
-    for (const auto& p : net->parameters())
+  const auto [net, reference] = train_beside_single_process(acc, [&](const auto& trained) {
+    for (const auto& p : trained->parameters())
       EXPECT(torch::equal(p.grad(), p.grad().to(wire).to(torch::kFloat)));
-    optimizer.step();
-    optimizer.zero_grad();
-    torch::mse_loss(reference->forward(data.inputs.narrow(0, 0, rows * w)),
-                    data.targets.narrow(0, 0, rows * w)).backward();
-    reference_sgd.step();
-    reference_sgd.zero_grad();
-  }
+  });
   for (std::size_t i = 0; i < net->parameters().size(); ++i)
     EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-2, 1e-3));
   const auto digests = acc.gather_object(accel::state::parameter_digest(*net));

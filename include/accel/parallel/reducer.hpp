@@ -139,7 +139,7 @@ class Reducer {
       bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
       const double bytes = static_cast<double>(numel * bucket.flat.element_size());
       if (!wire_ && bytes <= options_.small_bucket_kb * 1024.0 &&
-          runtime::ProcessGroup::can_register(bucket.flat))
+          runtime::DirectGloo::can_register(bucket.flat))
         bucket.registered = group_.register_allreduce(bucket.flat);
     }
   }

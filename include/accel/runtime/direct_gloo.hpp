@@ -13,12 +13,13 @@
 
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/rendezvous/context.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <memory>
 #include <vector>
+
+#include "../detail/torch_compat.hpp"  // c10d's Gloo header, with accel's check on USE_C10D_GLOO
 
 namespace accel::runtime {
 

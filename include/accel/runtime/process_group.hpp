@@ -159,9 +159,9 @@ class ProcessGroup {
     torch::Tensor flat_;
     std::unique_ptr<gloo::Algorithm> ring_;
   };
-  static bool can_register(const torch::Tensor& t) { return DirectGloo::can_register(t); }
+  // Takes what DirectGloo::can_register accepts.
   RegisteredAllreduce register_allreduce(torch::Tensor flat) {
-    if (!can_register(flat))
+    if (!DirectGloo::can_register(flat))
       detail::fail("register_allreduce takes a contiguous float or double CPU tensor, not {} on {}",
                    c10::toString(flat.scalar_type()), flat.device().str());
     // Its own key space and connections: c10d's never see these messages.
