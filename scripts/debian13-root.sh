@@ -21,7 +21,7 @@ SUITE=trixie
 
 packages=(
   libtorch-dev          # libtorch 2.6 headers, libs and CMake config
-  libgloo-dev           # headers that c10d's ProcessGroupGloo.hpp includes
+  libgloo-dev           # Gloo: headers c10d's ProcessGroupGloo.hpp includes, and libgloo.so accel links
   libfmt-dev
   doctest-dev
   libboost-dev          # Boost 1.83 in trixie (has Boost.PFR)

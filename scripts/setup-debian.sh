@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make ninja-build
   libtorch-dev          # libtorch 1.13 (Debian 12) headers, libs and CMake config
-  libgloo-dev           # headers that c10d's ProcessGroupGloo.hpp includes
+  libgloo-dev           # Gloo: headers c10d's ProcessGroupGloo.hpp includes, and libgloo.so accel links
   libfmt-dev
   doctest-dev
   libboost1.81-dev      # Boost.PFR first ships in 1.75; Debian 12's default Boost is 1.74
