@@ -4,97 +4,310 @@
 //   fashion_mnist --nproc 2 --strategy ddp
 #include <accel/accelerator.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// --- The variants compiled into this binary ------------------------------------------------------
+
+template <class T> struct Named;
+template <> struct Named<accel::Ddp> { static constexpr std::string_view flag = "ddp"; };
+template <> struct Named<accel::Zero2> { static constexpr std::string_view flag = "zero2"; };
+template <> struct Named<accel::Zero3> { static constexpr std::string_view flag = "zero3"; };
+template <> struct Named<accel::Fsdp<accel::FullShard>> { static constexpr std::string_view flag = "fsdp"; };
+template <> struct Named<accel::Fp32> { static constexpr std::string_view flag = "fp32"; };
+template <> struct Named<accel::Bf16> { static constexpr std::string_view flag = "bf16"; };
+template <> struct Named<accel::Fp16> { static constexpr std::string_view flag = "fp16"; };
+template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = "fp8"; };
+
+using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
+using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
+using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
+
+template <class... T>
+std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {
+  return {Named<T>::flag...};
+}
+template <int... N>
+std::vector<int> values_of(std::integer_sequence<int, N...>) {
+  return {N...};
+}
+
+// --- The command line ----------------------------------------------------------------------------
+
+// Both end the program with status 2, as a usage error does, before any training starts.
+struct BadArgument : std::runtime_error { using std::runtime_error::runtime_error; };
+struct BadData : std::runtime_error { using std::runtime_error::runtime_error; };
+
+constexpr std::int64_t kTrainSize = 60000, kTestSize = 10000;
 
 struct Args {
   std::string strategy = "ddp";
   std::string precision = "fp32";
   int accum = 1;
   int epochs = 3;
-  std::int64_t steps = 0;  // total optimizer steps; 0: run every epoch
+  std::optional<std::int64_t> steps;  // total optimizer steps; unset: run every epoch
   std::int64_t batch_size = 64;
   double lr = 1e-3;
   std::int64_t eval_samples = 0;  // 0: the whole test set
   std::uint64_t seed = 42;
-  std::string data_dir;
+  std::optional<fs::path> data_dir;  // unset: the cache folder, filled from the Debian package
+  bool help = false;
 };
 
-[[noreturn]] void usage(const std::string& error) {
-  fmt::print(stderr,
-             "fashion_mnist: {}\n"
-             "usage: fashion_mnist [--nproc N] [--strategy ddp|zero2|zero3|fsdp]\n"
-             "                     [--precision fp32|bf16|fp16|fp8]\n"
-             "                     [--accum 1|2|4|8] [--epochs N] [--steps N] [--batch-size N]\n"
-             "                     [--lr X] [--eval-samples N] [--seed N] [--data-dir DIR]\n",
-             error);
-  std::exit(2);
+template <class T>
+std::string joined(const std::vector<T>& values) {
+  std::string text;
+  for (const T& value : values) text += fmt::format("{}{}", text.empty() ? "" : ", ", value);
+  return text;
 }
 
+std::string usage_text() {
+  return fmt::format(
+      "usage: fashion_mnist [flags]\n"
+      "  --nproc N         worker processes on this machine (default 1, or ACCEL_NPROC)\n"
+      "  --strategy S      {} (default ddp)\n"
+      "  --precision P     {} (default fp32)\n"
+      "  --accum N         micro-batches per optimizer step: {} (default 1)\n"
+      "  --epochs N        passes over the training set, at least 1 (default 3)\n"
+      "  --steps N         optimizer steps in all, at least 1; given, it replaces --epochs\n"
+      "  --batch-size N    samples per micro-batch, 1 to {} (default 64)\n"
+      "  --lr X            Adam's learning rate, above 0 (default 1e-3)\n"
+      "  --eval-samples N  test images to evaluate, 0 to {}; 0: all of them (default 0)\n"
+      "  --seed N          0 to {} (default 42)\n"
+      "  --data-dir DIR    read the four unpacked IDX files from DIR, which is never written;\n"
+      "                    without it they are unpacked once from the Debian package into\n"
+      "                    $XDG_CACHE_HOME/accel/fashion-mnist (or ~/.cache/accel/fashion-mnist)\n",
+      joined(flags_of(std::type_identity<Parallelisms>{})),
+      joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
+      kTrainSize, kTestSize, std::numeric_limits<std::uint64_t>::max());
+}
+
+// `text` read whole as a number of type T from min to max: "10abc", " 5", "1e3" and "" are not
+// numbers, and a value beyond T is out of range rather than wrapped or clamped.
+template <class T>
+T whole_number(std::string_view flag, std::string_view text, T min,
+               T max = std::numeric_limits<T>::max()) {
+  // from_chars takes no sign for an unsigned T: "-1" is then a number below the range, not junk.
+  const bool minus = std::is_unsigned_v<T> && text.starts_with('-');
+  const std::string_view digits = minus ? text.substr(1) : text;
+  T value{};
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
+    const std::string range = max == std::numeric_limits<T>::max()
+                                  ? fmt::format("at least {}", min)
+                                  : fmt::format("from {} to {}", min, max);
+    throw BadArgument(
+        fmt::format("{} is '{}', not a whole number; it must be {}", flag, text, range));
+  }
+  const bool overflow = error == std::errc::result_out_of_range;
+  if (minus || (overflow && text.starts_with('-')) || (!overflow && value < min))
+    throw BadArgument(fmt::format("{} is {}; it must be at least {}", flag, text, min));
+  if (overflow || value > max)
+    throw BadArgument(fmt::format("{} is {}; it must be at most {}", flag, text, max));
+  return value;
+}
+
+template <class T>
+T one_of(std::string_view flag, T value, const std::vector<T>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw BadArgument(fmt::format("{} is {}; it must be one of {}", flag, value, joined(allowed)));
+  return value;
+}
+
+double positive_number(std::string_view flag, std::string_view text) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) ||
+      value <= 0)
+    throw BadArgument(
+        fmt::format("{} is '{}'; it must be a number above 0, e.g. {} 1e-3", flag, text, flag));
+  return value;
+}
+
+// accel::launch has already taken `--nproc N` out of argv (and refused a bad one with status 2).
 Args parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
-    if (i + 1 >= argc) usage(fmt::format("{} needs a value", flag));
-    const std::string value = argv[++i];
-    try {
-      if (flag == "--strategy") args.strategy = value;
-      else if (flag == "--precision") args.precision = value;
-      else if (flag == "--accum") args.accum = std::stoi(value);
-      else if (flag == "--epochs") args.epochs = std::stoi(value);
-      else if (flag == "--steps") args.steps = std::stoll(value);
-      else if (flag == "--batch-size") args.batch_size = std::stoll(value);
-      else if (flag == "--lr") args.lr = std::stod(value);
-      else if (flag == "--eval-samples") args.eval_samples = std::stoll(value);
-      else if (flag == "--seed") args.seed = std::stoull(value);
-      else if (flag == "--data-dir") args.data_dir = value;
-      else usage(fmt::format("unknown flag {}", flag));
-    } catch (const std::logic_error&) {
-      usage(fmt::format("{} {}: not a number", flag, value));
-    }
+    // A value that starts with "--" is the next flag: this flag's value was left out.
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
+        throw BadArgument(fmt::format("{} needs a value", flag));
+      return argv[++i];
+    };
+    if (flag == "-h" || flag == "--help") args.help = true;
+    else if (flag == "--strategy")
+      args.strategy = one_of(flag, value(), flags_of(std::type_identity<Parallelisms>{}));
+    else if (flag == "--precision")
+      args.precision = one_of(flag, value(), flags_of(std::type_identity<Precisions>{}));
+    else if (flag == "--accum")
+      args.accum = one_of(flag, whole_number(flag, value(), 1), values_of(Accumulations{}));
+    else if (flag == "--epochs") args.epochs = whole_number(flag, value(), 1);
+    else if (flag == "--steps") args.steps = whole_number<std::int64_t>(flag, value(), 1);
+    else if (flag == "--batch-size")
+      args.batch_size = whole_number<std::int64_t>(flag, value(), 1, kTrainSize);
+    else if (flag == "--lr") args.lr = positive_number(flag, value());
+    else if (flag == "--eval-samples")
+      args.eval_samples = whole_number<std::int64_t>(flag, value(), 0, kTestSize);
+    else if (flag == "--seed") args.seed = whole_number<std::uint64_t>(flag, value(), 0);
+    else if (flag == "--data-dir") args.data_dir = fs::path(value());
+    else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
   return args;
 }
 
-// --- Data: the Debian package's IDX files, gunzipped once into a cache folder ----------------------
+// --- Data: Fashion-MNIST's four IDX files ---------------------------------------------------------
+// The Debian package ships them gzipped. Without --data-dir they are gunzipped into a cache folder
+// that is ours to fill and repair; a --data-dir belongs to the user and is only read. Every file
+// is checked here before torch's MNIST reader opens it: that reader checks the header but reads a
+// short file's missing pixels as whatever memory held, and its errors name no file.
 
 constexpr const char* kPackagedData = "/usr/share/datasets/fashion-mnist";
-constexpr const char* kFiles[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                  "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+constexpr std::uint32_t kImagesMagic = 2051;  // IDX: unsigned bytes, 3 dimensions
+constexpr std::uint32_t kLabelsMagic = 2049;  // IDX: unsigned bytes, 1 dimension
+constexpr std::uint32_t kSide = 28;
+constexpr std::uint32_t kClasses = 10;
 
-fs::path default_data_dir() {
+struct IdxFile {
+  const char* name;
+  std::uint32_t magic;
+  std::uint32_t count;
+};
+constexpr IdxFile kFiles[] = {{"train-images-idx3-ubyte", kImagesMagic, kTrainSize},
+                              {"train-labels-idx1-ubyte", kLabelsMagic, kTrainSize},
+                              {"t10k-images-idx3-ubyte", kImagesMagic, kTestSize},
+                              {"t10k-labels-idx1-ubyte", kLabelsMagic, kTestSize}};
+
+// What is wrong with `path` as `file`, in words that follow its name; empty when nothing is.
+std::string idx_problem(const fs::path& path, const IdxFile& file) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (!fs::exists(status)) return "is missing";
+  if (!fs::is_regular_file(status)) return "is not a regular file";
+  const std::uintmax_t size = fs::file_size(path, error);
+  std::ifstream in(path, std::ios::binary);
+  if (error || !in) return "cannot be read";
+  const bool images = file.magic == kImagesMagic;
+  const std::uintmax_t header = images ? 16 : 8;
+  if (size < header)
+    return fmt::format("is {} bytes, shorter than its {}-byte IDX header", size, header);
+  auto big_endian = [&in] {  // IDX numbers are big-endian 32-bit
+    unsigned char bytes[4] = {};
+    in.read(reinterpret_cast<char*>(bytes), 4);
+    return std::uint32_t{bytes[0]} << 24 | std::uint32_t{bytes[1]} << 16 |
+           std::uint32_t{bytes[2]} << 8 | std::uint32_t{bytes[3]};
+  };
+  if (const std::uint32_t magic = big_endian(); magic != file.magic)
+    return fmt::format("has magic number {}, not {} (IDX {}){}", magic, file.magic,
+                       images ? "images" : "labels",
+                       magic >> 16 == 0x1f8b ? ": it is still gzipped" : "");
+  if (const std::uint32_t count = big_endian(); count != file.count)
+    return fmt::format("holds {} items, not {}", count, file.count);
+  if (images) {
+    const std::uint32_t rows = big_endian(), columns = big_endian();
+    if (rows != kSide || columns != kSide)
+      return fmt::format("holds {}x{} images, not {}x{}", rows, columns, kSide, kSide);
+  }
+  const std::uintmax_t item = images ? kSide * kSide : 1;
+  const std::uintmax_t expected = header + file.count * item;
+  if (size != expected)
+    return fmt::format("is {} bytes, not the {} its header gives ({} + {} x {}){}", size, expected,
+                       header, file.count, item, size < expected ? ": it is truncated" : "");
+  if (!images) {
+    std::vector<unsigned char> labels(file.count);
+    in.read(reinterpret_cast<char*>(labels.data()), static_cast<std::streamsize>(labels.size()));
+    if (!in) return "cannot be read";
+    const auto bad = std::find_if(labels.begin(), labels.end(),
+                                  [](unsigned char label) { return label >= kClasses; });
+    if (bad != labels.end())
+      return fmt::format("holds label {} at item {}; labels are 0 to {}", *bad,
+                         bad - labels.begin(), kClasses - 1);
+  }
+  return {};
+}
+
+// A folder the user named: checked, never written.
+void check_data_dir(const fs::path& dir) {
+  const std::string fix = fmt::format(
+      "; give a --data-dir with the four IDX files unpacked (gzip -dc {}/NAME.gz > DIR/NAME), "
+      "or leave it out to use the cache folder",
+      kPackagedData);
+  std::error_code error;
+  if (!fs::exists(dir, error))
+    throw BadData(fmt::format("--data-dir {} does not exist{}", dir.string(), fix));
+  if (!fs::is_directory(dir, error))
+    throw BadData(fmt::format("--data-dir {} is not a folder{}", dir.string(), fix));
+  for (const IdxFile& file : kFiles)
+    if (const std::string problem = idx_problem(dir / file.name, file); !problem.empty())
+      throw BadData(fmt::format("{} {}{}", (dir / file.name).string(), problem, fix));
+}
+
+fs::path cache_dir() {
   const char* cache = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   const fs::path base = cache && *cache ? fs::path(cache) : fs::path(home ? home : "/tmp") / ".cache";
   return base / "accel" / "fashion-mnist";
 }
 
-void ensure_unpacked(const fs::path& dir) {
+std::string shell_quoted(const fs::path& path) {
+  std::string quoted = "'";
+  for (const char c : path.string())
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The cache folder, ours: a file there that is missing or fails the checks (truncated, or edited
+// by hand) is unpacked again from the Debian package, with a note on stderr; the cache holds
+// nothing of the user's to lose.
+void fill_cache(const fs::path& dir) {
   fs::create_directories(dir);
-  for (const char* name : kFiles) {
-    const fs::path target = dir / name;
-    if (fs::exists(target)) continue;
-    const fs::path source = fs::path(kPackagedData) / (std::string(name) + ".gz");
+  for (const IdxFile& file : kFiles) {
+    const fs::path target = dir / file.name;
+    const std::string problem = idx_problem(target, file);
+    if (problem.empty()) continue;
+    if (fs::exists(fs::symlink_status(target)))
+      fmt::print(stderr, "fashion_mnist: {} {}; unpacking it again\n", target.string(), problem);
+    const fs::path source = fs::path(kPackagedData) / (std::string(file.name) + ".gz");
+    const std::string reinstall = "; (re)install the Debian package dataset-fashion-mnist "
+                                  "(scripts/setup-debian.sh does), or pass --data-dir";
     if (!fs::exists(source))
-      throw std::runtime_error(fmt::format(
-          "{} is missing: install the Debian package dataset-fashion-mnist "
-          "(scripts/setup-debian.sh does), or pass --data-dir with the unpacked IDX files",
-          source.string()));
-    // Unpack beside the target, then rename: a concurrent or interrupted run never sees half a file.
-    const fs::path partial = dir / (std::string(name) + ".partial." + std::to_string(getpid()));
+      throw BadData(fmt::format("{} is missing{}", source.string(), reinstall));
+    // Unpacked beside the target, checked, then renamed: no run, concurrent or interrupted,
+    // finds a partial or damaged file under the real name.
+    const fs::path partial = dir / fmt::format("{}.partial.{}", file.name, getpid());
+    auto give_up = [&](const std::string& what) {
+      std::error_code ignored;
+      fs::remove(partial, ignored);
+      throw BadData(fmt::format("{}{}", what, reinstall));
+    };
     const std::string command =
-        fmt::format("gzip -dc '{}' > '{}'", source.string(), partial.string());
+        fmt::format("gzip -dc {} > {}", shell_quoted(source), shell_quoted(partial));
     if (std::system(command.c_str()) != 0)
-      throw std::runtime_error(fmt::format("could not unpack {} ({})", source.string(), command));
+      give_up(fmt::format("could not unpack {} ({} failed)", source.string(), command));
+    if (const std::string damaged = idx_problem(partial, file); !damaged.empty())
+      give_up(fmt::format("{} unpacks to a file that {}", source.string(), damaged));
     fs::rename(partial, target);
   }
 }
@@ -153,7 +366,7 @@ int train(const Args& args, const fs::path& data_dir) {
   };
   const std::int64_t steps_per_epoch = (train_batches.size() + args.accum - 1) / args.accum;
   const std::int64_t total_steps =
-      args.steps > 0 ? args.steps : steps_per_epoch * static_cast<std::int64_t>(args.epochs);
+      args.steps ? *args.steps : steps_per_epoch * static_cast<std::int64_t>(args.epochs);
   std::int64_t step = 0;
   accelerator.print("training {} steps: {} x {} x {}, batch {}, {} process(es) on {}", total_steps,
                     Strategy::parallelism_policy::name, Strategy::precision_policy::name,
@@ -190,26 +403,10 @@ int train(const Args& args, const fs::path& data_dir) {
   return 0;
 }
 
-// --- The variants compiled into this binary ------------------------------------------------------
-
-template <class T> struct Named;
-template <> struct Named<accel::Ddp> { static constexpr std::string_view flag = "ddp"; };
-template <> struct Named<accel::Zero2> { static constexpr std::string_view flag = "zero2"; };
-template <> struct Named<accel::Zero3> { static constexpr std::string_view flag = "zero3"; };
-template <> struct Named<accel::Fsdp<accel::FullShard>> { static constexpr std::string_view flag = "fsdp"; };
-template <> struct Named<accel::Fp32> { static constexpr std::string_view flag = "fp32"; };
-template <> struct Named<accel::Bf16> { static constexpr std::string_view flag = "bf16"; };
-template <> struct Named<accel::Fp16> { static constexpr std::string_view flag = "fp16"; };
-template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = "fp8"; };
-
-using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
-using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
-using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
-
-// Runs train<Accelerator<Par, Prec, GradAccum<N>>> for the one combination the flags name.
+// Runs train<Accelerator<Par, Prec, GradAccum<N>>> for the one combination the flags name (parse
+// accepts only names and values from these lists, so there is always one).
 template <class Fn>
-bool run_variant(const Args& args, Fn&& run) {
-  bool found = false;
+void run_variant(const Args& args, Fn&& run) {
   auto for_each_type = []<class Tuple>(std::type_identity<Tuple>, auto&& visit) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (visit(std::type_identity<std::tuple_element_t<I, Tuple>>{}), ...);
@@ -220,31 +417,43 @@ bool run_variant(const Args& args, Fn&& run) {
     for_each_type(std::type_identity<Precisions>{}, [&]<class Prec>(std::type_identity<Prec>) {
       if (Named<Prec>::flag != args.precision) return;
       [&]<int... N>(std::integer_sequence<int, N...>) {
-        ((N == args.accum ? (run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{}),
-                             found = true)
-                          : false),
+        ((N == args.accum
+              ? run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{})
+              : void()),
          ...);
       }(Accumulations{});
     });
   });
-  return found;
 }
 
 }  // namespace
 
 int run(int argc, char** argv) {
-  const Args args = parse(argc, argv);
   try {
-    const fs::path data_dir = args.data_dir.empty() ? default_data_dir() : fs::path(args.data_dir);
-    ensure_unpacked(data_dir);
+    const Args args = parse(argc, argv);
+    if (args.help) {
+      fmt::print("{}", usage_text());
+      return 0;
+    }
+    fs::path data_dir;
+    if (args.data_dir) {
+      data_dir = *args.data_dir;
+      check_data_dir(data_dir);
+    } else {
+      data_dir = cache_dir();
+      fill_cache(data_dir);
+    }
     int status = 0;
-    const bool found = run_variant(args, [&]<class Strategy>(std::type_identity<Strategy>) {
+    run_variant(args, [&]<class Strategy>(std::type_identity<Strategy>) {
       status = train<Strategy>(args, data_dir);
     });
-    if (!found)
-      usage(fmt::format("no variant {} x {} x accum {} is compiled into this binary", args.strategy,
-                        args.precision, args.accum));
     return status;
+  } catch (const BadArgument& error) {
+    fmt::print(stderr, "fashion_mnist: {}\n{}", error.what(), usage_text());
+    return 2;
+  } catch (const BadData& error) {
+    fmt::print(stderr, "fashion_mnist: {}\n", error.what());
+    return 2;
   } catch (const std::exception& error) {
     fmt::print(stderr, "fashion_mnist: {}\n", error.what());
     return 1;
