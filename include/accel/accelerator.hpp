@@ -35,8 +35,7 @@
 #include "detail/gradient_state.hpp"
 #include "launch.hpp"
 #include "options.hpp"
-#include "parallel/ddp.hpp"
-#include "parallel/local.hpp"
+#include "parallel/strategies.hpp"
 #include "policy.hpp"
 #include "precision/autocast.hpp"
 #include "prepared.hpp"
@@ -108,15 +107,15 @@ class Accelerator {
                   precision_policy::compute == policy::ComputeType::float8)
       detail::fail("{} training is not available in this version of accel; use Fp32 or Bf16",
                    precision_policy::name);
+    const runtime::GroupSettings group_settings = runtime::with_environment(
+        {options_.timeout, options_.rendezvous_timeout, options_.check_collectives});
     if (process_.world_size > 1) {
       if (device_.is_cuda())
         detail::fail("{} processes on {}: multi-process training on CUDA needs NCCL, which this "
                      "version of accel does not wire yet; run the ranks on CPU "
                      "(Options{{.device = torch::kCPU}}) or one process per job",
                      process_.world_size, device_.str());
-      const bool check =
-          options_.check_collectives || runtime::env_int("ACCEL_CHECK_COLLECTIVES", 0) != 0;
-      group_ = std::make_unique<runtime::ProcessGroup>(environment_, options_.timeout, check);
+      group_ = std::make_unique<runtime::ProcessGroup>(environment_, group_settings);
     }
     if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
     strategy_.attach(group_.get(), options_);
@@ -154,6 +153,7 @@ class Accelerator {
 
   // --- The training step -------------------------------------------------------------------------
   // Backpropagates loss scaled for accumulation (1/N, or 1/k in a last window of k < N batches).
+  // Several backward() calls on one batch share its micro-step (gradient_state.hpp).
   void backward(const torch::Tensor& loss) {
     gradients_.on_backward();
     const bool sync = gradients_.sync_gradients();
@@ -161,9 +161,30 @@ class Accelerator {
     if (gradients_.window_length() == 1)
       loss.backward();
     else
-      (loss * gradients_.loss_scale()).backward();
+      (loss * gradients_.accumulation_factor()).backward();
     strategy_.after_backward(sync);
     accumulating_ = !sync;
+  }
+
+  // RAII: one micro-step in a loop without a prepared loader, as Accelerate's accumulate():
+  // every backward() inside the scope belongs to it. Inside a prepared loader's loop the batch
+  // already is the micro-step, and the scope changes nothing.
+  class [[nodiscard]] MicroStep {
+   public:
+    explicit MicroStep(detail::GradientState* owned) : owned_(owned) {}
+    ~MicroStep() {
+      if (owned_ != nullptr) owned_->end_micro_step();
+    }
+    MicroStep(const MicroStep&) = delete;
+    MicroStep& operator=(const MicroStep&) = delete;
+
+   private:
+    detail::GradientState* owned_;
+  };
+  MicroStep accumulate() {
+    if (gradients_.in_micro_step()) return MicroStep(nullptr);
+    gradients_.begin_micro_step();
+    return MicroStep(&gradients_);
   }
 
   // True on the micro-step that ends an accumulation window (every step without accumulation).
@@ -361,17 +382,10 @@ class Accelerator {
     if (sync_gradients()) strategy_.optimizer_step(optimizer);
   }
 
-  // Zeroes gradients in place unless a window is still collecting them. In place rather than
-  // set to none: the next backward accumulates into the same storage instead of allocating
-  // (measured: 7% of a step on the mlp benchmark on CPU), and gradients that are views of
-  // communication buckets stay views.
+  // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
   template <class Optimizer>
   void optimizer_zero_grad(Optimizer& optimizer) {
-    if (accumulating_) return;
-    torch::NoGradGuard no_grad;
-    for (auto& group : optimizer.param_groups())
-      for (auto& p : group.params())
-        if (p.grad().defined()) p.mutable_grad().zero_();
+    if (!accumulating_) strategy_.zero_grad(optimizer);
   }
 
   // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
@@ -384,6 +398,10 @@ class Accelerator {
     end_of_data_ = index + 1 == count;
     real_in_final_round_ = real_in_final_round;
     return to_device(batch);
+  }
+  // A loader's epoch ran out: a backward() after it is no longer part of its last batch.
+  void on_epoch_end() {
+    if (torch::GradMode::is_enabled()) gradients_.end_micro_step();
   }
 
  private:
@@ -405,6 +423,7 @@ class Accelerator {
       static_assert(std::is_lvalue_reference_v<T>,
                     "accel: prepare() keeps a pointer to the optimizer; pass a named optimizer "
                     "that outlives the Accelerator, not a temporary");
+      strategy_.prepare_optimizer(object);
       return PreparedOptimizer<Accelerator, Object>(this, &object);
     } else if constexpr (detail::LrScheduler<Object>) {
       static_assert(std::is_lvalue_reference_v<T>,
@@ -430,7 +449,30 @@ class Accelerator {
   torch::Tensor gather_tensor(const torch::Tensor& tensor) {
     const torch::Tensor t = tensor.dim() == 0 ? tensor.reshape({1}) : tensor;
     if (!group_) return t;
-    const torch::Tensor rows = group_->allgather(torch::tensor({t.size(0)}));
+    // Rows, dtype and the shape past the first dimension (up to 6 dimensions in all), in the
+    // one small all-gather the rows need anyway: a mismatch fails here, naming each rank's,
+    // rather than inside Gloo.
+    std::vector<std::int64_t> layout(8, 0);
+    layout[0] = t.size(0);
+    layout[1] = static_cast<std::int64_t>(t.scalar_type());
+    layout[2] = t.dim();
+    for (std::int64_t d = 1; d < std::min<std::int64_t>(t.dim(), 6); ++d)
+      layout[static_cast<std::size_t>(2 + d)] = t.size(d);
+    const torch::Tensor layouts = group_->allgather(torch::tensor(layout)).view({-1, 8});
+    const torch::Tensor rest = layouts.narrow(1, 1, 7);
+    if (!torch::equal(rest, rest[0].expand_as(rest))) {
+      std::string each;
+      for (int r = 0; r < num_processes(); ++r) {
+        const std::int64_t* v = layouts[r].data_ptr<std::int64_t>();
+        each += fmt::format("\n  rank {}: {} tensor of shape [rows, {}]", r,
+                            c10::toString(static_cast<c10::ScalarType>(v[1])),
+                            fmt::join(v + 3, v + 2 + std::min<std::int64_t>(v[2], 6), ", "));
+      }
+      detail::fail("gather: the ranks passed tensors that differ in dtype or past the first "
+                   "dimension; only the first dimension may differ:{}",
+                   each);
+    }
+    const torch::Tensor rows = layouts.select(1, 0).contiguous();
     const std::int64_t longest = rows.max().item<std::int64_t>();
     if (rows.min().item<std::int64_t>() == longest) return group_->allgather(t);
     // Uneven first dimensions: pad to the longest, gather, then keep each rank's real rows.
@@ -466,7 +508,8 @@ class Accelerator {
     for (const auto& known : models_)
       if (known.get() == module.get()) return;
     module->to(device_);
-    strategy_.prepare_model(*module);
+    strategy_.prepare_model(*module, fmt::format("prepared model #{} ({})", models_.size() + 1,
+                                                 module->name()));
     models_.push_back(module);
   }
 

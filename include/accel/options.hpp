@@ -46,9 +46,14 @@ struct Options {
   // MALLOC_TRIM_THRESHOLD_ is set, and off the glibc heap (a preloaded jemalloc or tcmalloc).
   bool tune_cpu_heap = true;
 
-  // How long a collective or the rendezvous may wait for the other ranks before failing,
-  // instead of hanging (PyTorch's default, 30 minutes).
+  // How long a collective may wait for the other ranks before failing, instead of hanging
+  // (PyTorch's default, 30 minutes); the error names the collective. ACCEL_TIMEOUT=<seconds>
+  // replaces it. Must be positive.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  // How long the ranks may take to meet at the start (the store, then Gloo's connections) before
+  // failing; ACCEL_RENDEZVOUS_TIMEOUT=<seconds> replaces it. A MASTER_ADDR that does not resolve
+  // fails at once.
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
   // Before each collective the ranks compare what they are about to call and fail, naming
   // both calls, on a mismatch. Costs one small all-gather per collective; for tests and
   // debugging. ACCEL_CHECK_COLLECTIVES=1 turns it on too.

@@ -83,7 +83,10 @@ class PreparedLoader {
   using batch_type = typename Loader::batch_type;
 
   PreparedLoader(Accel* accelerator, Loader* loader, data::Shard shard)
-      : accelerator_(accelerator), loader_(loader), shard_(shard) {}
+      : accelerator_(accelerator), loader_(loader), shard_(shard) {
+    shard_.check(loader_->options().batch_size, loader_->num_samples(),
+                 loader_->options().drop_last);
+  }
 
   class iterator {
    public:
@@ -110,10 +113,14 @@ class PreparedLoader {
       arrive();
     }
     void arrive() {
-      if (step_ >= count_) return;
+      if (step_ >= count_) {
+        if (count_ > 0) owner_->accelerator_->on_epoch_end();
+        return;
+      }
       const Loader& loader = *owner_->loader_;
       const data::Shard& shard = owner_->shard_;
-      const batch_type global_batch = loader.batch(order_, shard.global_index(step_, global_));
+      const batch_type global_batch = loader.batch(order_, shard.global_index(step_, global_),
+                                                   shard.pads_last_batch());
       const bool last = step_ + 1 == count_;
       const std::int64_t real = last ? shard.final_round_real_samples(
                                            global_, loader.num_samples(), loader.options().batch_size)

@@ -4,6 +4,7 @@
 #include <accel/accelerator.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -301,13 +302,17 @@ void ddp_no_sync() {
 
 // 5 SGD steps of `acc` on this rank's rows beside 5 single-process steps on every rank's rows,
 // from the same initial weights; after_backward(net) sees the averaged gradients of each step.
-template <class Accel, class AfterBackward>
+// before_prepare(model) runs on both models first (to freeze parameters, for instance).
+template <class Accel, class AfterBackward, class BeforePrepare = void (*)(torch::nn::Sequential&)>
 std::pair<torch::nn::Sequential, torch::nn::Sequential> train_beside_single_process(
-    Accel& acc, AfterBackward&& after_backward) {
+    Accel& acc, AfterBackward&& after_backward,
+    BeforePrepare before_prepare = [](torch::nn::Sequential&) {}) {
   torch::manual_seed(4);
   auto net = regression_model();
   torch::manual_seed(4);
   auto reference = regression_model();
+  before_prepare(net);
+  before_prepare(reference);
   torch::optim::SGD sgd(net->parameters(), 0.1), reference_sgd(reference->parameters(), 0.1);
   auto [model, optimizer] = acc.prepare(net, sgd);
   const Regression data;
@@ -399,8 +404,9 @@ void ddp_unused(bool find_unused) {
   } catch (const accel::Error& error) {
     const std::string what = error.what();
     EXPECT(!find_unused);
-    EXPECT(what.find("parameter 'unused.weight' got no gradient") != std::string::npos ||
-           what.find("parameter 'unused.bias' got no gradient") != std::string::npos);
+    EXPECT(what.find("parameter 'unused.weight' of prepared model #1 (") != std::string::npos ||
+           what.find("parameter 'unused.bias' of prepared model #1 (") != std::string::npos);
+    EXPECT(what.find("TwoHeadsImpl) got no gradient") != std::string::npos);
     EXPECT(what.find("find_unused_parameters") != std::string::npos);
     fmt::print("rank {} caught: {}\n", acc.process_index(), what);
     return;
@@ -485,6 +491,202 @@ void stopped_rank(bool in_backward) {
   throw std::runtime_error("the barrier returned although a rank is stopped");
 }
 
+
+// --- Issue cases: frozen parameters, several backwards per batch, uneven split batches, late prepare
+
+// Fine-tuning with frozen parameters trains exactly like one process on the global batch:
+// a frozen parameter is in no bucket, so nothing of another parameter's gradient is touched.
+void ddp_frozen(bool find_unused, bool whole_first_layer) {
+  accel::Options options = test_options();
+  options.ddp.find_unused_parameters = find_unused;
+  Ddp acc(options);
+  const auto freeze = [&](torch::nn::Sequential& net) {
+    auto first = net[0]->as<torch::nn::Linear>();
+    first->bias.requires_grad_(false);
+    if (whole_first_layer) first->weight.requires_grad_(false);
+  };
+  auto [net, reference] = train_beside_single_process(acc, [](const auto&) {}, freeze);
+  for (std::size_t i = 0; i < net->parameters().size(); ++i)
+    EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+  // Unfreezing after prepare() is refused rather than trained wrongly.
+  net[0]->as<torch::nn::Linear>()->bias.requires_grad_(true);
+  auto model = acc.prepare(net);
+  const Regression data;
+  try {
+    acc.backward(torch::mse_loss(model(data.inputs), data.targets));
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    EXPECT(what.find("'0.bias'") != std::string::npos);
+    EXPECT(what.find("requires_grad") != std::string::npos);
+    return;
+  }
+  throw std::runtime_error("a parameter unfrozen after prepare() was accepted");
+}
+
+// A GAN: two models and two optimizers, two backward() per batch, GradAccum<2> over a prepared
+// loader. A micro-step is a batch: both optimizers step once per window, and the parameters
+// equal one process's on the global batch.
+struct GanSample {
+  torch::Tensor real, noise;
+};
+struct GanData {
+  torch::Tensor real, noise;
+  GanData() {
+    torch::manual_seed(21);
+    real = torch::randn({96, 5}) + 1.0;
+    noise = torch::randn({96, 2});
+  }
+  std::int64_t size() const { return real.size(0); }
+  GanSample get(std::int64_t i) const { return {real[i], noise[i]}; }
+};
+
+void gan_accumulation() {
+  using Accel = accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>;
+  Accel acc(test_options());
+  const int w = acc.num_processes();
+  const auto make = [](torch::nn::Linear& generator, torch::nn::Linear& discriminator) {
+    torch::manual_seed(8);
+    generator = torch::nn::Linear(2, 5);
+    discriminator = torch::nn::Linear(5, 1);
+  };
+  // One GAN step on a batch, the same code for the accelerated and the reference run.
+  const auto step = [](auto& g, auto& d, auto& g_opt, auto& d_opt, const GanSample& batch,
+                       auto&& backward) {
+    const auto ones = torch::ones({batch.real.size(0), 1});
+    const auto fake = g(batch.noise);
+    backward(torch::mse_loss(d(batch.real), ones) + torch::mse_loss(d(fake.detach()), 0 * ones));
+    d_opt.step();
+    d_opt.zero_grad();
+    backward(torch::mse_loss(d(fake), ones));
+    g_opt.step();
+    g_opt.zero_grad();
+  };
+
+  torch::nn::Linear g_net{nullptr}, d_net{nullptr};
+  make(g_net, d_net);
+  torch::optim::Adam g_adam(g_net->parameters(), 0.01), d_adam(d_net->parameters(), 0.01);
+  accel::DataLoader loader(GanData(), {.batch_size = 96 / (8 * w)});  // 8 batches per rank
+  auto [g, d, g_opt, d_opt, batches] = acc.prepare(g_net, d_net, g_adam, d_adam, loader);
+  EXPECT(batches.size() == 8);
+  for (const auto& batch : batches)
+    step(g, d, g_opt, d_opt, batch, [&](const torch::Tensor& loss) { acc.backward(loss); });
+  const auto adam_steps = [](torch::optim::Adam& adam) {
+    EXPECT(!adam.state().empty());
+    return static_cast<torch::optim::AdamParamState&>(*adam.state().begin()->second).step();
+  };
+  fmt::print("rank {}: generator steps {}, discriminator steps {}\n", acc.process_index(),
+             adam_steps(g_adam), adam_steps(d_adam));
+  EXPECT(adam_steps(g_adam) == 4 && adam_steps(d_adam) == 4);
+
+  // The reference: one process, batches of every rank's rows, windows of 2 by hand.
+  torch::nn::Linear g_ref{nullptr}, d_ref{nullptr};
+  make(g_ref, d_ref);
+  torch::optim::Adam g_ref_adam(g_ref->parameters(), 0.01), d_ref_adam(d_ref->parameters(), 0.01);
+  struct WindowEnd {
+    torch::optim::Adam& adam;
+    bool* at_end;
+    void step() { if (*at_end) adam.step(); }
+    void zero_grad() { if (*at_end) adam.zero_grad(); }
+  };
+  bool at_end = false;
+  WindowEnd g_window{g_ref_adam, &at_end}, d_window{d_ref_adam, &at_end};
+  accel::DataLoader global(GanData(), {.batch_size = 96 / 8});
+  int index = 0;
+  for (const auto& batch : global) {
+    at_end = ++index % 2 == 0;
+    step(g_ref, d_ref, g_window, d_window, batch,
+         [](const torch::Tensor& loss) { (loss / 2).backward(); });
+  }
+  for (auto* pair : {&g_net, &d_net}) {
+    auto& ref = pair == &g_net ? g_ref : d_ref;
+    for (std::size_t i = 0; i < (*pair)->parameters().size(); ++i)
+      EXPECT(torch::allclose((*pair)->parameters()[i], ref->parameters()[i], 1e-4, 1e-5));
+  }
+}
+
+// split_batches with a last batch smaller than the world size: as Accelerate does, the last
+// batch is completed with the epoch's first samples, so no rank gets an empty slice, and the
+// training equals one process stepping over the same global batches. Sample counts 1..9.
+void split_uneven() {
+  for (std::int64_t samples = 1; samples <= 9; ++samples) {
+    accel::Options options = test_options();
+    options.split_batches = true;
+    Ddp acc(options);
+    const int w = acc.num_processes();
+    const std::int64_t batch_size = 2 * w;
+    Regression data;
+    data.inputs = data.inputs.narrow(0, 0, samples);
+    data.targets = data.targets.narrow(0, 0, samples);
+    torch::manual_seed(4);
+    auto net = regression_model();
+    torch::manual_seed(4);
+    auto reference = regression_model();
+    torch::optim::SGD sgd(net->parameters(), 0.1), reference_sgd(reference->parameters(), 0.1);
+    accel::DataLoader loader(data, {.batch_size = batch_size});
+    auto [model, optimizer, batches] = acc.prepare(net, sgd, loader);
+    std::vector<torch::Tensor> seen;
+    for (const auto& batch : batches) {
+      EXPECT(batch.x.size(0) == 2);
+      const auto loss = torch::mse_loss(model(batch.x), batch.y);
+      EXPECT(std::isfinite(loss.item<double>()));
+      acc.backward(loss);
+      optimizer.step();
+      optimizer.zero_grad();
+      seen.push_back(acc.gather_for_metrics(batch.x));
+    }
+    EXPECT(torch::equal(torch::cat(seen), data.inputs));  // every sample once, in order
+    for (std::int64_t b = 0; b * batch_size < samples; ++b) {
+      const auto rows = torch::arange(b * batch_size, (b + 1) * batch_size) % samples;
+      torch::mse_loss(reference->forward(data.inputs.index({rows})), data.targets.index({rows}))
+          .backward();
+      reference_sgd.step();
+      reference_sgd.zero_grad();
+    }
+    for (std::size_t i = 0; i < net->parameters().size(); ++i)
+      EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+  }
+  // A batch size the ranks cannot split evenly is refused, naming both numbers.
+  accel::Options options = test_options();
+  options.split_batches = true;
+  Ddp acc(options);
+  accel::DataLoader loader(Regression(), {.batch_size = 2 * acc.num_processes() + 1});
+  try {
+    (void)acc.prepare(loader);
+  } catch (const accel::Error& error) {
+    EXPECT(std::string(error.what()).find(fmt::format("batch_size is {}",
+                                                      2 * acc.num_processes() + 1)) !=
+           std::string::npos);
+    return;
+  }
+  throw std::runtime_error("split_batches accepted a batch size the ranks cannot split evenly");
+}
+
+// An optimizer that stepped before prepare() holds per-rank state: prepare() makes it rank 0's
+// on every rank, so the ranks keep training the same model.
+void prepare_after_steps() {
+  Ddp acc(test_options());
+  torch::manual_seed(4);
+  auto net = regression_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  const Regression data;
+  const int r = acc.process_index();
+  for (int i = 0; i < 3; ++i) {  // plain steps on rank-dependent rows
+    torch::mse_loss(net->forward(data.inputs.narrow(0, 10 * r, 10)),
+                    data.targets.narrow(0, 10 * r, 10)).backward();
+    adam.step();
+    adam.zero_grad();
+  }
+  auto [model, optimizer] = acc.prepare(net, adam);
+  for (int i = 0; i < 3; ++i) {
+    acc.backward(torch::mse_loss(model(data.inputs.narrow(0, 10 * r, 10)),
+                                 data.targets.narrow(0, 10 * r, 10)));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (auto digest : digests) EXPECT(digest == digests.front());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -509,6 +711,13 @@ int main(int argc, char** argv) {
       {"ddp_find_unused", [] { ddp_unused(true); }},
       {"ddp_buffers", ddp_buffers},
       {"mismatch", mismatch},
+      {"ddp_frozen_bias", [] { ddp_frozen(false, false); }},
+      {"ddp_frozen_bias_find_unused", [] { ddp_frozen(true, false); }},
+      {"ddp_frozen_layer", [] { ddp_frozen(false, true); }},
+      {"ddp_frozen_layer_find_unused", [] { ddp_frozen(true, true); }},
+      {"gan_accumulation", gan_accumulation},
+      {"split_uneven", split_uneven},
+      {"prepare_after_steps", prepare_after_steps},
       {"stopped_rank", [] { stopped_rank(false); }},
       {"stopped_rank_in_backward", [] { stopped_rank(true); }},
   };

@@ -141,3 +141,58 @@ TEST_CASE("evaluation under NoGradGuard does not advance accumulation") {
   CHECK(accelerator.sync_gradients());
   CHECK(accelerator.gradient_state().position_in_window() == 4);
 }
+
+TEST_CASE("several backward() per batch share the batch's micro-step (a GAN)") {
+  // Two models, two optimizers, two losses per batch, GradAccum<2> over 8 batches: each
+  // optimizer steps once per window, 4 times.
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto generator = accel_test::seeded_mlp(1), discriminator = accel_test::seeded_mlp(2);
+  torch::optim::Adam g_adam(generator->parameters(), 0.01), d_adam(discriminator->parameters(), 0.01);
+  accel::DataLoader loader(Regression(16), {.batch_size = 2});
+  auto [g, d, g_opt, d_opt, batches] =
+      accelerator.prepare(generator, discriminator, g_adam, d_adam, loader);
+  for (const auto& batch : batches) {
+    accelerator.backward(torch::mse_loss(d(batch.x), batch.y));
+    d_opt.step();
+    d_opt.zero_grad();
+    accelerator.backward(torch::mse_loss(g(batch.x), batch.y));
+    g_opt.step();
+    g_opt.zero_grad();
+  }
+  const auto steps = [](torch::optim::Adam& adam) {
+    REQUIRE_FALSE(adam.state().empty());
+    return static_cast<torch::optim::AdamParamState&>(*adam.state().begin()->second).step();
+  };
+  CHECK(steps(g_adam) == 4);
+  CHECK(steps(d_adam) == 4);
+}
+
+TEST_CASE("accumulate() makes one micro-step of every backward inside it") {
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto net = accel_test::seeded_mlp();
+  const Regression data(4);
+  std::vector<bool> sync;
+  for (int i = 0; i < 4; ++i) {
+    auto step = accelerator.accumulate();
+    accelerator.backward(net->forward(data.inputs).sum());
+    accelerator.backward(net->forward(data.inputs).mean());
+    sync.push_back(accelerator.sync_gradients());
+  }
+  CHECK(sync == std::vector<bool>{false, true, false, true});
+  // After the scope, each backward is a micro-step again.
+  accelerator.backward(net->forward(data.inputs).sum());
+  accelerator.backward(net->forward(data.inputs).sum());
+  CHECK(accelerator.sync_gradients());
+  CHECK(accelerator.gradient_state().position_in_window() == 2);
+}
+
+TEST_CASE("a backward() after the loader's epoch is a micro-step of its own") {
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto net = accel_test::seeded_mlp();
+  accel::DataLoader loader(Regression(4), {.batch_size = 2});
+  auto batches = accelerator.prepare(loader);
+  for (const auto& batch : batches) accelerator.backward(net->forward(batch.x).sum());
+  CHECK(accelerator.sync_gradients());
+  accelerator.backward(net->forward(Regression(2).inputs).sum());
+  CHECK_FALSE(accelerator.sync_gradients());  // the first of a new window
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -66,7 +67,16 @@ TEST_CASE("collate rejects batches whose samples disagree, naming the counts") {
   samples[1] = rich_sample(2);
   samples[1].inner.extras.pop_back();
   CHECK_THROWS_WITH_AS(accel::data::collate(std::span<const Rich>(samples)),
-                       doctest::Contains("2 elements in the first sample and 1 in another"),
+                       doctest::Contains("field sample.<1>.<1> has 2 elements in the first "
+                                         "sample and 1 in another"),
+                       accel::Error);
+  // Tensors of different shapes: the field and both shapes, not torch's stack error.
+  samples[1] = rich_sample(2);
+  samples[1].inner.extras[1] = torch::zeros({6});
+  CHECK_THROWS_WITH_AS(accel::data::collate(std::span<const Rich>(samples)),
+                       doctest::Contains("field sample.<1>.<1>[1] is a Float tensor of shape [5] "
+                                         "in the batch's first sample and a Float tensor of "
+                                         "shape [6] in its sample 1"),
                        accel::Error);
 }
 
@@ -95,6 +105,18 @@ TEST_CASE("loader length, last batch and drop_last") {
   CHECK(sizes == std::vector<std::int64_t>{4, 4, 2});
   CHECK_THROWS_WITH_AS(accel::DataLoader(Numbers{3}, {.batch_size = 0}),
                        doctest::Contains("batch_size is 0"), accel::Error);
+}
+
+TEST_CASE("a batch size near INT64_MAX gives one batch; a negative dataset size is refused") {
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max() - 1;
+  accel::DataLoader loader(Numbers{3}, {.batch_size = huge});
+  CHECK(loader.size() == 1);
+  std::vector<std::int64_t> sizes;
+  for (const auto& batch : loader) sizes.push_back(batch.value.size(0));
+  CHECK(sizes == std::vector<std::int64_t>{3});
+  CHECK(accel::DataLoader(Numbers{3}, {.batch_size = huge, .drop_last = true}).size() == 0);
+  CHECK_THROWS_WITH_AS(accel::DataLoader(Numbers{-4}, {.batch_size = 2}),
+                       doctest::Contains("the dataset's size() is -4"), accel::Error);
 }
 
 TEST_CASE("shuffling is a seeded permutation that changes every epoch") {

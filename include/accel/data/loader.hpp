@@ -90,6 +90,9 @@ class DataLoader {
     if (options_.batch_size < 1)
       detail::fail("LoaderOptions::batch_size is {}; it must be at least 1",
                    options_.batch_size);
+    if (num_samples() < 0)
+      detail::fail("the dataset's size() is {}; a dataset holds zero or more samples",
+                   num_samples());
   }
 
   const D& dataset() const { return *dataset_; }
@@ -98,8 +101,9 @@ class DataLoader {
 
   // Batches per epoch.
   std::int64_t size() const {
+    // Not (n + b - 1) / b, which overflows for a batch size near INT64_MAX.
     const std::int64_t n = num_samples(), b = options_.batch_size;
-    return options_.drop_last ? n / b : (n + b - 1) / b;
+    return n / b + (!options_.drop_last && n % b != 0 ? 1 : 0);
   }
 
   // The epoch the next iteration runs; set it to resume or to replay an epoch.
@@ -113,14 +117,17 @@ class DataLoader {
     return data::epoch_order(num_samples(), options_.shuffle, options_.seed, epoch);
   }
 
-  // Batch `index` of an epoch whose order is `order`.
-  batch_type batch(std::span<const std::int64_t> order, std::int64_t index) const {
+  // Batch `index` of an epoch whose order is `order`; with pad_to_full, a short last batch is
+  // completed with the epoch's first samples (cycling, should the epoch be shorter still).
+  batch_type batch(std::span<const std::int64_t> order, std::int64_t index,
+                   bool pad_to_full = false) const {
+    const auto n = static_cast<std::int64_t>(order.size());
     const std::int64_t begin = index * options_.batch_size;
-    const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size,
-                                                    static_cast<std::int64_t>(order.size()));
+    const std::int64_t end =
+        pad_to_full ? begin + options_.batch_size : begin + std::min(options_.batch_size, n - begin);
     std::vector<sample_type> samples;
     samples.reserve(static_cast<std::size_t>(end - begin));
-    for (std::int64_t i = begin; i < end; ++i) samples.push_back(dataset_->get(order[i]));
+    for (std::int64_t i = begin; i < end; ++i) samples.push_back(dataset_->get(order[i % n]));
     return collate_(std::span<const sample_type>(samples));
   }
 

@@ -100,12 +100,21 @@ T to_device(const T& value, const torch::Device& device, bool non_blocking = fal
 }
 
 // One batch from a list of samples of the same type: tensors stacked along a new dimension 0,
-// containers collated position by position (their lengths must agree across samples).
+// containers collated position by position (their lengths must agree across samples). `path`
+// names the field in errors: `sample.<1>[0]` is element 0 of the sample's second field.
 template <class T>
-T collate(std::span<const T> samples) {
+T collate(std::span<const T> samples, const std::string& path = "sample") {
   if (samples.empty()) accel::detail::fail("collate needs at least one sample, got none");
   const T& first = samples.front();
   if constexpr (std::is_same_v<T, torch::Tensor>) {
+    for (std::size_t i = 1; i < samples.size(); ++i)
+      if (samples[i].sizes() != first.sizes() || samples[i].scalar_type() != first.scalar_type())
+        accel::detail::fail(
+            "collate: field {} is a {} tensor of shape [{}] in the batch's first sample and a {} "
+            "tensor of shape [{}] in its sample {}; make the samples agree (pad, resize or "
+            "cast them) or pass your own collate function to the DataLoader",
+            path, c10::toString(first.scalar_type()), fmt::join(first.sizes(), ", "),
+            c10::toString(samples[i].scalar_type()), fmt::join(samples[i].sizes(), ", "), i);
     return torch::stack(std::vector<torch::Tensor>(samples.begin(), samples.end()));
   } else if constexpr (detail::is_vector<T> || detail::is_array<T>) {
     T out = first;
@@ -115,12 +124,13 @@ T collate(std::span<const T> samples) {
       for (const T& sample : samples) {
         if (sample.size() != first.size())
           accel::detail::fail(
-              "collate: a std::vector field has {} elements in the first sample and {} in "
+              "collate: field {} has {} elements in the first sample and {} in "
               "another; pad the samples to one length or pass your own collate function",
-              first.size(), sample.size());
+              path, first.size(), sample.size());
         column.push_back(sample[i]);
       }
-      out[i] = collate(std::span<const typename decltype(column)::value_type>(column));
+      out[i] = collate(std::span<const typename decltype(column)::value_type>(column),
+                       fmt::format("{}[{}]", path, i));
     }
     return out;
   } else if constexpr (detail::is_optional<T>) {
@@ -129,13 +139,13 @@ T collate(std::span<const T> samples) {
     if (present == 0) return T();
     if (present != samples.size())
       accel::detail::fail(
-          "collate: a std::optional field is set in {} of {} samples; it must be set in all "
-          "samples of a batch or in none",
-          present, samples.size());
+          "collate: the std::optional field {} is set in {} of {} samples; it must be set in "
+          "all samples of a batch or in none",
+          path, present, samples.size());
     std::vector<typename T::value_type> column;
     column.reserve(samples.size());
     for (const T& sample : samples) column.push_back(*sample);
-    return T(collate(std::span<const typename T::value_type>(column)));
+    return T(collate(std::span<const typename T::value_type>(column), path));
   } else if constexpr (detail::is_tuple_like<T> || detail::is_user_aggregate<T>) {
     T out = first;
     auto collate_field = [&](auto& field, auto index) {
@@ -148,7 +158,8 @@ T collate(std::span<const T> samples) {
         else
           column.push_back(boost::pfr::get<decltype(index)::value>(sample));
       }
-      field = collate(std::span<const Field>(column));
+      field = collate(std::span<const Field>(column),
+                      fmt::format("{}.<{}>", path, decltype(index)::value));
     };
     if constexpr (detail::is_tuple_like<T>) {
       [&]<std::size_t... I>(std::index_sequence<I...>) {

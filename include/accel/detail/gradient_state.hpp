@@ -2,6 +2,11 @@
 // micro-batches, except the last window of an epoch, which is as long as the batches left:
 // its loss is scaled by 1/(its real length), so that the update it makes has the same size as a
 // full one (Accelerate divides by N there, which under-scales that update).
+//
+// A micro-step is a batch, not a backward(): it begins when a prepared loader yields a batch
+// (or at Accelerator::accumulate() in a loop without one) and lasts until the next one begins,
+// so several backward() calls on one batch (a GAN's two losses, several models) share it. In a
+// loop with neither, each backward() is a micro-step of its own.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +20,7 @@ class GradientState {
   explicit GradientState(int accumulation_steps) : steps_(accumulation_steps) {}
 
   // A micro-step begins: when a prepared loader yields a batch (it knows how many batches the
-  // epoch still holds, this one included), or at backward() in a loop without one.
+  // epoch still holds, this one included), or at accumulate().
   void begin_micro_step(std::optional<std::int64_t> batches_left = std::nullopt,
                         bool first_of_epoch = false) {
     if (first_of_epoch || position_ == window_) {
@@ -24,30 +29,35 @@ class GradientState {
       position_ = 0;
     }
     ++position_;
-    awaiting_backward_ = true;
+    open_ = true;
   }
+  // The loader's epoch ended, or the accumulate() scope closed: the next backward() outside a
+  // batch begins a micro-step of its own.
+  void end_micro_step() { open_ = false; }
 
-  // backward() consumes the micro-step begun for it; a second backward() in a loop without a
-  // prepared loader begins the next one.
+  bool in_micro_step() const { return open_; }
+
+  // Every backward() calls this first.
   void on_backward() {
-    if (!awaiting_backward_) begin_micro_step();
-    awaiting_backward_ = false;
+    if (open_) return;
+    begin_micro_step();
+    open_ = false;
   }
 
   // True on the micro-step that ends its window: gradients are synchronised and the optimizer
   // steps. Known as soon as the loader yields the batch.
   bool sync_gradients() const { return position_ == window_; }
-  // The loss of each micro-step is multiplied by this.
-  double loss_scale() const { return 1.0 / window_; }
+  // Each micro-step's loss is multiplied by this (1 / the window's length), so that a window's
+  // summed gradients are the mean over its batches.
+  double accumulation_factor() const { return 1.0 / window_; }
   int window_length() const { return window_; }
   int position_in_window() const { return position_; }
-  int accumulation_steps() const { return steps_; }
 
  private:
   int steps_;
-  int window_ = 0;    // length of the current window
-  int position_ = 0;  // micro-steps begun in it (1-based once begun)
-  bool awaiting_backward_ = false;
+  int window_ = 0;     // length of the current window
+  int position_ = 0;   // micro-steps begun in it (1-based once begun)
+  bool open_ = false;  // a batch (or accumulate() scope) is in hand: backward() joins it
 };
 
 }  // namespace accel::detail

@@ -2,7 +2,9 @@
 // accumulation window (no communication on the others). Parameters and buffers are broadcast
 // from rank 0 at prepare, so every rank starts from the same model.
 //
-// The gradients travel in buckets whose all-reduces overlap backward (parallel/reducer.hpp).
+// The gradients travel in buckets whose all-reduces overlap backward (detail/reducer.hpp). An
+// optimizer that already holds state at prepare() (it stepped, or a checkpoint was loaded into
+// it) gets rank 0's state on every rank, so the ranks keep training one model.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,14 +12,15 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../policy/parallelism.hpp"
-#include "../runtime/process_group.hpp"
 #include "../precision/autocast.hpp"
+#include "../runtime/process_group.hpp"
+#include "detail/reducer.hpp"
 #include "local.hpp"
-#include "reducer.hpp"
 
 namespace accel::parallel {
 
@@ -28,7 +31,7 @@ struct Strategy<Ddp> : LocalStrategy {
     options_ = options.ddp;
   }
 
-  void prepare_model(torch::nn::Module& module) {
+  void prepare_model(torch::nn::Module& module, const std::string& label) {
     if (group_ == nullptr) return;
     torch::NoGradGuard no_grad;
     broadcast_from_root(module.parameters());
@@ -39,8 +42,30 @@ struct Strategy<Ddp> : LocalStrategy {
       names.push_back(item.key());
       parameters.push_back(item.value());
     }
-    reducers_.push_back(std::make_unique<Reducer>(*group_, std::move(names),
-                                                  std::move(parameters), options_, wire_));
+    reducers_.push_back(std::make_unique<detail::Reducer>(
+        *group_, label, std::move(names), std::move(parameters), options_, wire_));
+  }
+
+  template <class Optimizer>
+  void prepare_optimizer(Optimizer& optimizer) {
+    if (group_ == nullptr) return;
+    torch::Tensor any_state = torch::tensor({optimizer.state().empty() ? 0 : 1}, torch::kInt);
+    group_->allreduce(any_state, runtime::ReduceOp::max);
+    if (any_state.item<int>() == 0) return;
+    std::string bytes;
+    if (group_->rank() == 0) {
+      torch::serialize::OutputArchive archive;
+      optimizer.save(archive);
+      std::ostringstream out;
+      archive.save_to(out);
+      bytes = out.str();
+    }
+    bytes = group_->broadcast_bytes(bytes, 0);
+    if (group_->rank() == 0) return;
+    torch::serialize::InputArchive archive;
+    std::istringstream in(bytes);
+    archive.load_from(in);
+    optimizer.load(archive);
   }
 
   void before_forward(torch::nn::Module& module) {
@@ -77,7 +102,7 @@ struct Strategy<Ddp> : LocalStrategy {
 
   runtime::ProcessGroup* group_ = nullptr;
   DdpOptions options_;
-  std::vector<std::unique_ptr<Reducer>> reducers_;
+  std::vector<std::unique_ptr<detail::Reducer>> reducers_;
 
  protected:
   std::optional<c10::ScalarType> wire_;  // set by DdpWith<C>
@@ -91,16 +116,12 @@ struct Strategy<DdpWith<Compression>> : Strategy<Ddp> {
   void attach(runtime::ProcessGroup* process_group, const Options& options) {
     // Refuse rather than quietly send fp32: the user asked for compression.
     if (process_group != nullptr && Compression::wire == policy::ComputeType::bfloat16 &&
-        !detail::gloo_has_bf16)
-      detail::fail("CompressBf16 needs bf16 all-reduce, which Gloo lacks on libtorch {}; use "
+        !accel::detail::gloo_has_bf16)
+      accel::detail::fail("CompressBf16 needs bf16 all-reduce, which Gloo lacks on libtorch {}; use "
                    "DdpWith<CompressFp16> or Ddp",
                    TORCH_VERSION);
     Strategy<Ddp>::attach(process_group, options);
   }
 };
-
-// FSDP's NO_SHARD is DDP.
-template <>
-struct Strategy<Fsdp<NoShard>> : Strategy<Ddp> {};
 
 }  // namespace accel::parallel

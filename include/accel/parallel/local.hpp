@@ -1,21 +1,24 @@
 // What every parallelism policy does on one process: nothing to communicate, so each
-// degenerates to plain local training (world size 1 is valid for every policy).
+// degenerates to plain local training (world size 1 is valid for every policy). Strategies
+// derive from LocalStrategy and replace the hooks they need.
 #pragma once
 
 #include <torch/torch.h>
 
-#include <vector>
+#include <string>
 
 #include "../detail/error.hpp"
 #include "../options.hpp"
-#include "../policy/concepts.hpp"
 #include "../runtime/process_group.hpp"
 #include "strategy.hpp"
 
 namespace accel::parallel {
 
 struct LocalStrategy {
-  void prepare_model(torch::nn::Module& /*module*/) {}
+  // label names the model in errors ("prepared model #2 (Discriminator)").
+  void prepare_model(torch::nn::Module& /*module*/, const std::string& /*label*/) {}
+  template <class Optimizer>
+  void prepare_optimizer(Optimizer& /*optimizer*/) {}
   void before_forward(torch::nn::Module& /*module*/) {}
   void before_backward(bool /*sync*/) {}
   void after_backward(bool /*sync*/) {}
@@ -23,18 +26,28 @@ struct LocalStrategy {
   void optimizer_step(Optimizer& optimizer) {
     optimizer.step();
   }
+  // In place rather than set to none: the next backward accumulates into the same storage
+  // instead of allocating (measured: 7% of a step on the mlp benchmark on CPU, see
+  // docs/benchmarks.md), and gradients that are views of communication buckets stay views.
+  template <class Optimizer>
+  void zero_grad(Optimizer& optimizer) {
+    torch::NoGradGuard no_grad;
+    for (auto& group : optimizer.param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) p.mutable_grad().zero_();
+  }
   // Combines this process's part of the gradient norm (the sum of |g|^p, or the max |g| for the
   // infinity norm) with the other ranks'; one process holds it all.
   torch::Tensor reduce_norm(torch::Tensor local, bool /*is_max*/) { return local; }
 };
 
-// Policies whose multi-process path is not built yet run on one process only, and say so
+// A policy whose multi-process path is not built yet runs on one process only, and says so
 // rather than train each rank on its own.
-template <ParallelismPolicy Par>
-struct Strategy<Par> : LocalStrategy {
+template <class Par>
+struct SingleProcessOnly : LocalStrategy {
   void attach(runtime::ProcessGroup* group, const Options& /*options*/) {
     if (group != nullptr)
-      detail::fail("{} across {} processes is not available in this version of accel; use Ddp "
+      accel::detail::fail("{} across {} processes is not available in this version of accel; use Ddp "
                    "(or Fsdp<NoShard>) for multi-process training, or run one process",
                    Par::name, group->size());
   }

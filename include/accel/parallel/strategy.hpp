@@ -8,7 +8,7 @@ namespace accel::parallel {
 
 template <class Par>
 struct Strategy {
-  static_assert(detail::dependent_false<Par>,
+  static_assert(accel::detail::dependent_false<Par>,
                 "accel: no parallel::Strategy specialization for this parallelism policy; "
                 "specialize accel::parallel::Strategy<YourPolicy> or use Ddp, Zero2, Zero3, "
                 "Fsdp<...>");

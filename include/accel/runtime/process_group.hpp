@@ -12,10 +12,15 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <gloo/common/logging.h>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -24,64 +29,172 @@
 #include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
 #include "direct_gloo.hpp"
+#include "process.hpp"
 #include "environment.hpp"
 
 namespace accel::runtime {
 
 enum class ReduceOp { sum, mean, max, min };
 
+inline std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::mean: return "mean";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    default: return "sum";
+  }
+}
+
+// How long the group may wait, and whether it checks collectives (accel::Options documents
+// each; the environment overrides them: with_environment).
+struct GroupSettings {
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
+  bool check_collectives = false;
+};
+
+// A duration in seconds from the environment (fractions allowed), or `fallback` when unset.
+inline std::chrono::milliseconds env_seconds(const char* name, std::chrono::milliseconds fallback) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return fallback;
+  char* end = nullptr;
+  const double seconds = std::strtod(raw, &end);
+  if (end == raw || *end != '\0' || !(seconds > 0) || seconds > 1e9)
+    detail::fail("{}='{}' is not a positive number of seconds; set it to, for example, 600, or "
+                 "unset it",
+                 name, raw);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+}
+
+// ACCEL_TIMEOUT and ACCEL_RENDEZVOUS_TIMEOUT (seconds) replace the timeouts, and
+// ACCEL_CHECK_COLLECTIVES=1 turns checking on; timeouts must be positive.
+inline GroupSettings with_environment(GroupSettings settings) {
+  settings.timeout = env_seconds("ACCEL_TIMEOUT", settings.timeout);
+  settings.rendezvous_timeout = env_seconds("ACCEL_RENDEZVOUS_TIMEOUT", settings.rendezvous_timeout);
+  settings.check_collectives = settings.check_collectives || env_int("ACCEL_CHECK_COLLECTIVES", 0) != 0;
+  if (settings.timeout.count() <= 0)
+    detail::fail("Options::timeout is {} ms; it must be positive (the default is 30 minutes; "
+                 "ACCEL_TIMEOUT=<seconds> sets it from the environment)",
+                 settings.timeout.count());
+  if (settings.rendezvous_timeout.count() <= 0)
+    detail::fail("Options::rendezvous_timeout is {} ms; it must be positive (the default is 5 "
+                 "minutes; ACCEL_RENDEZVOUS_TIMEOUT=<seconds> sets it from the environment)",
+                 settings.rendezvous_timeout.count());
+  return settings;
+}
+
+// The host name MASTER_ADDR must resolve, or the rendezvous would retry until its timeout.
+inline void require_resolvable(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int status = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (status != 0)
+    detail::fail("MASTER_ADDR={} (MASTER_PORT={}) does not resolve: {}; set MASTER_ADDR to rank "
+                 "0's host name or IP address",
+                 host, port, gai_strerror(status));
+  freeaddrinfo(found);
+}
+
+// Gloo reports some errors from its own threads (a message of the wrong size: ranks that passed
+// tensors of different dtypes or sizes to one collective), where nothing can catch them and the
+// process ends through std::terminate. Say what that means before the default handler aborts.
+inline void explain_gloo_aborts() {
+  static const std::terminate_handler previous = std::set_terminate([] {
+    try {
+      if (const auto error = std::current_exception()) std::rethrow_exception(error);
+    } catch (const gloo::EnforceNotMet& error) {
+      fmt::print(stderr,
+                 "accel: Gloo stopped this process: {}\naccel: the ranks most likely passed "
+                 "tensors of different dtypes or sizes to the same collective; every rank must "
+                 "pass the same; Options::check_collectives (ACCEL_CHECK_COLLECTIVES=1) names the "
+                 "mismatched calls\n",
+                 error.what());
+    } catch (...) {
+    }
+    if (previous != nullptr) previous();
+    std::abort();
+  });
+}
+
 class ProcessGroup {
  public:
-  ProcessGroup(const Environment& env, std::chrono::milliseconds timeout, bool check_collectives)
-      : rank_(env.process.rank), size_(env.process.world_size), check_(check_collectives),
-        timeout_(timeout) {
-    if (!env.store_dir.empty()) {
-      // A folder only this user can read (accel-launch makes it 0700): no socket is opened.
-      store_ = c10::make_intrusive<c10d::FileStore>(env.store_dir + "/store", size_);
-    } else {
-      c10d::TCPStoreOptions options;
-      options.port = static_cast<std::uint16_t>(env.master_port);
-      options.isServer = rank_ == 0;
-      options.numWorkers = static_cast<std::size_t>(size_);
-      options.timeout = timeout;
-      try {
-        store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-      } catch (const std::exception& error) {
-        detail::fail("rank {} could not reach the rendezvous at MASTER_ADDR={} MASTER_PORT={}: {}",
-                     rank_, env.master_addr, env.master_port, error.what());
-      }
-    }
-    store_->setTimeout(timeout);
+  ProcessGroup(const Environment& env, GroupSettings settings)
+      : rank_(env.process.rank), size_(env.process.world_size),
+        check_(settings.check_collectives), timeout_(settings.timeout),
+        errors_at_start_(detail::errors_raised()) {
+    const auto rendezvous = settings.rendezvous_timeout;
+    explain_gloo_aborts();
     // Each group of this process gets its own key space, so that a second group (a second
     // Accelerator) never reads the first one's rendezvous keys. Ranks create groups in the same
     // order, so the numbers agree across ranks.
     static int groups_created = 0;
-    store_ = c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", groups_created++),
+    const int group_number = groups_created++;
+    if (!env.store_dir.empty()) {
+      // A folder only this user can read (accel-launch makes it 0700): no socket is opened.
+      // One file per group: a FileStore deletes its file when the last of its users closes it,
+      // which could otherwise remove the next group's keys while a slower rank leaves this one.
+      store_ = c10::make_intrusive<c10d::FileStore>(
+          fmt::format("{}/store.{}", env.store_dir, group_number), size_);
+    } else {
+      require_resolvable(env.master_addr, env.master_port);
+      c10d::TCPStoreOptions options;
+      options.port = static_cast<std::uint16_t>(env.master_port);
+      options.isServer = rank_ == 0;
+      options.numWorkers = static_cast<std::size_t>(size_);
+      options.timeout = rendezvous;
+      try {
+        store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+      } catch (const std::exception& error) {
+        detail::fail("rank {} could not reach the rendezvous at MASTER_ADDR={} MASTER_PORT={} "
+                     "within the rendezvous timeout of {} s (Options::rendezvous_timeout, "
+                     "ACCEL_RENDEZVOUS_TIMEOUT): {}",
+                     rank_, env.master_addr, env.master_port, seconds(rendezvous), error.what());
+      }
+    }
+    // The rendezvous (the store's keys and Gloo's connections) waits for ranks still starting;
+    // the collectives after it wait for ranks still computing: two timeouts.
+    store_->setTimeout(rendezvous);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", group_number),
                                                     store_);
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
     // One node: keep Gloo's connections on loopback. Several: the interface of this host name.
     device_ = env.process.local_world_size == size_
                   ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                   : c10d::ProcessGroupGloo::createDefaultDevice();
     options->devices.push_back(device_);
-    backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
+    try {
+      backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
+    } catch (const std::exception& error) {
+      detail::fail("rank {} of {}: the ranks did not all meet within the rendezvous timeout of "
+                   "{} s (Options::rendezvous_timeout, ACCEL_RENDEZVOUS_TIMEOUT); is every rank "
+                   "started, with the same WORLD_SIZE? {}",
+                   rank_, size_, seconds(rendezvous), error.what());
+    }
+    store_->setTimeout(timeout_);
   }
 
   // Gloo fails a peer's pending receive when this side closes its connections, so a rank that
-  // finished first must not tear down while the others are still inside a collective: every
-  // rank leaves only once all ranks have reached here (through the store, not Gloo). Not while
-  // an exception unwinds: a failing rank must exit at once so that its launcher stops the rest.
+  // finished first waits, briefly, for the others to reach here too (through the store, not
+  // Gloo): long enough for the last collective's final bytes to arrive everywhere, short enough
+  // that peers stuck in a collective this rank never joins learn of it within seconds (closing
+  // the connections fails their collective at once). No wait at all when this rank is leaving
+  // because of an error: an exception unwinding, an accel: error raised, a failed collective.
   ~ProcessGroup() {
-    if (std::uncaught_exceptions() > 0) return;
+    const bool failing = std::uncaught_exceptions() > 0 || broken_ ||
+                         detail::errors_raised() != errors_at_start_;
     try {
-      store_->set(fmt::format("accel/finished/{}", rank_), std::vector<std::uint8_t>{1});
+      store_->set(finished_key(rank_), to_bytes(std::to_string(sequence_)));
+      if (failing) return;
       std::vector<std::string> keys;
-      for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("accel/finished/{}", r));
-      store_->wait(keys, std::chrono::minutes(1));
+      for (int r = 0; r < size_; ++r) keys.push_back(finished_key(r));
+      store_->wait(keys, std::min<std::chrono::milliseconds>(timeout_, teardown_wait));
     } catch (...) {
-      // A rank that died cannot be waited for; its launcher is bringing the group down.
+      // A peer that is gone or late cannot be waited for; its launcher is bringing it down.
     }
   }
+  static constexpr std::chrono::milliseconds teardown_wait = std::chrono::seconds(3);
 
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -89,21 +202,23 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::uint64_t collectives_issued() const { return sequence_; }
-  c10d::Store& store() { return *store_; }
 
   void barrier() {
-    check("barrier", torch::Tensor());
-    backend_->barrier()->wait();
+    await(backend_->barrier(), check("barrier", torch::Tensor()));
   }
 
   // In place; mean divides the sum by the world size (Gloo has no AVG).
   void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
-    check("allreduce", tensor);
+    if (op == ReduceOp::mean && !c10::isFloatingType(tensor.scalar_type()))
+      detail::fail("a mean over the ranks of a {} tensor would round toward zero; reduce a "
+                   "floating-point tensor (tensor.to(torch::kFloat)) or use ReduceOp::sum",
+                   c10::toString(tensor.scalar_type()));
+    const Call call = check("allreduce", tensor);
     on_wire(tensor, [&](torch::Tensor& wire) {
       std::vector<torch::Tensor> list{wire};
       c10d::AllreduceOptions options;
       options.reduceOp = to_c10d(op);
-      backend_->allreduce(list, options)->wait();
+      await(backend_->allreduce(list, options), call);
     });
     if (op == ReduceOp::mean) tensor.div_(size_);
   }
@@ -111,11 +226,13 @@ class ProcessGroup {
   // Starts a sum all-reduce of a contiguous tensor and returns its handle; wait() on it, then
   // read the tensor (or the wire copy returned alongside where the dtype needed one).
   struct Pending {
+    ProcessGroup* group = nullptr;
+    std::uint64_t sequence = 0;
     c10::intrusive_ptr<c10d::Work> work;
     torch::Tensor tensor;  // the tensor the result lands in
     torch::Tensor wire;    // its fp32 stand-in on a wire without the dtype, else undefined
     void wait() {
-      work->wait();
+      group->await(work, {"allreduce", sequence, wire.defined() ? wire : tensor});
       if (wire.defined()) tensor.copy_(wire);
     }
   };
@@ -129,8 +246,7 @@ class ProcessGroup {
       detail::fail("{} all-reduce is not available on this Gloo (libtorch {}); use an fp32 or "
                    "fp16 wire",
                    c10::toString(sent.scalar_type()), TORCH_VERSION);
-    check("allreduce", sent);
-    Pending pending{{}, tensor, wire};
+    Pending pending{this, check("allreduce", sent).sequence, {}, tensor, wire};
     std::vector<torch::Tensor> list{sent};
     pending.work = backend_->allreduce(list);
     return pending;
@@ -142,14 +258,11 @@ class ProcessGroup {
   class RegisteredAllreduce {
    public:
     void run() {
-      group_->check("allreduce", flat_);
+      const Call call = group_->check("allreduce", flat_);
       try {
         ring_->run();
       } catch (const std::exception& error) {
-        detail::fail("all-reduce of {} elements failed on rank {}: {} (a peer stopped, exited, "
-                     "or did not reach it within the timeout of {} s in Options::timeout)",
-                     flat_.numel(), group_->rank_, error.what(),
-                     std::chrono::duration<double>(group_->timeout_).count());
+        group_->failed(call, error);
       }
     }
 
@@ -177,33 +290,50 @@ class ProcessGroup {
   }
 
   void broadcast(torch::Tensor& tensor, int root = 0) {
-    check(fmt::format("broadcast(root={})", root), tensor);
-    on_wire(tensor, [&](torch::Tensor& wire) {
-      std::vector<torch::Tensor> list{wire};
-      c10d::BroadcastOptions options;
-      options.rootRank = root;
-      backend_->broadcast(list, options)->wait();
-    });
+    const Call call = check(fmt::format("broadcast(root={})", root), tensor);
+    // The root's dtype and shape travel with the data (no extra round trip): a rank that passed
+    // a tensor of the same byte size but another dtype or shape fails instead of reading garbage.
+    const torch::Tensor header = describe_layout(tensor);
+    const torch::Tensor data = tensor.contiguous();
+    torch::Tensor payload = torch::empty({header.numel() * 8 + data.numel() * data.element_size()},
+                                         torch::kUInt8);
+    std::memcpy(payload.data_ptr(), header.data_ptr(), static_cast<std::size_t>(header.numel() * 8));
+    if (rank_ == root)
+      std::memcpy(payload.data_ptr<std::uint8_t>() + header.numel() * 8, data.data_ptr(),
+                  static_cast<std::size_t>(data.numel() * data.element_size()));
+    std::vector<torch::Tensor> list{payload};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    await(backend_->broadcast(list, options), call);
+    if (rank_ == root) return;
+    const torch::Tensor received = payload.narrow(0, 0, header.numel() * 8).view(torch::kLong);
+    if (!torch::equal(received, header))
+      detail::fail("broadcast #{} from rank {}: the root sent {} and rank {} passed {}; every rank "
+                   "must pass a tensor of the root's dtype and shape",
+                   call.sequence, root, layout_text(received), rank_, layout_text(header));
+    torch::Tensor body = payload.narrow(0, header.numel() * 8, payload.numel() - header.numel() * 8);
+    if (tensor.numel() > 0)
+      tensor.view(-1).copy_(body.view(tensor.scalar_type()).view(-1));
   }
 
   // Every rank's tensor (all of one shape), concatenated along dimension 0 in rank order; a
   // 0-dim tensor counts as shape [1].
   torch::Tensor allgather(const torch::Tensor& tensor, bool native = true) {
-    check("allgather", tensor);
+    const Call call = check("allgather", tensor);
     const torch::Tensor input = tensor.dim() == 0 ? tensor.reshape({1}) : tensor.contiguous();
     std::vector<std::int64_t> shape = input.sizes().vec();
     shape[0] *= size_;
     if (native && detail::gloo_has_allgather_base && wire_native(input)) {
       torch::Tensor output = torch::empty(shape, input.options());
       torch::Tensor in = input;
-      backend_->_allgather_base(output, in)->wait();
+      await(backend_->_allgather_base(output, in), call);
       return output;
     }
     // Fallback: list all-gather, then one concatenation.
     std::vector<torch::Tensor> inputs{to_wire(input)};
     std::vector<std::vector<torch::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(torch::empty_like(inputs[0]));
-    backend_->allgather(outputs, inputs)->wait();
+    await(backend_->allgather(outputs, inputs), call);
     return torch::cat(outputs[0], 0).to(input.scalar_type());
   }
 
@@ -211,7 +341,7 @@ class ProcessGroup {
   // over ranks (or averaged with ReduceOp::mean).
   torch::Tensor reduce_scatter(const torch::Tensor& input, ReduceOp op = ReduceOp::sum,
                                bool native = true) {
-    check("reduce_scatter", input);
+    const Call call = check("reduce_scatter", input);
     if (input.numel() % size_ != 0)
       detail::fail("reduce_scatter: {} elements do not split into {} equal chunks; pad the input "
                    "to a multiple of the world size",
@@ -225,18 +355,29 @@ class ProcessGroup {
       result = torch::empty({chunk}, flat.options());
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
-      backend_->_reduce_scatter_base(result, flat, options)->wait();
+      await(backend_->_reduce_scatter_base(result, flat, options), call);
     } else {
       // alltoall: chunk j goes to rank j, so rank r receives every rank's chunk r; summing them
       // locally finishes the reduce-scatter. In fp32 where the wire lacks bf16.
       torch::Tensor wire = to_wire(flat);
       torch::Tensor received = torch::empty_like(wire);
       std::vector<std::int64_t> equal_split;
-      backend_->alltoall_base(received, wire, equal_split, equal_split)->wait();
+      await(backend_->alltoall_base(received, wire, equal_split, equal_split), call);
       result = received.view({size_, chunk}).sum(0).to(flat.scalar_type());
     }
     if (op == ReduceOp::mean) result.div_(size_);
     return result;
+  }
+
+  // Rank root's bytes on every rank (the others' argument is ignored).
+  std::string broadcast_bytes(const std::string& bytes, int root) {
+    torch::Tensor length = torch::tensor({static_cast<std::int64_t>(bytes.size())});
+    broadcast(length, root);
+    torch::Tensor buffer = torch::empty({length.item<std::int64_t>()}, torch::kUInt8);
+    if (rank_ == root) std::memcpy(buffer.data_ptr(), bytes.data(), bytes.size());
+    broadcast(buffer, root);
+    return std::string(static_cast<const char*>(buffer.data_ptr()),
+                       static_cast<std::size_t>(buffer.numel()));
   }
 
   // Raw bytes from every rank, in rank order; lengths may differ (for gather_object).
@@ -282,27 +423,44 @@ class ProcessGroup {
     tensor.copy_(wire);
   }
 
-  // With checking on: every rank publishes what it is about to call, the ranks compare hashes
-  // (one small all-gather that always matches), and on a mismatch every rank reads what each
-  // rank called and fails naming them.
-  void check(std::string_view operation, const torch::Tensor& tensor) {
-    if (checking_) return;  // the fingerprint's own all-gather
-    const std::uint64_t sequence = sequence_++;
-    if (!check_) return;
+  // One collective as the errors name it: "allreduce #12 (Float, shape 4x5)".
+  struct Call {
+    std::string operation;
+    std::uint64_t sequence = 0;
+    torch::Tensor tensor;
+  };
+  static std::string describe(const Call& call) {
+    if (!call.tensor.defined()) return fmt::format("{} #{}", call.operation, call.sequence);
+    return fmt::format("{} #{} ({}, shape {})", call.operation, call.sequence,
+                       c10::toString(call.tensor.scalar_type()),
+                       fmt::join(call.tensor.sizes(), "x"));
+  }
+
+  // Numbers this collective (every rank counts the same way) and, with checking on, compares it
+  // across ranks: every rank publishes what it is about to call, the ranks compare hashes (one
+  // small all-gather that always matches), and on a mismatch every rank reads what each rank
+  // called and fails naming them.
+  Call check(std::string operation, const torch::Tensor& tensor) {
+    Call call{std::move(operation), sequence_, tensor};
+    if (checking_) return call;  // the fingerprint's own all-gather
+    ++sequence_;
+    if (!check_) return call;
     const std::string description =
-        tensor.defined() ? fmt::format("{} #{} dtype={} shape={}", operation, sequence,
+        tensor.defined() ? fmt::format("{} #{} dtype={} shape={}", call.operation, call.sequence,
                                        c10::toString(tensor.scalar_type()),
                                        fmt::join(tensor.sizes(), "x"))
-                         : fmt::format("{} #{}", operation, sequence);
-    const auto key = [&](int rank) { return fmt::format("accel/check/{}/{}", sequence, rank); };
-    store_->set(key(rank_), std::vector<std::uint8_t>(description.begin(), description.end()));
+                         : fmt::format("{} #{}", call.operation, call.sequence);
+    const auto key = [&](int rank) {
+      return fmt::format("accel/check/{}/{}", call.sequence, rank);
+    };
+    store_->set(key(rank_), to_bytes(description));
     checking_ = true;
     const torch::Tensor mine =
         torch::tensor({static_cast<std::int64_t>(std::hash<std::string>{}(description))});
     const torch::Tensor all = allgather(mine, /*native=*/false);
     checking_ = false;
     const bool agree = torch::equal(all, mine.expand({size_}));
-    if (agree) return;
+    if (agree) return call;
     std::string calls;
     for (int r = 0; r < size_; ++r) {
       const auto bytes = store_->get(key(r));
@@ -314,11 +472,75 @@ class ProcessGroup {
                  rank_, calls);
   }
 
+  void await(const c10::intrusive_ptr<c10d::Work>& work, const Call& call) {
+    try {
+      work->wait();
+    } catch (const std::exception& error) {
+      failed(call, error);
+    }
+  }
+
+  // A collective failed (a timeout, a peer gone): the error names it, what the peers were doing
+  // as far as the store knows, and the timeout. The group is then broken: teardown skips its
+  // wait.
+  [[noreturn]] void failed(const Call& call, const std::exception& error) {
+    broken_ = true;
+    std::string peers;
+    try {
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || !store_->check({finished_key(r)})) continue;
+        const auto issued = store_->get(finished_key(r));
+        peers += fmt::format("; rank {} has left the group after issuing {} collectives", r,
+                             std::string(issued.begin(), issued.end()));
+      }
+    } catch (...) {
+      peers += "; the rendezvous store is unreachable (rank 0, which hosts it, may have exited)";
+    }
+    detail::fail("{} failed on rank {}: {}{}. A rank that stops, exits or skips this collective "
+                 "makes the others wait up to the timeout of {} s (Options::timeout, "
+                 "ACCEL_TIMEOUT); Options::check_collectives (ACCEL_CHECK_COLLECTIVES=1) names "
+                 "mismatched calls",
+                 describe(call), rank_, first_line(error.what()), peers, seconds(timeout_));
+  }
+
+  // dtype and shape as int64s: [dtype, ndim, d0..d7] (dimensions past the eighth folded into
+  // the eighth).
+  static torch::Tensor describe_layout(const torch::Tensor& t) {
+    std::vector<std::int64_t> layout(10, 1);
+    layout[0] = static_cast<std::int64_t>(t.scalar_type());
+    layout[1] = t.dim();
+    for (std::int64_t d = 0; d < t.dim(); ++d) layout[static_cast<std::size_t>(2 + std::min<std::int64_t>(d, 7))] *= t.size(d);
+    return torch::tensor(layout, torch::kLong);
+  }
+  static std::string layout_text(const torch::Tensor& layout) {
+    const auto dims = std::min<std::int64_t>(layout[1].item<std::int64_t>(), 8);
+    std::vector<std::int64_t> shape;
+    for (std::int64_t d = 0; d < dims; ++d) shape.push_back(layout[2 + d].item<std::int64_t>());
+    const auto dtype = layout[0].item<std::int64_t>();
+    const bool known = dtype >= 0 && dtype < static_cast<std::int64_t>(c10::ScalarType::NumOptions);
+    return fmt::format("a {} tensor of shape [{}]",
+                       known ? c10::toString(static_cast<c10::ScalarType>(dtype)) : "?",
+                       fmt::join(shape, ", "));
+  }
+
+  static std::string first_line(std::string_view text) {
+    return std::string(text.substr(0, text.find('\n')));
+  }
+  static std::string finished_key(int rank) { return fmt::format("accel/finished/{}", rank); }
+  static std::vector<std::uint8_t> to_bytes(const std::string& text) {
+    return std::vector<std::uint8_t>(text.begin(), text.end());
+  }
+  static double seconds(std::chrono::milliseconds duration) {
+    return std::chrono::duration<double>(duration).count();
+  }
+
   int rank_;
   int size_;
   bool check_;
   std::chrono::milliseconds timeout_;
+  std::uint64_t errors_at_start_;  // detail::errors_raised() when the group was made
   bool checking_ = false;
+  bool broken_ = false;  // a collective failed
   std::uint64_t sequence_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;

@@ -5,6 +5,13 @@
 // all-reduce starts as soon as its last gradient arrives, overlapping the rest of backward.
 // Buckets start in index order on every rank, so the ranks' collectives always match.
 //
+// Which backward a Reducer takes part in: one where at least one of its model's gradients
+// arrives. A model that a loss does not reach at all (the generator during a GAN's
+// discriminator backward, whose input was detached) is left alone; its gradients stay as they
+// are for the backward that does reach it. Parameters that do not require a gradient are in no
+// bucket; freezing or unfreezing one after prepare() is refused, since the buckets, and the
+// other ranks' collectives, were planned without it.
+//
 // Small buckets (DdpOptions::small_bucket_kb) skip c10d: their all-reduce runs after backward,
 // on this thread, over buffers registered with Gloo once (runtime/direct_gloo.hpp), where a
 // c10d round trip would cost more than the bucket's whole transfer.
@@ -19,21 +26,24 @@
 #include <string>
 #include <vector>
 
-#include "../detail/error.hpp"
-#include "../options.hpp"
-#include "../runtime/process_group.hpp"
+#include "../../detail/error.hpp"
+#include "../../options.hpp"
+#include "../../runtime/process_group.hpp"
+#include "bucket_assignment.hpp"
 
-namespace accel::parallel {
+namespace accel::parallel::detail {
 
 class Reducer {
  public:
+  // model: how errors name the model ("the model prepared first (Sequential)").
   // wire: the dtype gradients travel in when compressed (DdpWith<C>); empty for none.
-  Reducer(runtime::ProcessGroup& group, std::vector<std::string> names,
+  Reducer(runtime::ProcessGroup& group, std::string model, std::vector<std::string> names,
           std::vector<torch::Tensor> parameters, const DdpOptions& options,
           std::optional<c10::ScalarType> wire = std::nullopt)
-      : group_(group), names_(std::move(names)), parameters_(std::move(parameters)),
-        options_(options), wire_(wire), slot_(parameters_.size()),
-        arrived_(parameters_.size(), false) {
+      : group_(group), model_(std::move(model)), names_(std::move(names)),
+        parameters_(std::move(parameters)), options_(options), wire_(wire),
+        slot_(parameters_.size()), arrived_(parameters_.size(), false) {
+    for (const auto& p : parameters_) trainable_.push_back(p.requires_grad());
     build_buckets();
     install_hooks();
   }
@@ -43,25 +53,31 @@ class Reducer {
   // Before loss.backward(): on a micro-step that does not end its window the hooks do nothing,
   // so there is no communication at all.
   void prepare_for_backward(bool sync) {
+    check_still_trainable();
     sync_ = sync;
     if (!sync_) return;
-    std::fill(arrived_.begin(), arrived_.end(), false);
+    for (std::size_t i = 0; i < parameters_.size(); ++i) arrived_[i] = !trainable_[i];
     for (auto& bucket : buckets_) bucket.waiting = bucket.members.size();
     next_launch_ = 0;
+    arrivals_ = 0;
   }
 
-  // After loss.backward(): every bucket started, waited for, averaged and written back.
+  // After loss.backward(): every bucket started, waited for, averaged and written back; nothing
+  // when the loss did not reach this model.
   void finalize() {
     if (!sync_) return;
     sync_ = false;
+    if (arrivals_ == 0) return;
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
       if (arrived_[i]) continue;
       if (!options_.find_unused_parameters)
-        detail::fail(
-            "Ddp: parameter '{}' got no gradient in this backward on rank {}; every parameter "
-            "must take part in the loss, or set Options{{.ddp = {{.find_unused_parameters = "
+        accel::detail::fail(
+            "Ddp: parameter '{}' of {} got no gradient in this backward on rank {}, although "
+            "the loss reached other parameters of that model; every parameter that requires a "
+            "gradient must take part in the loss: freeze it before prepare() "
+            "(requires_grad_(false)), or set Options{{.ddp = {{.find_unused_parameters = "
             "true}}}} to treat it as a zero gradient",
-            names_[i], group_.rank());
+            names_[i], model_, group_.rank());
       Bucket& bucket = buckets_[slot_[i].bucket];
       bucket.flat.narrow(0, slot_[i].offset, parameters_[i].numel()).zero_();
       arrived_[i] = true;
@@ -93,8 +109,6 @@ class Reducer {
     }
   }
 
-  std::size_t bucket_count() const { return buckets_.size(); }
-
  private:
   struct Slot {
     std::size_t bucket = 0;
@@ -109,33 +123,16 @@ class Reducer {
     std::optional<runtime::ProcessGroup::RegisteredAllreduce> registered;
   };
 
-  // A bucket closes once it holds at least its cap, as PyTorch's buckets do: the first one then
-  // ends with the first large gradient backward produces, so a sizeable all-reduce starts while
-  // most of backward is still ahead (closing before the cap would leave that gradient for the
-  // last bucket, and little to overlap).
   void build_buckets() {
-    double cap = options_.first_bucket_mb;
-    std::int64_t bytes = 0;
-    bool open = false;
-    for (std::size_t k = parameters_.size(); k-- > 0;) {  // reverse registration order
-      const torch::Tensor& p = parameters_[k];
-      if (!p.requires_grad()) continue;
-      if (!open) {
-        buckets_.emplace_back();
-        bytes = 0;
-        open = true;
-      }
-      slot_[k] = {buckets_.size() - 1, bytes / p.element_size()};
-      buckets_.back().members.push_back(k);
-      bytes += p.numel() * p.element_size();
-      if (static_cast<double>(bytes) >= cap * 1048576.0) {
-        open = false;
-        cap = options_.bucket_mb;
-      }
-    }
-    for (auto& bucket : buckets_) {
+    const BucketCaps caps{options_.first_bucket_mb, options_.bucket_mb};
+    for (auto& members : assign_buckets(parameters_, caps)) {
+      Bucket& bucket = buckets_.emplace_back();
       std::int64_t numel = 0;
-      for (std::size_t i : bucket.members) numel += parameters_[i].numel();
+      for (std::size_t i : members) {
+        slot_[i] = {buckets_.size() - 1, numel};
+        numel += parameters_[i].numel();
+      }
+      bucket.members = std::move(members);
       bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
       const double bytes = static_cast<double>(numel * bucket.flat.element_size());
       if (!wire_ && bytes <= options_.small_bucket_kb * 1024.0 &&
@@ -146,10 +143,7 @@ class Reducer {
 
   void install_hooks() {
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      if (!parameters_[i].requires_grad()) {
-        arrived_[i] = true;
-        continue;
-      }
+      if (!trainable_[i]) continue;
       // The tensor holds its accumulator weakly: keep it, or the hook silently never fires.
       auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
       accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
@@ -170,7 +164,18 @@ class Reducer {
     if (!is_bucket_view(i))
       bucket.flat.narrow(0, slot_[i].offset, p.numel()).copy_(p.grad().reshape(-1));
     arrived_[i] = true;
+    ++arrivals_;
     if (--bucket.waiting == 0) launch_ready();
+  }
+
+  void check_still_trainable() const {
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+      if (parameters_[i].requires_grad() != trainable_[i])
+        accel::detail::fail(
+            "Ddp: parameter '{}' of {} was {} after prepare(); gradient buckets are planned "
+            "at prepare(), so set requires_grad before preparing the model (prepare it again "
+            "in a new Accelerator to change which parameters train)",
+            names_[i], model_, trainable_[i] ? "frozen" : "unfrozen");
   }
 
   // True when parameter i's gradient already lives in its bucket slot.
@@ -199,12 +204,15 @@ class Reducer {
   }
 
   runtime::ProcessGroup& group_;
+  std::string model_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_;
   DdpOptions options_;
   std::optional<c10::ScalarType> wire_;
   std::vector<Slot> slot_;
+  std::vector<bool> trainable_;  // requires_grad at prepare(): the parameters in buckets
   std::vector<bool> arrived_;
+  std::size_t arrivals_ = 0;  // gradients arrived in this backward
   std::vector<Bucket> buckets_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_launch_ = 0;
@@ -213,4 +221,4 @@ class Reducer {
   torch::Tensor inverse_tensor_ = torch::scalar_tensor(inverse_, torch::kDouble);
 };
 
-}  // namespace accel::parallel
+}  // namespace accel::parallel::detail
