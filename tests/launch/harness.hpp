@@ -128,15 +128,36 @@ struct Finished {
 
 using EnvironmentChanges = std::vector<std::pair<std::string, std::optional<std::string>>>;
 
+// Where the launcher's stdout goes: a file (read into Finished::out); a pipe whose read end the
+// test holds (Process::stdout_pipe()) and reads; or a pipe that is full before the launcher
+// starts and that nobody reads, so that the launcher's first write to it blocks for good.
+enum class Stdout { file, pipe, stuck_pipe };
+
+// Fills a pipe to the brim through its write end, which stays blocking afterwards.
+inline void fill_pipe(int write_end) {
+  const int flags = ::fcntl(write_end, F_GETFL);
+  REQUIRE(::fcntl(write_end, F_SETFL, flags | O_NONBLOCK) == 0);
+  const std::string block(4096, '#');
+  while (::write(write_end, block.data(), block.size()) > 0) {
+  }
+  const std::string byte(1, '#');  // the last partial page, if any
+  while (::write(write_end, byte.data(), 1) > 0) {
+  }
+  REQUIRE(::fcntl(write_end, F_SETFL, flags) == 0);
+}
+
 class Process {
  public:
   Process(const std::vector<std::string>& argv, const TestDir& dir,
-          const EnvironmentChanges& environment = {})
+          const EnvironmentChanges& environment = {}, Stdout stdout_to = Stdout::file)
       : out_(dir.file("launcher.out")), err_(dir.file("launcher.err")) {
     const std::string dir_path = dir.path();
     std::vector<char*> args;
     for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
+    int pipe_ends[2] = {-1, -1};
+    if (stdout_to != Stdout::file) REQUIRE(::pipe2(pipe_ends, O_CLOEXEC) == 0);
+    if (stdout_to == Stdout::stuck_pipe) fill_pipe(pipe_ends[1]);
     started_ = Clock::now();
     pid_ = ::fork();
     REQUIRE(pid_ >= 0);
@@ -158,7 +179,9 @@ class Process {
           ::unsetenv(name.c_str());
       }
       const int null = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int out = stdout_to != Stdout::file
+                          ? pipe_ends[1]
+                          : ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       const int err = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(null, 0);
       ::dup2(out, 1);
@@ -167,16 +190,23 @@ class Process {
       ::_exit(127);
     }
     ::setpgid(pid_, pid_);
+    if (stdout_to != Stdout::file) {
+      ::close(pipe_ends[1]);  // the launcher holds the only write end: EOF when it is gone
+      stdout_pipe_ = pipe_ends[0];
+    }
   }
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
   ~Process() {
+    if (stdout_pipe_ >= 0) ::close(stdout_pipe_);
     if (reaped_) return;
     ::kill(-pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
 
   [[nodiscard]] pid_t pid() const { return pid_; }
+  // The read end of the launcher's stdout with a pipe, else -1.
+  [[nodiscard]] int stdout_pipe() const { return stdout_pipe_; }
 
   // Waits at most `limit` (a hang guard, far above what any test expects).
   Finished wait(std::chrono::seconds limit = std::chrono::seconds(60)) {
@@ -210,6 +240,7 @@ class Process {
   std::string err_;
   Clock::time_point started_;
   pid_t pid_ = -1;
+  int stdout_pipe_ = -1;
   bool reaped_ = false;
 };
 

@@ -1,6 +1,7 @@
 // Options, command lines and the small pieces of the launcher, without starting processes.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 
 #include <accel/launch.hpp>
@@ -162,19 +163,41 @@ TEST_CASE("small pieces: signal names, seconds, a free port") {
   CHECK(port < 65536);
 }
 
+// A pipe the output threads wake the test through, as they wake the supervisor.
+struct Wake {
+  accel::launcher::Pipe pipe = accel::launcher::make_pipe();
+  Wake() {
+    accel::launcher::set_nonblocking(pipe.read_end);
+    accel::launcher::set_nonblocking(pipe.write_end);
+  }
+  // Until everything queued in `channel` is written (or dropped), at most a minute.
+  void until_idle(const accel::launcher::OutputChannel& channel) const {
+    for (int rounds = 0; !channel.idle() && rounds < 60; ++rounds) {
+      pollfd ready{pipe.read_end.get(), POLLIN, 0};
+      ::poll(&ready, 1, 1000);
+      char buffer[64];
+      while (::read(pipe.read_end.get(), buffer, sizeof buffer) > 0) {
+      }
+    }
+  }
+};
+
 TEST_CASE("rank prefix: whole lines only, and a last line without newline") {
   using accel::launcher::FileDescriptor;
   auto input = accel::launcher::make_pipe();
   auto output = accel::launcher::make_pipe();
   accel::launcher::set_nonblocking(input.read_end);
   accel::launcher::set_nonblocking(output.read_end);
-  accel::launcher::PrefixedStream stream(std::move(input.read_end), output.write_end.get(), 7);
+  const Wake wake;
+  accel::launcher::OutputChannel channel(output.write_end.get(), wake.pipe.write_end.get());
+  accel::launcher::PrefixedStream stream(std::move(input.read_end), channel, 7);
   const auto send = [&](const std::string& text) {
     CHECK(::write(input.write_end.get(), text.data(), text.size()) ==
           static_cast<ssize_t>(text.size()));
     stream.read_available();
   };
   const auto received = [&] {
+    wake.until_idle(channel);
     std::string text;
     char buffer[4096];
     for (ssize_t count; (count = ::read(output.read_end.get(), buffer, sizeof buffer)) > 0;)
@@ -189,4 +212,39 @@ TEST_CASE("rank prefix: whole lines only, and a last line without newline") {
   stream.read_available();  // end of file
   CHECK_FALSE(stream.open());
   CHECK(received() == "[rank 7] three\n");
+}
+
+TEST_CASE("output channel: a reader that never reads blocks only the channel's thread") {
+  auto output = accel::launcher::make_pipe();  // nobody reads output.read_end
+  const Wake wake;
+  std::size_t dropped = 0;
+  {
+    accel::launcher::OutputChannel channel(output.write_end.get(), wake.pipe.write_end.get());
+    const std::size_t total = 2 * accel::launcher::output_buffer_bytes;
+    for (std::size_t queued = 0; queued < total; queued += 4096)
+      channel.write(std::string(4096, 'x'));  // never blocks, whatever the reader does
+    // The pipe takes its capacity and the thread blocks with one slice: the rest is held.
+    CHECK_FALSE(channel.has_room());
+    CHECK_FALSE(channel.idle());
+    dropped = channel.give_up();
+    const auto capacity = static_cast<std::size_t>(::fcntl(output.read_end.get(), F_GETPIPE_SZ));
+    CHECK(dropped >= total - capacity - accel::launcher::output_write_bytes);
+    CHECK(channel.idle());
+    CHECK(channel.has_room());
+    channel.write("after giving up");
+    CHECK(channel.give_up() == dropped + 15);
+  }  // does not wait for the thread, which stays blocked in write() until the pipe goes
+}
+
+TEST_CASE("output channel: a closed destination drops the output, never blocks a writer") {
+  auto output = accel::launcher::make_pipe();
+  output.read_end.reset();  // EPIPE from now on; the thread takes no SIGPIPE
+  const Wake wake;
+  accel::launcher::OutputChannel channel(output.write_end.get(), wake.pipe.write_end.get());
+  channel.write("lost\n");
+  wake.until_idle(channel);
+  CHECK(channel.idle());
+  CHECK(channel.has_room());
+  channel.write("also lost\n");
+  CHECK(channel.give_up() == 15);
 }

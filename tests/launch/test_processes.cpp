@@ -1,6 +1,7 @@
 // The launcher with real processes: accel-launch, and the test worker launching itself through
 // accel::launch(). Every check on time uses generous bounds: the machine may be busy.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@ using launch_test::contains;
 using launch_test::EnvironmentChanges;
 using launch_test::Finished;
 using launch_test::Process;
+using launch_test::Stdout;
 using launch_test::TestDir;
 
 const std::string worker = ACCEL_TEST_WORKER;
@@ -71,6 +73,12 @@ std::string pid_of(const TestDir& dir, int rank) {
 // Milliseconds from the failing rank's last moment to the launcher's exit.
 double ms_since_failure(const TestDir& dir, const Finished& finished) {
   return static_cast<double>(finished.ended_ns - std::atoll(dir.read("failed-at").c_str())) / 1e6;
+}
+
+void create_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  ::close(fd);
 }
 
 }  // namespace
@@ -298,6 +306,68 @@ TEST_CASE("rank prefix: every line of every worker, stdout and stderr, off by de
   CHECK(unprefixed.status == 0);
   CHECK(contains(unprefixed.out, "hello from rank 1\n"));
   CHECK_FALSE(contains(unprefixed.out, "[rank"));
+}
+
+TEST_CASE("rank prefix with a stdout nobody reads: a failure or a signal still ends the launch") {
+  // The launcher's stdout is a pipe that is full from the start and that this test never reads.
+  // Rank 0 prints without end; once it has printed more than its pipe holds (so the launcher
+  // holds output it cannot write), rank 1 fails or the launcher gets SIGTERM: supervision must
+  // go on although no output can be written.
+  for (const bool signal : {false, true}) {
+    CAPTURE(signal);
+    TestDir dir;
+    Process process({launcher, "--rank-prefix", "--nproc", "2", "--", worker, "--dir", dir.path(),
+                     "--flood-rank", "0", "--fail-rank", "1", "--exit-code", "3", "--fail-on-file",
+                     signal ? "never" : "go"},
+                    dir, fresh(), Stdout::stuck_pipe);
+    REQUIRE(launch_test::wait_for_files(dir.files("ready.", 2), std::chrono::seconds(30)));
+    REQUIRE(launch_test::wait_for_files({dir.file("flooded.0")}, std::chrono::seconds(30)));
+    const auto stuck = launch_test::monotonic_ns();
+    if (signal)
+      ::kill(process.pid(), SIGTERM);
+    else
+      create_file(dir.file("go"));
+    const Finished finished = process.wait(std::chrono::seconds(30));
+    INFO("stderr: " << finished.err);
+    CHECK(finished.status == (signal ? 128 + SIGTERM : 3));
+    // The launcher gives up on output that nobody takes for 2 s; a hang is what this catches.
+    CHECK((finished.ended_ns - stuck) / 1e9 < 10);
+    if (signal) {
+      CHECK(contains(finished.err, "accel-launch: received SIGTERM and forwarded it"));
+    } else {
+      CHECK(contains(finished.err, "accel-launch: rank 1 (pid " + pid_of(dir, 1) +
+                                       ") failed first: exit code 3 (root cause)\n"));
+      CHECK(contains(finished.err, "accel-launch: rank 0 (pid " + pid_of(dir, 0) +
+                                       "): terminated by the launcher with SIGTERM\n"));
+    }
+    CHECK(contains(finished.err, "bytes of the workers' output: stdout took nothing for 2 s"));
+    check_nothing_left(dir, 2, false);
+    MESSAGE((signal ? "SIGTERM" : "failure") << " with a stuck stdout to launcher exit: "
+                                             << (finished.ended_ns - stuck) / 1e6 << " ms");
+  }
+}
+
+TEST_CASE("rank prefix through a pipe read in small pieces: nothing lost, the launch waits") {
+  TestDir dir;
+  Process process(
+      {launcher, "--rank-prefix", "--nproc", "2", "--", worker, "--print-lines", "30000"}, dir,
+      fresh(), Stdout::pipe);
+  std::string out;
+  char buffer[512];  // slower than the workers write: the launcher's buffer fills up
+  for (ssize_t count; (count = ::read(process.stdout_pipe(), buffer, sizeof buffer)) != 0;)
+    if (count > 0) out.append(buffer, static_cast<std::size_t>(count));
+  const Finished finished = process.wait();
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 0);
+  CHECK(finished.err.empty());
+  CHECK(out.size() == 2 * 30000 * (9 + 100));
+  for (const std::string rank : {"0", "1"}) {
+    const std::string start = "[rank " + rank + "] rank " + rank + " line ";
+    int next = 0;
+    for (std::size_t at = out.find(start); at != std::string::npos; at = out.find(start, at + 1))
+      if (std::atoi(out.c_str() + at + start.size()) == next) ++next;
+    CHECK(next == 30000);
+  }
 }
 
 TEST_CASE("several nodes: global ranks from --node-rank, the given port, no store folder") {

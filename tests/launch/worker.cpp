@@ -9,6 +9,10 @@
 //   --print TEXT          print "TEXT from rank R" on stdout, a line and a partial line on stderr
 //   --print-lines N       print N numbered lines of 100 bytes (newline included) on stdout
 //   --fail-rank R         rank R exits with --exit-code once every rank is ready
+//   --fail-on-file NAME   ... and once D/NAME exists (the test says when)
+//   --flood-rank R        rank R, once ready, prints 100-byte lines on stdout until killed;
+//                         past 70 KiB (more than its pipe, 64 KiB, and stdio's buffer hold, so
+//                         the launcher has read some) it writes flooded.R
 //   --kill-rank R         rank R sends itself SIGKILL once every rank is ready
 //   --stop-rank R         rank R stops itself (SIGSTOP) once it is ready
 //   --sleep S             every other rank sleeps S seconds, then exits with 0
@@ -37,6 +41,8 @@ struct Behaviour {
   std::string print;
   int print_lines = 0;
   int fail_rank = -1;
+  std::string fail_on_file;
+  int flood_rank = -1;
   int kill_rank = -1;
   int stop_rank = -1;
   int exit_code = 0;
@@ -74,6 +80,22 @@ void sleep_seconds(double seconds) {
   }
 }
 
+// Waits until every rank has written its ready file (at most a minute).
+void wait_for_every_rank(const Behaviour& b, int world_size) {
+  for (int r = 0; r < world_size; ++r)
+    for (int tries = 0; !exists(b.dir + "/ready." + std::to_string(r)) && tries < 6000; ++tries)
+      sleep_seconds(0.01);
+}
+
+[[noreturn]] void flood(const Behaviour& b, const std::string& rank) {
+  const std::string tail(78, 'x');  // 100 bytes a line for a one-digit rank
+  const long marker_line = 70 * 1024 / 100;
+  for (long line = 0;; ++line) {
+    std::printf("rank %s flood %07ld %s\n", rank.c_str(), line % 10'000'000, tail.c_str());
+    if (line == marker_line) write_file(b.dir + "/flooded." + rank, "1\n");
+  }
+}
+
 void start_grandchild(const Behaviour& b, const std::string& rank) {
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -104,6 +126,10 @@ int worker_main(int argc, char** argv) {
       b.print_lines = std::stoi(value());
     else if (arg == "--fail-rank")
       b.fail_rank = std::stoi(value());
+    else if (arg == "--fail-on-file")
+      b.fail_on_file = value();
+    else if (arg == "--flood-rank")
+      b.flood_rank = std::stoi(value());
     else if (arg == "--kill-rank")
       b.kill_rank = std::stoi(value());
     else if (arg == "--stop-rank")
@@ -154,13 +180,15 @@ int worker_main(int argc, char** argv) {
   if (!b.dir.empty()) write_file(b.dir + "/ready." + rank, "1\n");
 
   if (std::to_string(b.stop_rank) == rank) ::raise(SIGSTOP);
+  if (std::to_string(b.flood_rank) == rank) flood(b, rank);
   const bool fails = std::to_string(b.fail_rank) == rank;
   const bool killed = std::to_string(b.kill_rank) == rank;
   if (fails || killed) {
     // Everyone has started (and started its grandchild) before this rank fails.
-    for (int r = 0; r < world_size; ++r)
-      for (int tries = 0; !exists(b.dir + "/ready." + std::to_string(r)) && tries < 6000; ++tries)
-        sleep_seconds(0.01);
+    wait_for_every_rank(b, world_size);
+    for (int tries = 0;
+         !b.fail_on_file.empty() && !exists(b.dir + "/" + b.fail_on_file) && tries < 6000; ++tries)
+      sleep_seconds(0.01);
     write_file(b.dir + "/failed-at", std::to_string(monotonic_ns()) + "\n");
     if (killed) ::kill(::getpid(), SIGKILL);
     return b.exit_code;

@@ -3,51 +3,39 @@
 // mid-line, which they can when workers share a terminal.
 #pragma once
 
-#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "file_descriptor.hpp"
+#include "output.hpp"
 
 namespace accel::launcher {
 
-// Writes everything or gives up quietly: a closed or broken stdout must not stop supervision.
-inline void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const auto written = ::write(fd, data.data(), data.size());
-    if (written > 0) {
-      data.remove_prefix(static_cast<std::size_t>(written));
-    } else if (written < 0 && errno == EINTR) {
-      continue;
-    } else if (written < 0 && errno == EAGAIN) {
-      pollfd ready{fd, POLLOUT, 0};
-      ::poll(&ready, 1, 1000);
-    } else {
-      return;
-    }
-  }
-}
-
 class PrefixedStream {
  public:
-  PrefixedStream(FileDescriptor source, int destination, int rank)
+  PrefixedStream(FileDescriptor source, OutputChannel& destination, int rank)
       : source_(std::move(source)),
-        destination_(destination),
+        destination_(&destination),
         prefix_("[rank " + std::to_string(rank) + "] ") {}
 
   [[nodiscard]] int fd() const noexcept { return source_.get(); }
   [[nodiscard]] bool open() const noexcept { return static_cast<bool>(source_); }
 
-  // Reads what is there (the pipe is non-blocking) and writes out the complete lines. At end of
-  // file, a last line without a newline is written with one, and the pipe is closed.
-  void read_available() {
+  // Is what it reads taken now? When its destination's buffer is full the supervisor leaves the
+  // pipe alone, and the worker waits in write() until there is room (back-pressure).
+  [[nodiscard]] bool wanted() const { return destination_->has_room(); }
+
+  // Reads what is there (the pipe is non-blocking) and queues the complete lines. At end of
+  // file, a last line without a newline is queued with one, and the pipe is closed. With
+  // `to_end` (every writer is gone, so the pipe holds at most its capacity) it reads past the
+  // destination's bound.
+  void read_available(bool to_end = false) {
     char buffer[65536];
     // A bounded number of reads, so that one chatty worker cannot starve the others.
-    for (int reads = 0; reads < 16; ++reads) {
+    for (int reads = 0; reads < 16 && (to_end || wanted()); ++reads) {
       const auto count = ::read(source_.get(), buffer, sizeof buffer);
       if (count > 0) {
         pending_.append(buffer, static_cast<std::size_t>(count));
@@ -94,11 +82,11 @@ class PrefixedStream {
       start = next;
     }
     pending_.erase(0, start);
-    write_all(destination_, out);
+    destination_->write(std::move(out));
   }
 
   FileDescriptor source_;
-  int destination_;
+  OutputChannel* destination_;
   std::string prefix_;
   std::string pending_;
 };

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include "file_descriptor.hpp"
 #include "free_port.hpp"
 #include "options.hpp"
+#include "output.hpp"
 #include "private_directory.hpp"
 #include "rank_prefix.hpp"
 #include "signal_names.hpp"
@@ -95,7 +98,9 @@ class Supervisor {
     }
     for (PrefixedStream& stream : streams_)
       if (stream.open()) drain(stream);
+    flush_output(signals, "the workers' output");
     report();
+    flush_output(signals, "the launcher's summary");
     return exit_status();
   }
 
@@ -131,15 +136,15 @@ class Supervisor {
         const pid_t pid = spawn_worker(process, signals);
         workers_.push_back({rank, pid});
       } catch (const LaunchError& error) {
-        write_all(STDERR_FILENO, std::string(error.what()) + "\n");
+        output_.err().write(std::string(error.what()) + "\n");
         cause_ = Cause::start_failed;
         failed_start_rank_ = rank;
         begin_stopping(SIGTERM);
         return;
       }
       if (out) {
-        streams_.emplace_back(std::move(out->read_end), STDOUT_FILENO, rank);
-        streams_.emplace_back(std::move(err->read_end), STDERR_FILENO, rank);
+        streams_.emplace_back(std::move(out->read_end), output_.out(), rank);
+        streams_.emplace_back(std::move(err->read_end), output_.err(), rank);
       }
     }
   }
@@ -243,11 +248,13 @@ class Supervisor {
     return false;
   }
 
+  // Waits for a signal, a worker's output, or room in a full output buffer. A pipe whose
+  // destination is full is left alone (back-pressure); everything else is watched regardless.
   void wait_for_events(const SignalWatch& signals) {
-    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}, {output_.wake_fd(), POLLIN, 0}};
     std::vector<PrefixedStream*> polled;
     for (PrefixedStream& stream : streams_) {
-      if (!stream.open()) continue;
+      if (!stream.open() || !stream.wanted()) continue;
       fds.push_back({stream.fd(), POLLIN, 0});
       polled.push_back(&stream);
     }
@@ -259,18 +266,61 @@ class Supervisor {
       timeout_ms = 100;  // a safety net; every exit also wakes us through SIGCHLD
     }
     if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
-    for (std::size_t i = 1; i < fds.size(); ++i)
-      if (fds[i].revents != 0) polled[i - 1]->read_available();
+    if (fds[1].revents != 0) output_.clear_wakes();
+    for (std::size_t i = 2; i < fds.size(); ++i)
+      if (fds[i].revents != 0) polled[i - 2]->read_available();
   }
 
-  // After the last process is gone nobody holds a write end any more: read to the end.
+  // After the last process is gone nobody holds a write end any more: read to the end, past
+  // the output bound (a pipe holds no more than its capacity).
   static void drain(PrefixedStream& stream) {
     for (int rounds = 0; stream.open() && rounds < 1000; ++rounds) {
       pollfd ready{stream.fd(), POLLIN, 0};
       if (::poll(&ready, 1, 100) <= 0) break;
-      stream.read_available();
+      stream.read_available(true);
     }
     if (stream.open()) stream.finish();
+  }
+
+  // Every process is gone; the output threads write what is left. After a success the launcher
+  // waits for as long as that takes, like a worker writing to the same reader would. After a
+  // failure or a signal the group is down and only output holds the launcher: a destination that
+  // takes nothing for stuck_output_limit (a pipe nobody reads) is given up, and so is all of it
+  // when a signal comes. What is given up is dropped, as a killed worker's unwritten output is.
+  void flush_output(SignalWatch& signals, const std::string& what) {
+    bool bounded = cause_ != Cause::none;
+    for (;;) {
+      const auto now = Clock::now();
+      std::chrono::milliseconds wait = stuck_output_limit;
+      bool pending = false;
+      for (const int destination : {STDOUT_FILENO, STDERR_FILENO}) {
+        OutputChannel& channel = output_.channel(destination);
+        if (channel.idle()) continue;
+        const auto stalled = channel.stalled(now);
+        if (!bounded || stalled < stuck_output_limit) {
+          pending = true;
+          wait = std::min(
+              wait, std::chrono::ceil<std::chrono::milliseconds>(stuck_output_limit - stalled));
+          continue;
+        }
+        const std::size_t dropped = channel.give_up();
+        output_.err().write(
+            std::string(summary_prefix) + "dropped " + std::to_string(dropped) + " bytes of " +
+            what + ": " + (destination == STDOUT_FILENO ? "stdout" : "stderr") +
+            " took nothing for " + format_seconds(std::chrono::milliseconds(stuck_output_limit)) +
+            " s (is anyone reading it?)\n");
+      }
+      if (!pending) return;
+      std::array<pollfd, 2> fds{{{signals.fd(), POLLIN, 0}, {output_.wake_fd(), POLLIN, 0}}};
+      ::poll(fds.data(), fds.size(), bounded ? static_cast<int>(wait.count()) + 1 : -1);
+      output_.clear_wakes();
+      for (const int signal : signals.drain())
+        if (signal != SIGCHLD) {
+          bounded = true;
+          output_.out().give_up();
+          output_.err().give_up();
+        }
+    }
   }
 
   [[nodiscard]] std::string describe(const Worker& worker) const {
@@ -298,7 +348,7 @@ class Supervisor {
     return "rank " + std::to_string(worker.rank) + " (pid " + std::to_string(worker.pid) + ")";
   }
 
-  void report() const {
+  void report() {
     std::string text;
     const auto line = [&](const std::string& content) {
       text += summary_prefix;
@@ -328,7 +378,7 @@ class Supervisor {
            (leftovers_.size() == 1 ? "" : "es") +
            " that the workers had left running (nothing outlives a launch)");
     if (cause_ != Cause::none) line("exiting with status " + std::to_string(exit_status()));
-    write_all(STDERR_FILENO, text);
+    output_.err().write(std::move(text));
   }
 
   [[nodiscard]] int exit_status() const {
@@ -347,6 +397,7 @@ class Supervisor {
 
   const LaunchOptions& options_;
   Rendezvous rendezvous_;
+  LauncherOutput output_;
   const pid_t own_pid_ = ::getpid();
   const pid_t own_group_ = ::getpgrp();
   std::vector<Worker> workers_;
