@@ -75,6 +75,17 @@ double ms_since_failure(const TestDir& dir, const Finished& finished) {
   return static_cast<double>(finished.ended_ns - std::atoll(dir.read("failed-at").c_str())) / 1e6;
 }
 
+// Waits (at most `limit`, generously) until `ready()` holds; false if it never did.
+template <class Predicate>
+bool wait_until(Predicate ready, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    launch_test::sleep_ms(2);
+  }
+  return true;
+}
+
 void create_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   REQUIRE(fd >= 0);
@@ -367,6 +378,45 @@ TEST_CASE("rank prefix through a pipe read in small pieces: nothing lost, the la
     for (std::size_t at = out.find(start); at != std::string::npos; at = out.find(start, at + 1))
       if (std::atoi(out.c_str() + at + start.size()) == next) ++next;
     CHECK(next == 30000);
+  }
+}
+
+TEST_CASE("rank 0 fails because rank 1 did: rank 1 is the root cause, every time") {
+  // Rank 0 exits with 1 as soon as rank 1's process has ended, as a peer does whose connection
+  // broke. Held: the launcher is stopped (SIGSTOP) while both exit, so that it finds both exits
+  // at once, in whatever order waitpid() gives them, as a busy launcher would.
+  for (const bool held : {false, true}) {
+    for (int run = 0; run < 5; ++run) {
+      CAPTURE(held);
+      CAPTURE(run);
+      TestDir dir;
+      std::vector<std::string> argv = {launcher, "--nproc",     "2",        "--",
+                                       worker,   "--dir",       dir.path(), "--fail-rank",
+                                       "1",      "--exit-code", "3",        "--fail-after-rank",
+                                       "1"};
+      if (held) argv.insert(argv.end(), {"--fail-on-file", "go"});
+      Process process(argv, dir, fresh());
+      if (held) {
+        REQUIRE(launch_test::wait_for_files(dir.files("ready.", 2), std::chrono::seconds(30)));
+        ::kill(process.pid(), SIGSTOP);
+        REQUIRE(wait_until([&] { return launch_test::process_state(process.pid()) == 'T'; }));
+        create_file(dir.file("go"));
+        for (const int rank : {0, 1})
+          REQUIRE(wait_until([&] {
+            return launch_test::process_state(dir.pid_in("pid." + std::to_string(rank))) == 'Z';
+          }));
+        ::kill(process.pid(), SIGCONT);
+      }
+      const Finished finished = process.wait();
+      INFO("stderr: " << finished.err);
+      CHECK(finished.status == 3);
+      CHECK(contains(finished.err, "accel-launch: rank 1 (pid " + pid_of(dir, 1) +
+                                       ") failed first: exit code 3 (root cause)\n"));
+      // Unless held, the launcher's SIGTERM may reach rank 0 before rank 0 exits on its own.
+      if (held)
+        CHECK(contains(finished.err,
+                       "accel-launch: rank 0 (pid " + pid_of(dir, 0) + "): exit code 1\n"));
+    }
   }
 }
 

@@ -10,6 +10,8 @@
 //   --print-lines N       print N numbered lines of 100 bytes (newline included) on stdout
 //   --fail-rank R         rank R exits with --exit-code once every rank is ready
 //   --fail-on-file NAME   ... and once D/NAME exists (the test says when)
+//   --fail-after-rank R   every other rank waits until rank R's process has ended, then exits
+//                         with 1, as a peer does when its connection to a dead rank breaks
 //   --flood-rank R        rank R, once ready, prints 100-byte lines on stdout until killed;
 //                         past 70 KiB (more than its pipe, 64 KiB, and stdio's buffer hold, so
 //                         the launcher has read some) it writes flooded.R
@@ -19,8 +21,10 @@
 //   --exit-code C         the failing rank's exit code; without --fail-rank, every rank's
 //   --call-exit           end with std::exit() instead of returning from main
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +46,7 @@ struct Behaviour {
   int print_lines = 0;
   int fail_rank = -1;
   std::string fail_on_file;
+  int fail_after_rank = -1;
   int flood_rank = -1;
   int kill_rank = -1;
   int stop_rank = -1;
@@ -67,6 +72,17 @@ void write_file(const std::string& path, const std::string& content) {
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
+std::string read_file(const std::string& path) {
+  std::string text;
+  if (FILE* file = std::fopen(path.c_str(), "r")) {
+    char buffer[256];
+    for (std::size_t count; (count = std::fread(buffer, 1, sizeof buffer, file)) > 0;)
+      text.append(buffer, count);
+    std::fclose(file);
+  }
+  return text;
+}
+
 long long monotonic_ns() {
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC, &now);
@@ -85,6 +101,16 @@ void wait_for_every_rank(const Behaviour& b, int world_size) {
   for (int r = 0; r < world_size; ++r)
     for (int tries = 0; !exists(b.dir + "/ready." + std::to_string(r)) && tries < 6000; ++tries)
       sleep_seconds(0.01);
+}
+
+// Blocks until process `pid` has ended (a zombie counts): its pidfd becomes readable then.
+void wait_for_exit(pid_t pid) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return;  // already reaped: gone
+  pollfd ended{fd, POLLIN, 0};
+  while (::poll(&ended, 1, -1) < 0) {
+  }
+  ::close(fd);
 }
 
 [[noreturn]] void flood(const Behaviour& b, const std::string& rank) {
@@ -128,6 +154,8 @@ int worker_main(int argc, char** argv) {
       b.fail_rank = std::stoi(value());
     else if (arg == "--fail-on-file")
       b.fail_on_file = value();
+    else if (arg == "--fail-after-rank")
+      b.fail_after_rank = std::stoi(value());
     else if (arg == "--flood-rank")
       b.flood_rank = std::stoi(value());
     else if (arg == "--kill-rank")
@@ -192,6 +220,13 @@ int worker_main(int argc, char** argv) {
     write_file(b.dir + "/failed-at", std::to_string(monotonic_ns()) + "\n");
     if (killed) ::kill(::getpid(), SIGKILL);
     return b.exit_code;
+  }
+  if (b.fail_after_rank >= 0 && std::to_string(b.fail_after_rank) != rank) {
+    wait_for_every_rank(b, world_size);
+    const std::string peer = std::to_string(b.fail_after_rank);
+    wait_for_exit(static_cast<pid_t>(std::atol(read_file(b.dir + "/pid." + peer).c_str())));
+    std::fprintf(stderr, "rank %s: the connection to rank %s broke\n", rank.c_str(), peer.c_str());
+    return 1;
   }
   if (b.sleep_seconds > 0) sleep_seconds(b.sleep_seconds);
   if (b.call_exit) std::exit(b.fail_rank >= 0 || b.kill_rank >= 0 ? 0 : b.exit_code);

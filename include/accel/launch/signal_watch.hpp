@@ -1,7 +1,14 @@
-// The launcher's signals as bytes in a pipe (the self-pipe trick), so that one poll() waits for
+// The launcher's signals as records in a pipe (the self-pipe trick), so that one poll() waits for
 // workers exiting (SIGCHLD), signals to forward (SIGINT, SIGTERM, SIGHUP) and worker output.
 // A handler works whatever threads the host program has, which signalfd (it needs the signals
 // blocked in every thread) does not.
+//
+// A SIGCHLD record names the child whose exit raised it (SA_SIGINFO). That is how the launcher
+// knows which of several exits came first when it finds them at once: the kernel sends SIGCHLD
+// when a child becomes a zombie, and while one SIGCHLD is pending the next ones merge into it,
+// keeping the first one's siginfo. So the records name exits in the order they happened, each
+// burst by its first member; Linux offers no exit timestamp (/proc has none for a zombie), and
+// waitpid(-1) returns zombies in fork order, not exit order.
 #pragma once
 
 #include <fcntl.h>
@@ -18,16 +25,28 @@
 
 namespace accel::launcher {
 
+// One signal as the handler saw it. `child`: for a SIGCHLD raised by a child's exit, that child;
+// else 0.
+struct SignalRecord {
+  int signal = 0;
+  pid_t child = 0;
+};
+
 inline std::atomic<int> signal_pipe_write_end{-1};
 inline std::atomic<pid_t> signal_pipe_owner{0};
 
-inline void write_signal_to_pipe(int signal) {
+inline void write_signal_to_pipe(int signal, siginfo_t* info, void* /*context*/) {
   const int saved_errno = errno;
   const int fd = signal_pipe_write_end.load();
   // A forked worker between fork() and exec() never writes into the launcher's pipe.
   if (fd >= 0 && ::getpid() == signal_pipe_owner.load()) {
-    const auto byte = static_cast<unsigned char>(signal);
-    [[maybe_unused]] const auto written = ::write(fd, &byte, 1);  // full pipe: already awake
+    SignalRecord record{signal, 0};
+    if (signal == SIGCHLD && info != nullptr &&
+        (info->si_code == CLD_EXITED || info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED))
+      record.child = info->si_pid;
+    // One write of less than PIPE_BUF bytes: whole or not at all, so records never tear. A full
+    // pipe drops it: the launcher is already awake, and reaping finds the exit anyway.
+    [[maybe_unused]] const auto written = ::write(fd, &record, sizeof record);
   }
   errno = saved_errno;
 }
@@ -48,9 +67,9 @@ class SignalWatch {
     signal_pipe_write_end = pipe_.write_end.get();
 
     struct sigaction action {};
-    action.sa_handler = &write_signal_to_pipe;
+    action.sa_sigaction = &write_signal_to_pipe;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
+    action.sa_flags = SA_RESTART | SA_SIGINFO;
     for (std::size_t i = 0; i < forwarded_signals.size(); ++i) {
       const int signal = forwarded_signals[i];
       ::sigaction(signal, nullptr, &saved_[i]);
@@ -58,7 +77,7 @@ class SignalWatch {
       // launcher and, through exec, for the workers.
       if (saved_[i].sa_handler != SIG_IGN) ::sigaction(signal, &action, nullptr);
     }
-    action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    action.sa_flags = SA_RESTART | SA_SIGINFO | SA_NOCLDSTOP;
     ::sigaction(SIGCHLD, &action, &saved_[3]);
     // Writing a prefixed line to a closed stdout must not kill the launcher (and, through
     // PR_SET_PDEATHSIG, every worker); the write fails with EPIPE instead.
@@ -78,13 +97,15 @@ class SignalWatch {
   [[nodiscard]] int fd() const noexcept { return pipe_.read_end.get(); }
 
   // The signals received since the last call, in order.
-  std::vector<int> drain() {
-    std::vector<int> signals;
-    unsigned char buffer[64];
+  std::vector<SignalRecord> drain() {
+    std::vector<SignalRecord> signals;
+    SignalRecord buffer[64];
     for (;;) {
+      // Every write was one whole record, so a read of whole records returns whole records.
       const auto count = ::read(fd(), buffer, sizeof buffer);
       if (count > 0) {
-        signals.insert(signals.end(), buffer, buffer + count);
+        signals.insert(signals.end(), buffer,
+                       buffer + static_cast<std::size_t>(count) / sizeof(SignalRecord));
         continue;
       }
       if (count < 0 && errno == EINTR) continue;

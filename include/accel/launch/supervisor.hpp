@@ -1,7 +1,8 @@
 // Starting the workers of one node and watching them until every process of the launch is gone.
 //
 // The first worker to fail (non-zero exit or a signal) is the root cause: every other worker's
-// process group gets SIGTERM, then SIGKILL once the grace period is over. SIGINT, SIGTERM and
+// process group gets SIGTERM, then SIGKILL once the grace period is over. "First" is the order
+// of the exits themselves, not of reaping (see reap_exited()). SIGINT, SIGTERM and
 // SIGHUP sent to the launcher are forwarded the same way. Processes the workers leave behind
 // (the launcher is their subreaper) are stopped too, so a launch ends with no orphan and no
 // zombie. The launcher exits with the root cause's status and names it on stderr.
@@ -85,9 +86,8 @@ class Supervisor {
     const ChildSubreaper subreaper;
     start_workers(program, arguments, signals);
     for (;;) {
-      for (const int signal : signals.drain())
-        if (signal != SIGCHLD) on_launcher_signal(signal);
-      if (!reap_exited()) break;  // no child left at all: every worker and descendant is gone
+      for (const int signal : note_exits(signals.drain())) on_launcher_signal(signal);
+      if (!reap_exited(signals)) break;  // no child left: every worker and descendant is gone
       if (phase_ == Phase::running && all_workers_exited()) begin_stopping(SIGTERM);
       if (phase_ == Phase::stopping && Clock::now() >= deadline_)
         begin_killing("still running after the " + format_seconds(options_.grace) +
@@ -112,6 +112,13 @@ class Supervisor {
     int rank = 0;
     pid_t pid = 0;
     bool exited = false;
+    int wait_status = 0;
+    // When its exit was noticed, as a count of noticed exits: 1 came first (0: not yet).
+    std::uint64_t exit_order = 0;
+  };
+
+  struct ChildExit {
+    pid_t pid = 0;
     int wait_status = 0;
   };
 
@@ -149,34 +156,81 @@ class Supervisor {
     }
   }
 
-  // Reaps every child that has exited, workers and reparented descendants alike. False when
+  // Numbers the workers' exits in the order their SIGCHLD records came; returns the other
+  // signals, in order, for the caller to act on.
+  std::vector<int> note_exits(const std::vector<SignalRecord>& records) {
+    std::vector<int> other_signals;
+    for (const SignalRecord& record : records) {
+      if (record.signal != SIGCHLD)
+        other_signals.push_back(record.signal);
+      else if (Worker* worker = running_worker(record.child))
+        note_exit(*worker);
+    }
+    return other_signals;
+  }
+
+  // Reaps every child that has exited, workers and reparented descendants alike, in one pass,
+  // then judges the exits together. waitpid(-1) returns zombies in fork order (rank 0 first),
+  // so when rank 1 fails and rank 0 fails 2 ms later on the broken connection, a launcher that
+  // wakes after both must not take the first one reaped for the first one to fail. The SIGCHLD
+  // records give the order of the exits (signal_watch.hpp): a worker whose record came earlier
+  // exited earlier. A worker without a record exited while an earlier SIGCHLD was still pending
+  // (its own merged into it), or so recently that its record is not read yet: either way after
+  // the exit that raised that SIGCHLD, so it is numbered after the recorded ones. False when
   // this process has no child left.
-  bool reap_exited() {
+  bool reap_exited(SignalWatch& signals) {
+    std::vector<ChildExit> exits;
+    bool children_left = true;
     for (;;) {
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid > 0) {
-        on_child_exit(pid, status);
+        exits.push_back({pid, status});
       } else if (pid == 0) {
-        return true;
+        break;
       } else if (errno != EINTR) {
-        return false;  // ECHILD
+        children_left = false;  // ECHILD
+        break;
       }
     }
+    // The records of this pass's exits; a signal to forward that came meanwhile acts after the
+    // exits, which came first.
+    const std::vector<int> later_signals = note_exits(signals.drain());
+    on_exits(exits);
+    for (const int signal : later_signals) on_launcher_signal(signal);
+    return children_left;
   }
 
-  void on_child_exit(pid_t pid, int status) {
-    for (std::size_t i = 0; i < workers_.size(); ++i) {
-      Worker& worker = workers_[i];
-      if (worker.pid != pid) continue;
-      worker.exited = true;
-      worker.wait_status = status;
-      if (failed(status) && cause_ == Cause::none) {
-        cause_ = Cause::worker_failed;
-        failed_worker_ = i;
-        begin_stopping(SIGTERM);
-      }
-      return;
+  void note_exit(Worker& worker) {
+    if (worker.exit_order == 0) worker.exit_order = ++exits_noticed_;
+  }
+
+  // A worker that has not been reaped yet, by pid.
+  Worker* running_worker(pid_t pid) {
+    for (Worker& worker : workers_)
+      if (worker.pid == pid && !worker.exited) return &worker;
+    return nullptr;
+  }
+
+  // The root cause is the failure that was noticed first. Once there is one, the launcher is
+  // stopping the rest, so a later failure is never preferred to it, and a worker that the
+  // launcher signaled can never be taken for the root cause.
+  void on_exits(const std::vector<ChildExit>& exits) {
+    Worker* first_failure = nullptr;
+    for (const ChildExit& exit : exits) {
+      Worker* worker = running_worker(exit.pid);
+      if (worker == nullptr) continue;  // a descendant left behind
+      note_exit(*worker);               // no record: after the recorded ones, in reap order
+      worker->exited = true;
+      worker->wait_status = exit.wait_status;
+      if (failed(exit.wait_status) &&
+          (first_failure == nullptr || worker->exit_order < first_failure->exit_order))
+        first_failure = worker;
+    }
+    if (first_failure != nullptr && cause_ == Cause::none) {
+      cause_ = Cause::worker_failed;
+      failed_worker_ = static_cast<std::size_t>(first_failure - workers_.data());
+      begin_stopping(SIGTERM);
     }
   }
 
@@ -314,8 +368,8 @@ class Supervisor {
       std::array<pollfd, 2> fds{{{signals.fd(), POLLIN, 0}, {output_.wake_fd(), POLLIN, 0}}};
       ::poll(fds.data(), fds.size(), bounded ? static_cast<int>(wait.count()) + 1 : -1);
       output_.clear_wakes();
-      for (const int signal : signals.drain())
-        if (signal != SIGCHLD) {
+      for (const SignalRecord& record : signals.drain())
+        if (record.signal != SIGCHLD) {
           bounded = true;
           output_.out().give_up();
           output_.err().give_up();
@@ -405,6 +459,7 @@ class Supervisor {
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::none;
   std::size_t failed_worker_ = 0;
+  std::uint64_t exits_noticed_ = 0;
   int received_signal_ = 0;
   int failed_start_rank_ = 0;
   int stop_signal_ = SIGTERM;
