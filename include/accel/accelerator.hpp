@@ -269,6 +269,7 @@ class Accelerator {
   // Every tensor of `value` reduced element-wise over the ranks (sum, mean, max or min).
   template <class T>
   T reduce(const T& value, ReduceOp op = ReduceOp::sum) {
+    data::for_each_tensor(value, [&](const torch::Tensor& t) { runtime::check_reducible(t, op); });
     if (!group_) return value;
     return data::map_tensors(value, [&](const torch::Tensor& t) {
       torch::Tensor copy = t.detach().clone();

@@ -687,6 +687,83 @@ void prepare_after_steps() {
   for (auto digest : digests) EXPECT(digest == digests.front());
 }
 
+// --- Prompt, named failures ----------------------------------------------------------------------
+
+// With collective checking off, the cheap checks still run where they cost no extra round trip:
+// a broadcast carries the root's dtype and shape, a gather's row count carries the rest.
+void unchecked_mismatch() {
+  Ddp acc({.timeout = std::chrono::seconds(60)});  // check_collectives off
+  const int r = acc.process_index();
+  const auto expect_error = [&](auto&& call, std::string_view needle) {
+    try {
+      call();
+    } catch (const accel::Error& error) {
+      const std::string what = error.what();
+      fmt::print("rank {} caught: {}\n", r, what);
+      EXPECT(what.find(needle) != std::string::npos);
+      return;
+    }
+    throw std::runtime_error(fmt::format("no error containing '{}'", needle));
+  };
+  // The same bytes, another shape: only the non-root ranks can see it.
+  if (r == 0)
+    (void)acc.broadcast(torch::zeros({2, 3}));
+  else
+    expect_error([&] { (void)acc.broadcast(torch::zeros({3, 2})); },
+                 "the root sent a Float tensor of shape [2, 3]");
+  // The same bytes, another dtype.
+  if (r == 0)
+    (void)acc.broadcast(torch::zeros({2}, torch::kLong));
+  else
+    expect_error([&] { (void)acc.broadcast(torch::zeros({4}, torch::kFloat)); },
+                 "the root sent a Long tensor of shape [2]");
+  // gather: another dtype or trailing shape on one rank fails on every rank, naming each.
+  expect_error([&] { (void)acc.gather(torch::zeros({2, r == 0 ? 3 : 4})); },
+               "rank 1: Float tensor of shape [rows, 4]");
+  expect_error([&] { (void)acc.gather(torch::zeros({2}, r == 0 ? torch::kFloat : torch::kDouble)); },
+               "rank 0: Float tensor of shape [rows, ]");
+  // A mean of integers would round: refused on every rank before anything is sent.
+  expect_error([&] { (void)acc.reduce(torch::ones({2}, torch::kLong), accel::ReduceOp::mean); },
+               "a mean over the ranks of a Long tensor");
+  acc.wait_for_everyone();
+}
+
+// Different byte counts reach Gloo, which stops the process from its own thread: the process
+// must still say why, in an accel: line.
+void gloo_abort() {
+  Ddp acc({.timeout = std::chrono::seconds(20)});
+  auto t = torch::ones({4}, acc.process_index() == 0 ? torch::kFloat : torch::kDouble);
+  (void)acc.reduce(t);
+  throw std::runtime_error("a reduce of 16 bytes against 32 bytes returned");
+}
+
+// The last rank leaves its Accelerator normally (it caught an error of its own and returns
+// non-zero) while the others wait in a barrier: it must not hold them for long, and their error
+// names the barrier and the rank that left.
+void caught_error() {
+  bool failed = false;
+  {
+    Ddp acc({.timeout = std::chrono::seconds(60)});
+    if (acc.process_index() == acc.num_processes() - 1) {
+      try {
+        throw std::runtime_error("a user error, caught");
+      } catch (const std::runtime_error&) {
+        failed = true;
+      }
+    } else {
+      acc.wait_for_everyone();
+    }
+  }
+  if (failed) std::exit(3);
+}
+
+// The last rank skips a collective and finishes normally; ACCEL_TIMEOUT (set by the test to 2 s)
+// bounds the others' wait, and their error names the collective and the rank that left.
+void skipped_collective() {
+  Ddp acc({.timeout = std::chrono::minutes(30)});
+  if (acc.process_index() != acc.num_processes() - 1) acc.wait_for_everyone();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -718,6 +795,10 @@ int main(int argc, char** argv) {
       {"gan_accumulation", gan_accumulation},
       {"split_uneven", split_uneven},
       {"prepare_after_steps", prepare_after_steps},
+      {"unchecked_mismatch", unchecked_mismatch},
+      {"gloo_abort", gloo_abort},
+      {"caught_error", caught_error},
+      {"skipped_collective", skipped_collective},
       {"stopped_rank", [] { stopped_rank(false); }},
       {"stopped_rank_in_backward", [] { stopped_rank(true); }},
   };

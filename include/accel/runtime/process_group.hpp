@@ -45,6 +45,14 @@ inline std::string_view to_string(ReduceOp op) {
   }
 }
 
+// A mean of integers would round toward zero: refused, on one process as on several.
+inline void check_reducible(const torch::Tensor& tensor, ReduceOp op) {
+  if (op == ReduceOp::mean && !c10::isFloatingType(tensor.scalar_type()))
+    detail::fail("a mean over the ranks of a {} tensor would round toward zero; reduce a "
+                 "floating-point tensor (tensor.to(torch::kFloat)) or use ReduceOp::sum",
+                 c10::toString(tensor.scalar_type()));
+}
+
 // How long the group may wait, and whether it checks collectives (accel::Options documents
 // each; the environment overrides them: with_environment).
 struct GroupSettings {
@@ -209,10 +217,7 @@ class ProcessGroup {
 
   // In place; mean divides the sum by the world size (Gloo has no AVG).
   void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
-    if (op == ReduceOp::mean && !c10::isFloatingType(tensor.scalar_type()))
-      detail::fail("a mean over the ranks of a {} tensor would round toward zero; reduce a "
-                   "floating-point tensor (tensor.to(torch::kFloat)) or use ReduceOp::sum",
-                   c10::toString(tensor.scalar_type()));
+    check_reducible(tensor, op);
     const Call call = check("allreduce", tensor);
     on_wire(tensor, [&](torch::Tensor& wire) {
       std::vector<torch::Tensor> list{wire};

@@ -1,0 +1,39 @@
+// Timeouts: positive, overridable from the environment, and refused with the value named.
+#include <accel/accelerator.hpp>
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+using namespace std::chrono_literals;
+
+TEST_CASE("a timeout of zero or less is refused, naming the option") {
+  CHECK_THROWS_WITH_AS(accel::Accelerator<accel::Ddp>({.timeout = 0ms}),
+                       doctest::Contains("Options::timeout is 0 ms; it must be positive"),
+                       accel::Error);
+  CHECK_THROWS_WITH_AS(accel::Accelerator<accel::Ddp>({.rendezvous_timeout = -5ms}),
+                       doctest::Contains("Options::rendezvous_timeout is -5 ms"), accel::Error);
+}
+
+TEST_CASE("ACCEL_TIMEOUT and ACCEL_RENDEZVOUS_TIMEOUT replace the options, in seconds") {
+  setenv("ACCEL_TIMEOUT", "2.5", 1);
+  setenv("ACCEL_RENDEZVOUS_TIMEOUT", "40", 1);
+  const auto settings = accel::runtime::with_environment({.timeout = 30min});
+  CHECK(settings.timeout == 2500ms);
+  CHECK(settings.rendezvous_timeout == 40s);
+  setenv("ACCEL_TIMEOUT", "soon", 1);
+  CHECK_THROWS_WITH_AS(accel::runtime::with_environment({}),
+                       doctest::Contains("ACCEL_TIMEOUT='soon' is not a positive number of seconds"),
+                       accel::Error);
+  setenv("ACCEL_TIMEOUT", "0", 1);
+  CHECK_THROWS_AS(accel::runtime::with_environment({}), accel::Error);
+  unsetenv("ACCEL_TIMEOUT");
+  unsetenv("ACCEL_RENDEZVOUS_TIMEOUT");
+  CHECK(accel::runtime::with_environment({}).timeout == 30min);
+}
+
+TEST_CASE("a mean of integers is refused on one process too") {
+  accel::Accelerator<accel::Ddp> accelerator;
+  CHECK_THROWS_WITH_AS(accelerator.reduce(torch::ones({2}, torch::kInt), accel::ReduceOp::mean),
+                       doctest::Contains("a mean over the ranks of a Int tensor"), accel::Error);
+  CHECK(torch::equal(accelerator.reduce(torch::ones({2}, torch::kInt)), torch::ones({2}, torch::kInt)));
+}
