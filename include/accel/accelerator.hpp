@@ -35,12 +35,15 @@
 #include "detail/gradient_state.hpp"
 #include "launch.hpp"
 #include "options.hpp"
+#include "parallel/detail/clip.hpp"
 #include "parallel/strategies.hpp"
 #include "policy.hpp"
 #include "precision/autocast.hpp"
 #include "prepared.hpp"
 #include "runtime/cpu_heap.hpp"
 #include "runtime/environment.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
 #include "state/digest.hpp"
 #include "version.hpp"
@@ -49,43 +52,6 @@ namespace accel {
 
 using runtime::ReduceOp;
 
-namespace detail {
-
-template <class T>
-concept ModuleHandle = requires(const T& handle) {
-  { handle.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
-} || requires(const T& handle) {
-  requires std::same_as<T, std::shared_ptr<typename T::element_type>>;
-  requires std::derived_from<typename T::element_type, torch::nn::Module>;
-};
-
-template <class T>
-concept LrScheduler = std::derived_from<T, torch::optim::LRScheduler>;
-
-template <class T>
-inline constexpr bool is_data_loader = false;
-template <class D, class C>
-inline constexpr bool is_data_loader<DataLoader<D, C>> = true;
-
-template <class T>
-inline constexpr bool is_prepared = false;
-template <class A, class T>
-inline constexpr bool is_prepared<PreparedModel<A, T>> = true;
-template <class A, class T>
-inline constexpr bool is_prepared<PreparedOptimizer<A, T>> = true;
-template <class A, class T>
-inline constexpr bool is_prepared<PreparedScheduler<A, T>> = true;
-template <class A, class T>
-inline constexpr bool is_prepared<PreparedLoader<A, T>> = true;
-
-inline std::shared_ptr<torch::nn::Module> module_pointer(const auto& handle) {
-  if constexpr (requires { handle.ptr(); })
-    return handle.ptr();
-  else
-    return handle;
-}
-
-}  // namespace detail
 
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator {
@@ -101,22 +67,16 @@ class Accelerator {
       : options_(std::move(options)),
         environment_(runtime::read_environment()),
         process_(environment_.process),
-        device_(options_.device.value_or(default_device(process_.local_rank))),
+        device_(options_.device.value_or(runtime::default_device(process_.local_rank))),
+        group_(runtime::join_group(
+            environment_, device_,
+            runtime::with_environment(
+                {options_.timeout, options_.rendezvous_timeout, options_.check_collectives}))),
         gradients_(accumulation_steps) {
     if constexpr (precision_policy::compute == policy::ComputeType::float16 ||
                   precision_policy::compute == policy::ComputeType::float8)
       detail::fail("{} training is not available in this version of accel; use Fp32 or Bf16",
                    precision_policy::name);
-    const runtime::GroupSettings group_settings = runtime::with_environment(
-        {options_.timeout, options_.rendezvous_timeout, options_.check_collectives});
-    if (process_.world_size > 1) {
-      if (device_.is_cuda())
-        detail::fail("{} processes on {}: multi-process training on CUDA needs NCCL, which this "
-                     "version of accel does not wire yet; run the ranks on CPU "
-                     "(Options{{.device = torch::kCPU}}) or one process per job",
-                     process_.world_size, device_.str());
-      group_ = std::make_unique<runtime::ProcessGroup>(environment_, group_settings);
-    }
     if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
     strategy_.attach(group_.get(), options_);
     if (options_.seed) set_seed(*options_.seed);
@@ -163,7 +123,6 @@ class Accelerator {
     else
       (loss * gradients_.accumulation_factor()).backward();
     strategy_.after_backward(sync);
-    accumulating_ = !sync;
   }
 
   // RAII: one micro-step in a loop without a prepared loader, as Accelerate's accumulate():
@@ -201,32 +160,8 @@ class Accelerator {
   }
   double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                         double norm_type = 2.0) {
-    if (!(max_norm > 0.0)) detail::fail("clip_grad_norm: max_norm is {}; it must be > 0", max_norm);
-    if (!(norm_type > 0.0))
-      detail::fail("clip_grad_norm: norm_type is {}; it must be > 0 (or infinity)", norm_type);
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : parameters)
-      if (p.grad().defined()) grads.push_back(p.grad());
-    if (grads.empty()) return 0.0;
-
-    const bool is_max = std::isinf(norm_type);
-    std::vector<torch::Tensor> parts;
-    parts.reserve(grads.size());
-    for (const auto& g : grads)
-      parts.push_back(is_max ? g.abs().max().to(torch::kDouble)
-                             : g.to(torch::kDouble).abs().pow(norm_type).sum());
-    torch::Tensor local = is_max ? torch::stack(parts).max() : torch::stack(parts).sum();
-    torch::Tensor reduced = strategy_.reduce_norm(local, is_max);
-    const double total = is_max ? reduced.item<double>()
-                                : std::pow(reduced.item<double>(), 1.0 / norm_type);
-    if (sync_gradients()) {
-      const double coefficient = max_norm / (total + 1e-6);
-      if (coefficient < 1.0) {
-        torch::NoGradGuard no_grad;
-        for (auto& g : grads) g.mul_(coefficient);
-      }
-    }
-    return total;
+    return parallel::detail::clip_grad_norm(strategy_, parameters, max_norm, norm_type,
+                                            sync_gradients());
   }
 
   // --- Collectives: every rank calls them, in the same order. On one process they return their
@@ -258,62 +193,41 @@ class Accelerator {
   // Every tensor of `value` as rank `root` holds it.
   template <class T>
   T broadcast(const T& value, int root = 0) {
-    if (!group_) return value;
-    return data::map_tensors(value, [&](const torch::Tensor& t) {
-      torch::Tensor copy = t.detach().clone();
-      group_->broadcast(copy, root);
-      return copy;
-    });
+    return runtime::broadcast(group_.get(), value, root);
   }
 
   // Every tensor of `value` reduced element-wise over the ranks (sum, mean, max or min).
   template <class T>
   T reduce(const T& value, ReduceOp op = ReduceOp::sum) {
-    data::for_each_tensor(value, [&](const torch::Tensor& t) { runtime::check_reducible(t, op); });
-    if (!group_) return value;
-    return data::map_tensors(value, [&](const torch::Tensor& t) {
-      torch::Tensor copy = t.detach().clone();
-      group_->allreduce(copy, op);
-      return copy;
-    });
+    return runtime::reduce(group_.get(), value, op);
   }
 
   // Every tensor of `value` concatenated along dimension 0 over the ranks, in rank order. The
   // first dimension may differ between ranks; 0-dim tensors become one row per rank.
   template <class T>
   T gather(const T& value) {
-    return data::map_tensors(value, [&](const torch::Tensor& t) { return gather_tensor(t); });
+    return runtime::gather(group_.get(), value);
   }
 
   // gather, without the duplicates that even_batches added to the last round of the epoch
   // (exactly those), so that metrics see every sample once.
   template <class T>
   T gather_for_metrics(const T& value) {
-    const std::int64_t keep = end_of_data_ ? real_in_final_round_ : -1;
-    return data::map_tensors(value, [&](const torch::Tensor& t) {
-      torch::Tensor all = gather_tensor(t);
-      return keep >= 0 && keep < all.size(0) ? all.narrow(0, 0, keep) : all;
-    });
+    return runtime::gather_first(group_.get(), value, end_of_data_ ? real_in_final_round_ : -1);
   }
 
   // One value per rank, in rank order. T: a trivially copyable type, std::string, or a
   // std::vector of a trivially copyable type.
   template <class T>
   std::vector<T> gather_object(const T& value) {
-    if (!group_) return {value};
-    std::vector<T> result;
-    for (const std::string& bytes : group_->allgather_bytes(detail::to_bytes(value)))
-      result.push_back(detail::from_bytes<T>(bytes));
-    return result;
+    return runtime::gather_object(group_.get(), value);
   }
 
   // Pads dimension `dim` of every tensor of `value` to the largest size among the ranks.
   template <class T>
   T pad_across_processes(const T& value, std::int64_t dim = 0, double pad_value = 0.0,
                          bool pad_first = false) {
-    return data::map_tensors(value, [&](const torch::Tensor& t) {
-      return pad_tensor(t, dim, pad_value, pad_first);
-    });
+    return runtime::pad_across_processes(group_.get(), value, dim, pad_value, pad_first);
   }
 
   // This rank's contiguous share of `items` (a std::vector or a tensor's first dimension):
@@ -386,7 +300,7 @@ class Accelerator {
   // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
   template <class Optimizer>
   void optimizer_zero_grad(Optimizer& optimizer) {
-    if (!accumulating_) strategy_.zero_grad(optimizer);
+    if (!gradients_.collecting()) strategy_.zero_grad(optimizer);
   }
 
   // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
@@ -406,12 +320,6 @@ class Accelerator {
   }
 
  private:
-  static torch::Device default_device(int local_rank) {
-    if (torch::cuda::is_available())
-      return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-    return torch::Device(torch::kCPU);
-  }
-
   template <class T>
   auto prepare_one(T&& object) {
     using Object = std::remove_cvref_t<T>;
@@ -447,64 +355,6 @@ class Accelerator {
     }
   }
 
-  torch::Tensor gather_tensor(const torch::Tensor& tensor) {
-    const torch::Tensor t = tensor.dim() == 0 ? tensor.reshape({1}) : tensor;
-    if (!group_) return t;
-    // Rows, dtype and the shape past the first dimension (up to 6 dimensions in all), in the
-    // one small all-gather the rows need anyway: a mismatch fails here, naming each rank's,
-    // rather than inside Gloo.
-    std::vector<std::int64_t> layout(8, 0);
-    layout[0] = t.size(0);
-    layout[1] = static_cast<std::int64_t>(t.scalar_type());
-    layout[2] = t.dim();
-    for (std::int64_t d = 1; d < std::min<std::int64_t>(t.dim(), 6); ++d)
-      layout[static_cast<std::size_t>(2 + d)] = t.size(d);
-    const torch::Tensor layouts = group_->allgather(torch::tensor(layout)).view({-1, 8});
-    const torch::Tensor rest = layouts.narrow(1, 1, 7);
-    if (!torch::equal(rest, rest[0].expand_as(rest))) {
-      std::string each;
-      for (int r = 0; r < num_processes(); ++r) {
-        const std::int64_t* v = layouts[r].data_ptr<std::int64_t>();
-        each += fmt::format("\n  rank {}: {} tensor of shape [rows, {}]", r,
-                            c10::toString(static_cast<c10::ScalarType>(v[1])),
-                            fmt::join(v + 3, v + 2 + std::min<std::int64_t>(v[2], 6), ", "));
-      }
-      detail::fail("gather: the ranks passed tensors that differ in dtype or past the first "
-                   "dimension; only the first dimension may differ:{}",
-                   each);
-    }
-    const torch::Tensor rows = layouts.select(1, 0).contiguous();
-    const std::int64_t longest = rows.max().item<std::int64_t>();
-    if (rows.min().item<std::int64_t>() == longest) return group_->allgather(t);
-    // Uneven first dimensions: pad to the longest, gather, then keep each rank's real rows.
-    const torch::Tensor all = group_->allgather(pad_tensor(t, 0, 0.0, false, longest));
-    std::vector<torch::Tensor> parts;
-    for (int r = 0; r < num_processes(); ++r)
-      parts.push_back(all.narrow(0, r * longest, rows[r].item<std::int64_t>()));
-    return torch::cat(parts);
-  }
-
-  torch::Tensor pad_tensor(const torch::Tensor& t, std::int64_t dim, double pad_value,
-                           bool pad_first, std::int64_t target = -1) {
-    if (!group_ || t.dim() == 0) return t;
-    if (dim < 0) dim += t.dim();
-    if (dim < 0 || dim >= t.dim())
-      detail::fail("pad_across_processes: dim {} is out of range for a tensor of {} dimensions",
-                   dim, t.dim());
-    if (target < 0) {
-      torch::Tensor size = torch::tensor({t.size(dim)});
-      group_->allreduce(size, ReduceOp::max);
-      target = size.item<std::int64_t>();
-    }
-    if (t.size(dim) == target) return t;
-    std::vector<std::int64_t> shape = t.sizes().vec();
-    shape[static_cast<std::size_t>(dim)] = target;
-    torch::Tensor padded = torch::full(shape, pad_value, t.options());
-    const std::int64_t offset = pad_first ? target - t.size(dim) : 0;
-    padded.narrow(dim, offset, t.size(dim)).copy_(t);
-    return padded;
-  }
-
   void register_model(const std::shared_ptr<torch::nn::Module>& module) {
     for (const auto& known : models_)
       if (known.get() == module.get()) return;
@@ -526,12 +376,11 @@ class Accelerator {
   Options options_;
   runtime::Environment environment_;
   runtime::ProcessInfo process_;
-  std::unique_ptr<runtime::ProcessGroup> group_;
   torch::Device device_;
+  std::unique_ptr<runtime::ProcessGroup> group_;
   detail::GradientState gradients_;
   parallel::Strategy<parallelism_policy> strategy_;
   std::vector<std::shared_ptr<torch::nn::Module>> models_;
-  bool accumulating_ = false;  // gradients of an unfinished window are in .grad
   bool end_of_data_ = false;
   std::int64_t real_in_final_round_ = -1;
   bool trigger_ = false;

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <concepts>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -12,7 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "data/loader.hpp"
 #include "data/shard.hpp"
+#include "detail/error.hpp"
+#include "detail/type_traits.hpp"
 
 namespace accel {
 
@@ -153,4 +157,35 @@ class PreparedLoader {
   std::int64_t skip_ = 0;
 };
 
+
+namespace detail {
+
+// What prepare() takes, besides optimizers (any torch::optim::Optimizer).
+template <class T>
+concept ModuleHandle = requires(const T& handle) {
+  { handle.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
+} || requires(const T& handle) {
+  requires std::same_as<T, std::shared_ptr<typename T::element_type>>;
+  requires std::derived_from<typename T::element_type, torch::nn::Module>;
+};
+
+template <class T>
+concept LrScheduler = std::derived_from<T, torch::optim::LRScheduler>;
+
+template <class T>
+inline constexpr bool is_data_loader = is_specialization_of<T, DataLoader>;
+
+template <class T>
+inline constexpr bool is_prepared =
+    is_specialization_of<T, PreparedModel> || is_specialization_of<T, PreparedOptimizer> ||
+    is_specialization_of<T, PreparedScheduler> || is_specialization_of<T, PreparedLoader>;
+
+inline std::shared_ptr<torch::nn::Module> module_pointer(const auto& handle) {
+  if constexpr (requires { handle.ptr(); })
+    return handle.ptr();
+  else
+    return handle;
+}
+
+}  // namespace detail
 }  // namespace accel

@@ -19,31 +19,26 @@
 
 #include "../detail/dependent_false.hpp"
 #include "../detail/error.hpp"
+#include "../detail/type_traits.hpp"
 
 namespace accel::data {
 
 namespace detail {
 template <class T>
-inline constexpr bool is_vector = false;
-template <class T, class A>
-inline constexpr bool is_vector<std::vector<T, A>> = true;
+inline constexpr bool is_vector = accel::detail::is_specialization_of<T, std::vector>;
 
 template <class T>
-inline constexpr bool is_array = false;
+inline constexpr bool is_array = false;  // std::array has a non-type parameter
 template <class T, std::size_t N>
 inline constexpr bool is_array<std::array<T, N>> = true;
 
 template <class T>
-inline constexpr bool is_optional = false;
-template <class T>
-inline constexpr bool is_optional<std::optional<T>> = true;
+inline constexpr bool is_optional = accel::detail::is_specialization_of<T, std::optional>;
 
 template <class T>
-inline constexpr bool is_tuple_like = false;
-template <class... Ts>
-inline constexpr bool is_tuple_like<std::tuple<Ts...>> = true;
-template <class A, class B>
-inline constexpr bool is_tuple_like<std::pair<A, B>> = true;
+inline constexpr bool is_tuple_like =
+    accel::detail::is_specialization_of<T, std::tuple> ||
+    accel::detail::is_specialization_of<T, std::pair>;
 
 // Values carried through map_tensors unchanged: they hold no tensor.
 template <class T>

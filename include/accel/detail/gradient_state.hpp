@@ -39,10 +39,15 @@ class GradientState {
 
   // Every backward() calls this first.
   void on_backward() {
-    if (open_) return;
-    begin_micro_step();
-    open_ = false;
+    if (!open_) {
+      begin_micro_step();
+      open_ = false;
+    }
+    collecting_ = !sync_gradients();
   }
+
+  // True while .grad holds gradients of a window not yet complete: zero_grad() must keep them.
+  bool collecting() const { return collecting_; }
 
   // True on the micro-step that ends its window: gradients are synchronised and the optimizer
   // steps. Known as soon as the loader yields the batch.
@@ -58,6 +63,7 @@ class GradientState {
   int window_ = 0;     // length of the current window
   int position_ = 0;   // micro-steps begun in it (1-based once begun)
   bool open_ = false;  // a batch (or accumulate() scope) is in hand: backward() joins it
+  bool collecting_ = false;
 };
 
 }  // namespace accel::detail
