@@ -27,8 +27,9 @@ struct DdpOptions {
   bool gradients_as_bucket_views = true;
   // Buckets of at most this many KiB (fp32 or fp64 on CPU, uncompressed) are all-reduced right
   // after backward on the training thread, over buffers registered with Gloo once, instead of
-  // asynchronously through c10d: a few KiB then take 0.03-0.3 ms instead of about 1.4 ms.
-  // Larger buckets stay on c10d, overlapping backward. 0 sends every bucket through c10d.
+  // asynchronously through c10d, whose per-collective hops cost more than a few KiB take to
+  // move (docs/benchmarks.md). Larger buckets stay on c10d, overlapping backward. 0 sends every
+  // bucket through c10d.
   double small_bucket_kb = 256.0;
 };
 
@@ -40,8 +41,8 @@ struct Options {
   // Batch copies to the device overlap compute (pinned memory is the user's choice).
   bool non_blocking = false;
   // On a CPU device, glibc keeps freed memory in the process (runtime/cpu_heap.hpp) instead of
-  // returning it to the kernel and faulting it in again at the next step: up to 1.6x steps/s on
-  // CPU models with activations of a few hundred KiB, same peak RSS. The process may then hold
+  // returning it to the kernel and faulting it in again at the next step (faster on CPU models
+  // with activations of a few hundred KiB, same peak RSS: docs/benchmarks.md). It may then hold
   // up to 1 GiB of freed memory for reuse. Skipped when MALLOC_MMAP_THRESHOLD_ or
   // MALLOC_TRIM_THRESHOLD_ is set, and off the glibc heap (a preloaded jemalloc or tcmalloc).
   bool tune_cpu_heap = true;

@@ -1,22 +1,16 @@
-// The one exception type accel throws, and the helper that formats its `accel: ` messages.
+// The helper that formats and throws accel's `accel: ` errors (the type: ../error.hpp).
 #pragma once
 
 #include <fmt/format.h>
 
 #include <atomic>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
-namespace accel {
+#include "../error.hpp"
 
-// Every run-time error accel raises: bad environment, bad input, a misused API. The message
-// starts with "accel: ", names the offending value and says how to fix it.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace accel {
 
 namespace detail {
 

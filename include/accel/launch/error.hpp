@@ -1,19 +1,20 @@
-// The exception the launcher throws for a bad option or environment, before any worker starts.
-// It is separate from accel::Error so that this part of the library stays free of {fmt} and
-// torch: accel-launch compiles in seconds, not minutes.
+// The exception the launcher throws for a bad option or environment, before any worker starts:
+// an accel::Error (one family), thrown without {fmt} so that this part of the library stays free
+// of {fmt} and torch and accel-launch compiles in seconds, not minutes.
 #pragma once
 
 #include <cerrno>
-#include <stdexcept>
 #include <string>
 #include <system_error>
+
+#include "../error.hpp"
 
 namespace accel {
 
 // Every message starts with "accel: ", names the offending value and says how to fix it.
-class LaunchError : public std::runtime_error {
+class LaunchError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 namespace launcher {

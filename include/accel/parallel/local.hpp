@@ -27,8 +27,8 @@ struct LocalStrategy {
     optimizer.step();
   }
   // In place rather than set to none: the next backward accumulates into the same storage
-  // instead of allocating (measured: 7% of a step on the mlp benchmark on CPU, see
-  // docs/benchmarks.md), and gradients that are views of communication buckets stay views.
+  // instead of allocating (docs/benchmarks.md, accel_overhead), and gradients that are views of
+  // communication buckets stay views.
   template <class Optimizer>
   void zero_grad(Optimizer& optimizer) {
     torch::NoGradGuard no_grad;

@@ -1,0 +1,390 @@
+// accel::Accelerator<Par, Prec, Acc>: the one class a training loop talks to.
+//
+//   using Strategy = accel::Accelerator<accel::Ddp, accel::Bf16, accel::GradAccum<4>>;
+//   Strategy acc;
+//   auto [model, optimizer, loader] = acc.prepare(net, adam, train_loader);
+//   for (const auto& batch : loader) {
+//     auto loss = torch::nll_loss(model(batch.image), batch.label);
+//     acc.backward(loss);
+//     optimizer.step();
+//     optimizer.zero_grad();
+//   }
+//
+// The policies are checked once, here (policy/rules.hpp); the class then compiles to one path
+// for that composition, with no virtual dispatch.
+//
+// This header is the class and what it needs. <accel/accelerator.hpp> adds the rest of what a
+// training program uses (the launcher, parameter digests, the version); include this one alone
+// where a translation unit needs only the class.
+#pragma once
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "data/loader.hpp"
+#include "data/shard.hpp"
+#include "data/tensor_tree.hpp"
+#include "detail/bytes.hpp"
+#include "detail/error.hpp"
+#include "detail/gradient_state.hpp"
+#include "options.hpp"
+#include "parallel/detail/clip.hpp"
+#include "parallel/strategies.hpp"
+#include "policy.hpp"
+#include "precision/autocast.hpp"
+#include "prepared.hpp"
+#include "runtime/cpu_heap.hpp"
+#include "runtime/environment.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/collectives.hpp"
+#include "runtime/process_group.hpp"
+
+namespace accel {
+
+using runtime::ReduceOp;
+
+
+template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
+class Accelerator {
+  using checked = policy::Checked<Par, Prec, Acc>;
+
+ public:
+  using parallelism_policy = typename checked::parallelism;
+  using precision_policy = typename checked::precision;
+  using accumulation_policy = typename checked::accumulation;
+  static constexpr int accumulation_steps = accumulation_policy::steps;
+
+  explicit Accelerator(Options options = {})
+      : options_(std::move(options)),
+        environment_(runtime::read_environment()),
+        process_(environment_.process),
+        device_(options_.device.value_or(runtime::default_device(process_.local_rank))),
+        group_(runtime::join_group(
+            environment_, device_,
+            runtime::with_environment(
+                {options_.timeout, options_.rendezvous_timeout, options_.check_collectives}))),
+        gradients_(accumulation_steps) {
+    if constexpr (precision_policy::compute == policy::ComputeType::float16 ||
+                  precision_policy::compute == policy::ComputeType::float8)
+      detail::fail("{} training is not available in this version of accel; use Fp32 or Bf16",
+                   precision_policy::name);
+    if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
+    strategy_.attach(group_.get(), options_);
+    if (options_.seed) set_seed(*options_.seed);
+  }
+
+  // Prepared objects point back here: an Accelerator stays where it was made.
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  // --- Where this process stands -----------------------------------------------------------------
+  const torch::Device& device() const { return device_; }
+  int process_index() const { return process_.rank; }
+  int num_processes() const { return process_.world_size; }
+  int local_process_index() const { return process_.local_rank; }
+  bool is_main_process() const { return process_.rank == 0; }
+  bool is_local_main_process() const { return process_.local_rank == 0; }
+  const Options& options() const { return options_; }
+  const runtime::Environment& environment() const { return environment_; }
+  // The process group; null on one process.
+  runtime::ProcessGroup* process_group() const { return group_.get(); }
+
+  // --- prepare -----------------------------------------------------------------------------------
+  // Takes modules (holders or shared_ptrs), optimizers, LR schedulers and DataLoaders, in any
+  // order, and returns their prepared handles in the order given: one object, or a tuple for
+  // structured bindings. Preparing an object twice returns an equivalent handle.
+  template <class... Objects>
+  auto prepare(Objects&&... objects) {
+    static_assert(sizeof...(Objects) > 0, "accel: prepare() needs at least one object");
+    if constexpr (sizeof...(Objects) == 1)
+      return prepare_one(std::forward<Objects>(objects)...);
+    else
+      return std::tuple{prepare_one(std::forward<Objects>(objects))...};
+  }
+
+  // --- The training step -------------------------------------------------------------------------
+  // Backpropagates loss scaled for accumulation (1/N, or 1/k in a last window of k < N batches).
+  // Several backward() calls on one batch share its micro-step (gradient_state.hpp).
+  void backward(const torch::Tensor& loss) {
+    gradients_.on_backward();
+    const bool sync = gradients_.sync_gradients();
+    strategy_.before_backward(sync);
+    if (gradients_.window_length() == 1)
+      loss.backward();
+    else
+      (loss * gradients_.accumulation_factor()).backward();
+    strategy_.after_backward(sync);
+  }
+
+  // RAII: one micro-step in a loop without a prepared loader, as Accelerate's accumulate():
+  // every backward() inside the scope belongs to it. Inside a prepared loader's loop the batch
+  // already is the micro-step, and the scope changes nothing.
+  class [[nodiscard]] MicroStep {
+   public:
+    explicit MicroStep(detail::GradientState* owned) : owned_(owned) {}
+    ~MicroStep() {
+      if (owned_ != nullptr) owned_->end_micro_step();
+    }
+    MicroStep(const MicroStep&) = delete;
+    MicroStep& operator=(const MicroStep&) = delete;
+
+   private:
+    detail::GradientState* owned_;
+  };
+  MicroStep accumulate() {
+    if (gradients_.in_micro_step()) return MicroStep(nullptr);
+    gradients_.begin_micro_step();
+    return MicroStep(&gradients_);
+  }
+
+  // True on the micro-step that ends an accumulation window (every step without accumulation).
+  bool sync_gradients() const { return gradients_.sync_gradients(); }
+  // True while the batch in hand is the last of its epoch (evaluation loaders included).
+  bool end_of_data() const { return end_of_data_; }
+  const detail::GradientState& gradient_state() const { return gradients_; }
+
+  // Clips the gradients of every prepared model so that their global norm is at most max_norm,
+  // and returns the norm before clipping. Mid-window it only measures: the gradients are not
+  // complete yet.
+  double clip_grad_norm(double max_norm, double norm_type = 2.0) {
+    return clip_grad_norm(prepared_parameters(), max_norm, norm_type);
+  }
+  double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
+                        double norm_type = 2.0) {
+    return parallel::detail::clip_grad_norm(strategy_, parameters, max_norm, norm_type,
+                                            sync_gradients());
+  }
+
+  // --- Collectives: every rank calls them, in the same order. On one process they return their
+  // argument (gather: as if gathered from one rank). Tensors may sit in any aggregate. --------------
+
+  // Blocks until every rank gets here.
+  void wait_for_everyone() {
+    if (group_) group_->barrier();
+  }
+
+  // RAII: the main process runs the scope first, the others after it has left it (download or
+  // preprocess once, then read the result everywhere).
+  class [[nodiscard]] MainProcessFirst {
+   public:
+    explicit MainProcessFirst(Accelerator& accelerator) : accelerator_(accelerator) {
+      if (!accelerator_.is_main_process()) accelerator_.wait_for_everyone();
+    }
+    ~MainProcessFirst() noexcept(false) {
+      if (accelerator_.is_main_process()) accelerator_.wait_for_everyone();
+    }
+    MainProcessFirst(const MainProcessFirst&) = delete;
+    MainProcessFirst& operator=(const MainProcessFirst&) = delete;
+
+   private:
+    Accelerator& accelerator_;
+  };
+  MainProcessFirst main_process_first() { return MainProcessFirst(*this); }
+
+  // Every tensor of `value` as rank `root` holds it.
+  template <class T>
+  T broadcast(const T& value, int root = 0) {
+    return runtime::broadcast(group_.get(), value, root);
+  }
+
+  // Every tensor of `value` reduced element-wise over the ranks (sum, mean, max or min).
+  template <class T>
+  T reduce(const T& value, ReduceOp op = ReduceOp::sum) {
+    return runtime::reduce(group_.get(), value, op);
+  }
+
+  // Every tensor of `value` concatenated along dimension 0 over the ranks, in rank order. The
+  // first dimension may differ between ranks; 0-dim tensors become one row per rank.
+  template <class T>
+  T gather(const T& value) {
+    return runtime::gather(group_.get(), value);
+  }
+
+  // gather, without the duplicates that even_batches added to the last round of the epoch
+  // (exactly those), so that metrics see every sample once.
+  template <class T>
+  T gather_for_metrics(const T& value) {
+    return runtime::gather_first(group_.get(), value, end_of_data_ ? real_in_final_round_ : -1);
+  }
+
+  // One value per rank, in rank order. T: a trivially copyable type, std::string, or a
+  // std::vector of a trivially copyable type.
+  template <class T>
+  std::vector<T> gather_object(const T& value) {
+    return runtime::gather_object(group_.get(), value);
+  }
+
+  // Pads dimension `dim` of every tensor of `value` to the largest size among the ranks.
+  template <class T>
+  T pad_across_processes(const T& value, std::int64_t dim = 0, double pad_value = 0.0,
+                         bool pad_first = false) {
+    return runtime::pad_across_processes(group_.get(), value, dim, pad_value, pad_first);
+  }
+
+  // This rank's contiguous share of `items` (a std::vector or a tensor's first dimension):
+  // shares differ by at most one item, the first ranks taking the extra ones.
+  template <class T>
+  T split_between_processes(const T& items) {
+    const std::int64_t n = static_cast<std::int64_t>(
+        [&] {
+          if constexpr (std::is_same_v<T, torch::Tensor>)
+            return items.size(0);
+          else
+            return items.size();
+        }());
+    const std::int64_t world = num_processes(), rank = process_index();
+    const std::int64_t base = n / world, extra = n % world;
+    const std::int64_t begin = rank * base + std::min(rank, extra);
+    const std::int64_t count = base + (rank < extra ? 1 : 0);
+    if constexpr (std::is_same_v<T, torch::Tensor>)
+      return items.narrow(0, begin, count);
+    else
+      return T(items.begin() + begin, items.begin() + begin + count);
+  }
+
+  // A flag any rank may raise (for example on a diverging loss) and every rank then sees at its
+  // next check_trigger(), which lowers it again.
+  void set_trigger() { trigger_ = true; }
+  bool check_trigger() {
+    torch::Tensor flag = torch::tensor({trigger_ ? 1 : 0}, torch::kInt);
+    if (group_) group_->allreduce(flag, ReduceOp::max);
+    const bool raised = flag.item<int>() == 1;
+    if (raised) trigger_ = false;
+    return raised;
+  }
+
+  // --- Utilities ---------------------------------------------------------------------------------
+  // Seeds every torch generator (CPU and CUDA) of this process.
+  void set_seed(std::uint64_t seed) { torch::manual_seed(seed); }
+
+  // fmt-formatted line on the main process only.
+  template <class... Args>
+  void print(fmt::format_string<Args...> format, Args&&... args) const {
+    if (is_main_process()) fmt::print("{}\n", fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  // The precision policy's autocast, for code outside a prepared model's forward.
+  precision::Autocast<precision_policy> autocast() const {
+    return precision::Autocast<precision_policy>(device_);
+  }
+
+  // Any aggregate of tensors, on this Accelerator's device.
+  template <class T>
+  T to_device(const T& value) const {
+    return data::to_device(value, device_, options_.non_blocking);
+  }
+
+  // --- Called by the prepared handles ------------------------------------------------------------
+  template <class Holder, class... Args>
+  auto forward(Holder& module, Args&&... args) {
+    strategy_.before_forward(static_cast<torch::nn::Module&>(*module));
+    precision::Autocast<precision_policy> guard(device_);
+    return precision::outputs_to_fp32<precision_policy>(
+        module->forward(std::forward<Args>(args)...));
+  }
+
+  template <class Optimizer>
+  void optimizer_step(Optimizer& optimizer) {
+    if (sync_gradients()) strategy_.optimizer_step(optimizer);
+  }
+
+  // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
+  template <class Optimizer>
+  void optimizer_zero_grad(Optimizer& optimizer) {
+    if (!gradients_.collecting()) strategy_.zero_grad(optimizer);
+  }
+
+  // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
+  // samples of the last round are not wrap-around duplicates (-1: none are). Evaluation loops
+  // run under torch::NoGradGuard and do not count as micro-steps.
+  template <class Batch>
+  Batch on_batch(const Batch& batch, std::int64_t index, std::int64_t count,
+                 std::int64_t real_in_final_round) {
+    if (torch::GradMode::is_enabled()) gradients_.begin_micro_step(count - index, index == 0);
+    end_of_data_ = index + 1 == count;
+    real_in_final_round_ = real_in_final_round;
+    return to_device(batch);
+  }
+  // A loader's epoch ran out: a backward() after it is no longer part of its last batch.
+  void on_epoch_end() {
+    if (torch::GradMode::is_enabled()) gradients_.end_micro_step();
+  }
+
+ private:
+  template <class T>
+  auto prepare_one(T&& object) {
+    using Object = std::remove_cvref_t<T>;
+    if constexpr (detail::is_prepared<Object>) {
+      return Object(object);
+    } else if constexpr (detail::ModuleHandle<Object>) {
+      register_model(detail::module_pointer(object));
+      return PreparedModel<Accelerator, Object>(this, object);
+    } else if constexpr (std::derived_from<Object, torch::optim::Optimizer>) {
+      static_assert(std::is_lvalue_reference_v<T>,
+                    "accel: prepare() keeps a pointer to the optimizer; pass a named optimizer "
+                    "that outlives the Accelerator, not a temporary");
+      strategy_.prepare_optimizer(object);
+      return PreparedOptimizer<Accelerator, Object>(this, &object);
+    } else if constexpr (detail::LrScheduler<Object>) {
+      static_assert(std::is_lvalue_reference_v<T>,
+                    "accel: prepare() keeps a pointer to the scheduler; pass a named scheduler "
+                    "that outlives the Accelerator, not a temporary");
+      return PreparedScheduler<Accelerator, Object>(this, &object);
+    } else if constexpr (detail::is_data_loader<Object>) {
+      static_assert(std::is_lvalue_reference_v<T>,
+                    "accel: prepare() keeps a pointer to the DataLoader; pass a named loader "
+                    "that outlives the Accelerator, not a temporary");
+      return PreparedLoader<Accelerator, Object>(
+          this, &object,
+          data::Shard{process_.rank, process_.world_size, options_.even_batches,
+                      options_.split_batches});
+    } else {
+      static_assert(detail::dependent_false<Object>,
+                    "accel: prepare() takes modules (torch::nn::ModuleHolder or "
+                    "std::shared_ptr<Module>), torch::optim optimizers, torch::optim::LRScheduler "
+                    "schedulers and accel::DataLoader; this argument is none of them");
+    }
+  }
+
+  void register_model(const std::shared_ptr<torch::nn::Module>& module) {
+    for (const auto& known : models_)
+      if (known.get() == module.get()) return;
+    module->to(device_);
+    strategy_.prepare_model(*module, fmt::format("prepared model #{} ({})", models_.size() + 1,
+                                                 module->name()));
+    models_.push_back(module);
+  }
+
+  std::vector<torch::Tensor> prepared_parameters() const {
+    std::vector<torch::Tensor> parameters;
+    std::unordered_set<const void*> seen;
+    for (const auto& module : models_)
+      for (const auto& p : module->parameters())
+        if (seen.insert(p.unsafeGetTensorImpl()).second) parameters.push_back(p);
+    return parameters;
+  }
+
+  Options options_;
+  runtime::Environment environment_;
+  runtime::ProcessInfo process_;
+  torch::Device device_;
+  std::unique_ptr<runtime::ProcessGroup> group_;
+  detail::GradientState gradients_;
+  parallel::Strategy<parallelism_policy> strategy_;
+  std::vector<std::shared_ptr<torch::nn::Module>> models_;
+  bool end_of_data_ = false;
+  std::int64_t real_in_final_round_ = -1;
+  bool trigger_ = false;
+};
+
+}  // namespace accel
