@@ -2,6 +2,7 @@
 // No torch here: policy headers must stay cheap to include.
 #include <accel/policy.hpp>
 
+#include <string_view>
 #include <type_traits>
 
 namespace {
@@ -29,6 +30,47 @@ struct Impostor {  // has the constants but not the category: not a policy
   static constexpr bool shards_parameters = true;
 };
 static_assert(!policy::AnyPolicy<Impostor> && !ParallelismPolicy<Impostor>);
+
+// The category but not every member: a policy of no kind (policy/rules.hpp then names the
+// member; tests/compile_fail/policy/*_without_*.cpp).
+struct NoName {
+  using category = policy::parallelism_tag;
+};
+struct NoCompute {
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "NoCompute";
+  static constexpr bool autocast = true;
+  static constexpr bool loss_scaling = false;
+};
+struct IntCompute {  // compute must be a ComputeType, not a number
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "IntCompute";
+  static constexpr int compute = 1;
+  static constexpr bool autocast = true;
+  static constexpr bool loss_scaling = false;
+};
+struct ZeroSteps {
+  using category = policy::accumulation_tag;
+  static constexpr int steps = 0;
+};
+struct NoWire {
+  using category = policy::compression_tag;
+};
+static_assert(policy::AnyPolicy<NoName> && !ParallelismPolicy<NoName>);
+static_assert(!PrecisionPolicy<NoCompute> && !PrecisionPolicy<IntCompute>);
+static_assert(!AccumulationPolicy<ZeroSteps> && !CompressionPolicy<NoWire>);
+
+// A complete policy of the user's own is one.
+struct MyPrecision {
+  using category = policy::precision_tag;
+  static constexpr std::string_view name = "MyPrecision";
+  static constexpr auto compute = policy::ComputeType::bfloat16;
+  static constexpr bool autocast = true;
+  static constexpr bool loss_scaling = false;
+};
+static_assert(PrecisionPolicy<MyPrecision>);
+static_assert(policy::Checked<Ddp, MyPrecision, GradAccum<2>>::value);
+static_assert(std::is_same_v<policy::Checked<Ddp, MyPrecision, GradAccum<2>>::precision, MyPrecision>);
 
 // What each strategy shards, as in the ZeRO paper and PyTorch FSDP.
 template <class Par>

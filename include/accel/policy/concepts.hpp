@@ -1,10 +1,12 @@
-// The vocabulary: what makes a type a policy of each kind.
+// The vocabulary: what makes a type a policy of each kind. A policy names its kind's tag as
+// `category` and has that kind's members (members.hpp); a type with the tag but not every member
+// is not a policy, and where the policies meet (rules.hpp) it is an error naming the member.
 #pragma once
 
 #include <concepts>
-#include <string_view>
 
 #include "category.hpp"
+#include "members.hpp"
 
 namespace accel::policy {
 
@@ -21,34 +23,21 @@ concept AnyPolicy = Tagged<P, parallelism_tag> || Tagged<P, sharding_tag> ||
                     Tagged<P, compression_tag>;
 
 template <class P>
-concept CompressionPolicy = Tagged<P, compression_tag> && requires {
-  { P::wire };
-};
+concept CompressionPolicy = Tagged<P, compression_tag> && member::wire<P>;
 
 template <class P>
-concept ShardingPolicy = Tagged<P, sharding_tag> && requires {
-  { P::shards_optimizer_state } -> std::convertible_to<bool>;
-  { P::shards_gradients } -> std::convertible_to<bool>;
-  { P::shards_parameters } -> std::convertible_to<bool>;
-};
+concept ShardingPolicy = Tagged<P, sharding_tag> && member::shards_optimizer_state<P> &&
+                         member::shards_gradients<P> && member::shards_parameters<P>;
 
 template <class P>
-concept ParallelismPolicy = Tagged<P, parallelism_tag> && requires {
-  { P::name } -> std::convertible_to<std::string_view>;
-};
+concept ParallelismPolicy = Tagged<P, parallelism_tag> && member::name<P>;
 
 template <class P>
-concept PrecisionPolicy = Tagged<P, precision_tag> && requires {
-  { P::compute };
-  { P::autocast } -> std::convertible_to<bool>;
-  { P::loss_scaling } -> std::convertible_to<bool>;
-};
+concept PrecisionPolicy = Tagged<P, precision_tag> && member::name<P> && member::compute<P> &&
+                          member::autocast<P> && member::loss_scaling<P>;
 
 template <class P>
-concept AccumulationPolicy = Tagged<P, accumulation_tag> && requires {
-  { P::steps } -> std::convertible_to<int>;
-  requires P::steps >= 1;
-};
+concept AccumulationPolicy = Tagged<P, accumulation_tag> && member::steps_at_least_one<P>;
 
 }  // namespace accel::policy
 

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "category.hpp"
-#include "precision.hpp"
+#include "compute_type.hpp"
 
 namespace accel {
 

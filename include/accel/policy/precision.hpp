@@ -5,13 +5,9 @@
 #include <string_view>
 
 #include "category.hpp"
+#include "compute_type.hpp"
 
 namespace accel {
-
-namespace policy {
-// Torch-free names for the dtypes a policy computes in; precision/ maps them to torch dtypes.
-enum class ComputeType { float32, bfloat16, float16, float8 };
-}  // namespace policy
 
 struct Fp32 {
   using category = policy::precision_tag;

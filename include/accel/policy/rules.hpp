@@ -1,13 +1,17 @@
 // Composition rules: checked once, where the policies meet (Accelerator<Par, Prec, Acc>).
 // Each rule is a named static_assert whose message starts with `accel:`, says what is wrong and
-// shows the fix as code; docs/policies.md quotes every message. When a rule fails, `Checked`
-// substitutes a valid policy for the offending slot so that only our message is printed, not a
-// cascade of errors from code that assumed the rule held.
+// shows the fix as code; docs/policies.md quotes every message. A rule returns false only after
+// one of its assertions has fired, and Checked asserts that every rule passed, so a composition
+// that breaks a rule never compiles. While the compiler goes on reporting, `Checked` hands the
+// Accelerator a valid stand-in for the offending slot, so that only our messages are printed,
+// not a cascade of errors from code that assumed the rule held.
 #pragma once
 
 #include <type_traits>
 
+#include "../detail/dependent_false.hpp"
 #include "accumulation.hpp"
+#include "complete.hpp"
 #include "concepts.hpp"
 #include "parallelism.hpp"
 #include "precision.hpp"
@@ -49,19 +53,25 @@ consteval bool parallelism_slot_ok() {
   static_assert(AnyPolicy<Par>,
                 "accel: Accelerator's first parameter is not an accel policy; use one of Ddp, "
                 "Zero2, Zero3, Fsdp<FullShard|ShardGradOp|NoShard|HybridShard>");
-  return ParallelismPolicy<Par>;
+  // Tagged for this slot: every member must be there (complete.hpp names a missing one).
+  if constexpr (Tagged<Par, parallelism_tag>)
+    return parallelism_members_ok<Par>();
+  else
+    return false;  // one of the assertions above has fired
 }
 
 // --- Rule: Fsdp's argument is a sharding strategy ------------------------------------------------
 template <class Par>
 consteval bool fsdp_sharding_ok() {
-  if constexpr (is_fsdp<Par>) {
-    static_assert(ShardingPolicy<sharding_of_t<Par>>,
+  if constexpr (!is_fsdp<Par>) {
+    return true;
+  } else if constexpr (Tagged<sharding_of_t<Par>, sharding_tag>) {
+    return sharding_members_ok<sharding_of_t<Par>>();
+  } else {
+    static_assert(::accel::detail::dependent_false<Par>,
                   "accel: Fsdp<S> takes a sharding strategy as S; use Fsdp<FullShard>, "
                   "Fsdp<ShardGradOp>, Fsdp<NoShard> or Fsdp<HybridShard>");
-    return ShardingPolicy<sharding_of_t<Par>>;
-  } else {
-    return true;
+    return false;
   }
 }
 
@@ -73,13 +83,15 @@ inline constexpr bool is_ddp_with<DdpWith<C>> = true;
 
 template <class Par>
 consteval bool ddp_compression_ok() {
-  if constexpr (is_ddp_with<Par>) {
-    static_assert(CompressionPolicy<typename Par::compression>,
+  if constexpr (!is_ddp_with<Par>) {
+    return true;
+  } else if constexpr (Tagged<typename Par::compression, compression_tag>) {
+    return compression_members_ok<typename Par::compression>();
+  } else {
+    static_assert(::accel::detail::dependent_false<Par>,
                   "accel: DdpWith<C> takes a gradient compression as C; use "
                   "DdpWith<CompressFp16> or DdpWith<CompressBf16>, or Ddp for none");
-    return CompressionPolicy<typename Par::compression>;
-  } else {
-    return true;
+    return false;
   }
 }
 
@@ -92,26 +104,38 @@ consteval bool precision_slot_ok() {
   static_assert(!Tagged<Prec, accumulation_tag>,
                 "accel: Accelerator's second parameter is the precision policy, but GradAccum was "
                 "given there; write Accelerator<Ddp, Fp32, GradAccum<4>>");
+  static_assert(!Tagged<Prec, sharding_tag> && !Tagged<Prec, compression_tag>,
+                "accel: Accelerator's second parameter is the precision policy, but a sharding "
+                "strategy or gradient compression was given there; those are arguments of Fsdp "
+                "and DdpWith: write Accelerator<Fsdp<FullShard>, Bf16>");
   static_assert(AnyPolicy<Prec>,
                 "accel: Accelerator's second parameter is not an accel policy; use one of Fp32, "
                 "Fp16, Bf16, Fp8");
-  return PrecisionPolicy<Prec>;
+  if constexpr (Tagged<Prec, precision_tag>)
+    return precision_members_ok<Prec>();
+  else
+    return false;  // one of the assertions above has fired
 }
 
 // --- Rule: the third parameter is an accumulation policy -----------------------------------------
 template <class Acc>
 consteval bool accumulation_slot_ok() {
-  static_assert(!Tagged<Acc, parallelism_tag> && !Tagged<Acc, precision_tag>,
+  // Any other kind of policy: parallelism or precision most likely, sharding or compression too.
+  static_assert(!AnyPolicy<Acc> || Tagged<Acc, accumulation_tag>,
                 "accel: Accelerator's third parameter is the accumulation policy; write "
                 "Accelerator<Ddp, Bf16, GradAccum<4>>");
   static_assert(AnyPolicy<Acc>,
                 "accel: Accelerator's third parameter is not an accel policy; use GradAccum<N> "
                 "with N >= 1");
-  return AccumulationPolicy<Acc>;
+  if constexpr (Tagged<Acc, accumulation_tag>)
+    return accumulation_members_ok<Acc>();
+  else
+    return false;  // one of the assertions above has fired
 }
 
 // All rules for one composition. `parallelism`, `precision` and `accumulation` are the policies
-// the Accelerator builds on: the given ones when valid, harmless stand-ins otherwise.
+// the Accelerator builds on: the given ones when valid; stand-ins only in a build that has
+// already failed (the assertion below), to keep its error list to our messages.
 template <class Par, class Prec, class Acc>
 struct Checked {
   static constexpr bool parallelism_ok =
@@ -119,6 +143,9 @@ struct Checked {
   static constexpr bool precision_ok = precision_slot_ok<Prec>();
   static constexpr bool accumulation_ok = accumulation_slot_ok<Acc>();
   static constexpr bool value = parallelism_ok && precision_ok && accumulation_ok;
+  static_assert(value,
+                "accel: these policies do not compose into an Accelerator; the accel: messages "
+                "above name each broken rule and its fix");
 
   using parallelism = std::conditional_t<parallelism_ok, Par, Ddp>;
   using precision = std::conditional_t<precision_ok, Prec, Fp32>;
