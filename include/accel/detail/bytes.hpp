@@ -43,6 +43,10 @@ T from_bytes(const std::string& bytes) {
     T value(bytes.size() / sizeof(typename T::value_type));
     std::memcpy(value.data(), bytes.data(), bytes.size());
     return value;
+  } else if constexpr (!std::is_trivially_copyable_v<T>) {
+    // to_bytes<T>, instantiated with this, has already failed the build and said why; a memcpy
+    // here would only add errors (-Wclass-memaccess) that hide it.
+    fail("gather_object cannot carry this type");
   } else {
     if (bytes.size() != sizeof(T))
       fail("gather_object: received {} bytes for a value of {} bytes; every rank must pass the "
