@@ -11,7 +11,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,8 +23,9 @@
 
 namespace accel::parallel {
 
-template <>
-struct Strategy<Ddp> : LocalStrategy {
+// Ddp's behaviour, whatever its buckets send (Hook, detail/comm_hook.hpp).
+template <class Hook>
+struct DdpStrategy : LocalStrategy {
   void attach(runtime::ProcessGroup* process_group, const Options& options) {
     group_ = process_group;
     options_ = options.ddp;
@@ -42,8 +42,8 @@ struct Strategy<Ddp> : LocalStrategy {
       names.push_back(item.key());
       parameters.push_back(item.value());
     }
-    reducers_.push_back(std::make_unique<detail::Reducer>(
-        *group_, label, std::move(names), std::move(parameters), options_, wire_));
+    reducers_.push_back(std::make_unique<detail::Reducer<Hook>>(
+        *group_, label, std::move(names), std::move(parameters), options_, hook_));
   }
 
   template <class Optimizer>
@@ -102,16 +102,19 @@ struct Strategy<Ddp> : LocalStrategy {
 
   runtime::ProcessGroup* group_ = nullptr;
   DdpOptions options_;
-  std::vector<std::unique_ptr<detail::Reducer>> reducers_;
+  std::vector<std::unique_ptr<detail::Reducer<Hook>>> reducers_;
 
  protected:
-  std::optional<c10::ScalarType> wire_;  // set by DdpWith<C>
+  Hook hook_{};
 };
+
+template <>
+struct Strategy<Ddp> : DdpStrategy<detail::AllreduceHook> {};
 
 // Ddp with gradients cast to C's dtype for the wire, averaged, and cast back.
 template <class Compression>
-struct Strategy<DdpWith<Compression>> : Strategy<Ddp> {
-  Strategy() { wire_ = precision::to_scalar_type(Compression::wire); }
+struct Strategy<DdpWith<Compression>> : DdpStrategy<detail::CompressHook> {
+  Strategy() { hook_.wire = precision::to_scalar_type(Compression::wire); }
 
   void attach(runtime::ProcessGroup* process_group, const Options& options) {
     // Refuse rather than quietly send fp32: the user asked for compression.
@@ -120,7 +123,7 @@ struct Strategy<DdpWith<Compression>> : Strategy<Ddp> {
       accel::detail::fail("CompressBf16 needs bf16 all-reduce, which Gloo lacks on libtorch {}; use "
                    "DdpWith<CompressFp16> or Ddp",
                    TORCH_VERSION);
-    Strategy<Ddp>::attach(process_group, options);
+    DdpStrategy::attach(process_group, options);
   }
 };
 

@@ -30,18 +30,19 @@
 #include "../../options.hpp"
 #include "../../runtime/process_group.hpp"
 #include "bucket_assignment.hpp"
+#include "comm_hook.hpp"
 
 namespace accel::parallel::detail {
 
+// Hook: what each bucket's all-reduce sends (comm_hook.hpp).
+template <class Hook>
 class Reducer {
  public:
   // model: how errors name the model ("the model prepared first (Sequential)").
-  // wire: the dtype gradients travel in when compressed (DdpWith<C>); empty for none.
   Reducer(runtime::ProcessGroup& group, std::string model, std::vector<std::string> names,
-          std::vector<torch::Tensor> parameters, const DdpOptions& options,
-          std::optional<c10::ScalarType> wire = std::nullopt)
+          std::vector<torch::Tensor> parameters, const DdpOptions& options, Hook hook = {})
       : group_(group), model_(std::move(model)), names_(std::move(names)),
-        parameters_(std::move(parameters)), options_(options), wire_(wire),
+        parameters_(std::move(parameters)), options_(options), hook_(hook),
         slot_(parameters_.size()), arrived_(parameters_.size(), false) {
     for (const auto& p : parameters_) trainable_.push_back(p.requires_grad());
     build_buckets();
@@ -96,11 +97,11 @@ class Reducer {
         // the bucket and then a copy. Compressed buckets were divided before sending.
         const bool view = is_bucket_view(i);
         if (view || options_.gradients_as_bucket_views) {
-          if (!wire_) sum.mul_(inverse_);
+          if (!Hook::divides_before_sending) sum.mul_(inverse_);
           if (!view) p.mutable_grad() = sum;
         } else if (!p.grad().defined()) {
-          p.mutable_grad() = wire_ ? sum.clone() : sum * inverse_;
-        } else if (wire_) {
+          p.mutable_grad() = Hook::divides_before_sending ? sum.clone() : sum * inverse_;
+        } else if (Hook::divides_before_sending) {
           p.mutable_grad().copy_(sum);
         } else {
           at::mul_out(p.mutable_grad(), sum, inverse_tensor_);
@@ -135,7 +136,7 @@ class Reducer {
       bucket.members = std::move(members);
       bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
       const double bytes = static_cast<double>(numel * bucket.flat.element_size());
-      if (!wire_ && bytes <= options_.small_bucket_kb * 1024.0 &&
+      if (Hook::may_register && bytes <= options_.small_bucket_kb * 1024.0 &&
           runtime::DirectGloo::can_register(bucket.flat))
         bucket.registered = group_.register_allreduce(bucket.flat);
     }
@@ -192,14 +193,7 @@ class Reducer {
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
       Bucket& bucket = buckets_[next_launch_++];
       if (bucket.registered) continue;  // finalize() runs it
-      if (wire_) {
-        // Divided before the cast, as PyTorch's fp16 compression hook does, so that the sum of
-        // W values cannot overflow fp16; the sum comes back into flat in fp32.
-        bucket.pending = group_.allreduce_async(
-            bucket.flat, bucket.flat.div(group_.size()).to(*wire_));
-      } else {
-        bucket.pending = group_.allreduce_async(bucket.flat);
-      }
+      bucket.pending = hook_.send(group_, bucket.flat);
     }
   }
 
@@ -208,7 +202,7 @@ class Reducer {
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_;
   DdpOptions options_;
-  std::optional<c10::ScalarType> wire_;
+  Hook hook_;
   std::vector<Slot> slot_;
   std::vector<bool> trainable_;  // requires_grad at prepare(): the parameters in buckets
   std::vector<bool> arrived_;
