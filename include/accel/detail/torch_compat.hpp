@@ -10,6 +10,8 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <optional>
+
 // c10d's Gloo header is empty without USE_C10D_GLOO, which torch's CMake target defines.
 #ifndef USE_C10D_GLOO
 #error "accel: USE_C10D_GLOO is not defined; link the torch CMake target (find_package(Torch)) or define it"
@@ -44,6 +46,13 @@ inline constexpr bool cpu_has_half_matmul = ACCEL_TORCH_AT_LEAST(2, 6);
 inline constexpr bool cpu_has_amp_scaler_ops = ACCEL_TORCH_AT_LEAST(2, 6);
 // float8 dtypes (e4m3fn, e5m2) exist from 2.1; _scaled_mm is CUDA only on every version.
 inline constexpr bool has_float8 = ACCEL_TORCH_AT_LEAST(2, 1);
+// The float8 forward dtype (e4m3, PyTorch's Float8_e4m3fn) where this libtorch has it.
+inline constexpr std::optional<c10::ScalarType> float8_e4m3_dtype =
+#if ACCEL_TORCH_AT_LEAST(2, 1)
+    c10::ScalarType::Float8_e4m3fn;
+#else
+    std::nullopt;
+#endif
 
 // Autocast state. 1.13 has one set of functions per device type (set_cpu_enabled,
 // set_autocast_cpu_dtype, set_enabled for CUDA, ...); 2.4+ takes the device type as an argument

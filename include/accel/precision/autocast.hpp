@@ -8,19 +8,9 @@
 #include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../policy/precision.hpp"
+#include "scalar_type.hpp"
 
 namespace accel::precision {
-
-constexpr c10::ScalarType to_scalar_type(policy::ComputeType type) {
-  switch (type) {
-    case policy::ComputeType::bfloat16:
-      return c10::ScalarType::BFloat16;
-    case policy::ComputeType::float16:
-      return c10::ScalarType::Half;
-    default:
-      return c10::ScalarType::Float;
-  }
-}
 
 // The primary template serves policies without autocast.
 template <class Prec>
