@@ -1,10 +1,14 @@
-// Small models and datasets shared by the unit tests.
+// Small models, datasets and helpers shared by the unit tests.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace accel_test {
 
@@ -56,5 +60,36 @@ inline double max_relative_difference(torch::nn::Module& a, torch::nn::Module& b
   }
   return worst;
 }
+
+// Environment variables set (a null value: unset) for one scope. Each variable gets its previous
+// value (or absence) back at the end, in reverse order, so that a variable listed twice ends as
+// it began and a test never leaks its environment into the next one.
+class ScopedEnv {
+ public:
+  using Entry = std::pair<const char*, const char*>;
+  explicit ScopedEnv(const std::vector<Entry>& entries) {
+    for (const auto& [name, value] : entries) {
+      const char* previous = std::getenv(name);
+      saved_.emplace_back(name, previous ? std::optional<std::string>(previous) : std::nullopt);
+      set(name, value);
+    }
+  }
+  ScopedEnv(const char* name, const char* value) : ScopedEnv(std::vector<Entry>{{name, value}}) {}
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+      set(it->first.c_str(), it->second ? it->second->c_str() : nullptr);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  static void set(const char* name, const char* value) {
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 }  // namespace accel_test

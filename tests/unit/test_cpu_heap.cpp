@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "helpers.hpp"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 
@@ -21,9 +23,11 @@ bool mmapped(std::size_t bytes) {
 }  // namespace
 
 TEST_CASE("keep_freed_cpu_memory: blocks below 32 MiB come from the heap") {
-  ::setenv("MALLOC_TRIM_THRESHOLD_", "1000000", 1);
-  CHECK_FALSE(accel::runtime::keep_freed_cpu_memory());  // the user's variable wins
-  ::unsetenv("MALLOC_TRIM_THRESHOLD_");
+  {
+    accel_test::ScopedEnv user("MALLOC_TRIM_THRESHOLD_", "1000000");
+    CHECK_FALSE(accel::runtime::keep_freed_cpu_memory());  // the user's variable wins
+  }
+  accel_test::ScopedEnv unset("MALLOC_TRIM_THRESHOLD_", nullptr);
 
   CHECK(accel::runtime::keep_freed_cpu_memory());
   CHECK_FALSE(mmapped(16u << 20));

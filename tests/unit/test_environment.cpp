@@ -3,10 +3,11 @@
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "helpers.hpp"
 
 namespace {
 
@@ -17,16 +18,15 @@ constexpr const char* kAllVariables[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE"};
 
-// Exactly these launcher variables for one scope; everything else unset.
-struct Env {
-  explicit Env(std::vector<std::pair<const char*, const char*>> values) {
-    clear();
-    for (const auto& [name, value] : values) setenv(name, value, 1);
-  }
-  ~Env() { clear(); }
-  static void clear() {
-    for (const char* name : kAllVariables) unsetenv(name);
-  }
+// Exactly these launcher variables for one scope; every other one unset.
+std::vector<accel_test::ScopedEnv::Entry> only(std::vector<accel_test::ScopedEnv::Entry> values) {
+  std::vector<accel_test::ScopedEnv::Entry> entries;
+  for (const char* name : kAllVariables) entries.emplace_back(name, nullptr);
+  entries.insert(entries.end(), values.begin(), values.end());
+  return entries;
+}
+struct Env : accel_test::ScopedEnv {
+  explicit Env(std::vector<Entry> values) : ScopedEnv(only(std::move(values))) {}
 };
 
 }  // namespace

@@ -2,7 +2,7 @@
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 
-#include <cstdlib>
+#include "helpers.hpp"
 
 using namespace std::chrono_literals;
 
@@ -15,19 +15,24 @@ TEST_CASE("a timeout of zero or less is refused, naming the option") {
 }
 
 TEST_CASE("ACCEL_TIMEOUT and ACCEL_RENDEZVOUS_TIMEOUT replace the options, in seconds") {
-  setenv("ACCEL_TIMEOUT", "2.5", 1);
-  setenv("ACCEL_RENDEZVOUS_TIMEOUT", "40", 1);
-  const auto settings = accel::runtime::with_environment({.timeout = 30min});
-  CHECK(settings.timeout == 2500ms);
-  CHECK(settings.rendezvous_timeout == 40s);
-  setenv("ACCEL_TIMEOUT", "soon", 1);
-  CHECK_THROWS_WITH_AS(accel::runtime::with_environment({}),
-                       doctest::Contains("ACCEL_TIMEOUT='soon' is not a positive number of seconds"),
-                       accel::Error);
-  setenv("ACCEL_TIMEOUT", "0", 1);
-  CHECK_THROWS_AS(accel::runtime::with_environment({}), accel::Error);
-  unsetenv("ACCEL_TIMEOUT");
-  unsetenv("ACCEL_RENDEZVOUS_TIMEOUT");
+  {
+    accel_test::ScopedEnv env({{"ACCEL_TIMEOUT", "2.5"}, {"ACCEL_RENDEZVOUS_TIMEOUT", "40"}});
+    const auto settings = accel::runtime::with_environment({.timeout = 30min});
+    CHECK(settings.timeout == 2500ms);
+    CHECK(settings.rendezvous_timeout == 40s);
+  }
+  {
+    accel_test::ScopedEnv env("ACCEL_TIMEOUT", "soon");
+    CHECK_THROWS_WITH_AS(
+        accel::runtime::with_environment({}),
+        doctest::Contains("ACCEL_TIMEOUT='soon' is not a positive number of seconds"),
+        accel::Error);
+  }
+  {
+    accel_test::ScopedEnv env("ACCEL_TIMEOUT", "0");
+    CHECK_THROWS_AS(accel::runtime::with_environment({}), accel::Error);
+  }
+  accel_test::ScopedEnv unset({{"ACCEL_TIMEOUT", nullptr}, {"ACCEL_RENDEZVOUS_TIMEOUT", nullptr}});
   CHECK(accel::runtime::with_environment({}).timeout == 30min);
 }
 
