@@ -1,32 +1,9 @@
-// The Accelerator on one process: prepare, devices, clipping, seeding, errors, no virtuals.
+// The Accelerator on one process: prepare, devices, clipping, seeding, errors. (No virtuals: see
+// tests/static/no_virtual_dispatch.cpp.)
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-#include <type_traits>
-
 #include "helpers.hpp"
-
-namespace {
-
-// Every alias compiles to a class without virtual functions: no dispatch on the strategy.
-template <class... Accels>
-constexpr bool none_polymorphic = (!std::is_polymorphic_v<Accels> && ...);
-static_assert(none_polymorphic<
-              accel::Accelerator<>, accel::Accelerator<accel::Ddp, accel::Bf16>,
-              accel::Accelerator<accel::Zero2, accel::Fp16, accel::GradAccum<2>>,
-              accel::Accelerator<accel::Zero3, accel::Bf16, accel::GradAccum<4>>,
-              accel::Accelerator<accel::Fsdp<accel::FullShard>, accel::Fp8>,
-              accel::Accelerator<accel::Fsdp<accel::HybridShard>, accel::Fp32, accel::GradAccum<8>>>);
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
-
-}  // namespace
 
 TEST_CASE("prepare takes objects in any order and returns them in that order") {
   accel::Accelerator<accel::Ddp> accelerator;
@@ -114,8 +91,7 @@ TEST_CASE("set_seed and Options::seed make initialisation reproducible") {
 }
 
 TEST_CASE("a bad environment fails at construction, naming the variable and its value") {
-  ScopedEnv world("WORLD_SIZE", "two");
-  ScopedEnv rank("RANK", "0");
+  accel_test::ScopedEnv env({{"WORLD_SIZE", "two"}, {"RANK", "0"}});
   CHECK_THROWS_WITH_AS(accel::Accelerator<accel::Ddp>(),
                        doctest::Contains("WORLD_SIZE='two' is not an integer"), accel::Error);
 }

@@ -1,4 +1,10 @@
 // expect: accel: DdpWith<C> takes a gradient compression as C
-#include <accel/accelerator.hpp>
+#include "accelerator.hpp"
 
-int main() { accel::Accelerator<accel::DdpWith<accel::Fp16>> accelerator; }
+#ifdef ACCEL_TWIN
+using Parallelism = accel::DdpWith<accel::CompressFp16>;
+#else
+using Parallelism = accel::DdpWith<accel::Fp16>;  // a precision, not a compression
+#endif
+
+int main() { [[maybe_unused]] Accelerator<Parallelism> accelerator; }

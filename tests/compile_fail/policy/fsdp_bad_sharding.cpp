@@ -1,4 +1,10 @@
 // expect: accel: Fsdp<S> takes a sharding strategy as S
-#include <accel/accelerator.hpp>
+#include "accelerator.hpp"
 
-int main() { accel::Accelerator<accel::Fsdp<accel::Bf16>> accelerator; }
+#ifdef ACCEL_TWIN
+using Parallelism = accel::Fsdp<accel::FullShard>;
+#else
+using Parallelism = accel::Fsdp<accel::Bf16>;
+#endif
+
+int main() { [[maybe_unused]] Accelerator<Parallelism> accelerator; }

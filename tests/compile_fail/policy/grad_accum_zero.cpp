@@ -1,4 +1,12 @@
 // expect: accel: GradAccum<N> needs N >= 1
-#include <accel/accelerator.hpp>
+#include "accelerator.hpp"
 
-int main() { accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<0>> accelerator; }
+#ifdef ACCEL_TWIN
+constexpr int micro_batches = 1;
+#else
+constexpr int micro_batches = 0;
+#endif
+
+int main() {
+  [[maybe_unused]] Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<micro_batches>> accelerator;
+}

@@ -1,6 +1,12 @@
 // expect: accel: Accelerator's first parameter is not an accel policy
-#include <accel/accelerator.hpp>
+#include "accelerator.hpp"
 
-struct MyStrategy {};
+struct MyStrategy {};  // no category: not a policy
 
-int main() { accel::Accelerator<MyStrategy> accelerator; }
+#ifdef ACCEL_TWIN
+using Parallelism = accel::Ddp;
+#else
+using Parallelism = MyStrategy;
+#endif
+
+int main() { [[maybe_unused]] Accelerator<Parallelism> accelerator; }

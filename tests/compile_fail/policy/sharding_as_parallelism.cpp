@@ -1,4 +1,10 @@
 // expect: accel: a sharding strategy .FullShard, ShardGradOp, NoShard, HybridShard. is an argument of Fsdp
-#include <accel/accelerator.hpp>
+#include "accelerator.hpp"
 
-int main() { accel::Accelerator<accel::FullShard> accelerator; }
+#ifdef ACCEL_TWIN
+using Parallelism = accel::Fsdp<accel::FullShard>;
+#else
+using Parallelism = accel::FullShard;
+#endif
+
+int main() { [[maybe_unused]] Accelerator<Parallelism> accelerator; }

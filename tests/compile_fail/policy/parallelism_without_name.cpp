@@ -1,0 +1,12 @@
+// expect: accel: a type tagged as a parallelism policy .category = accel::policy::parallelism_tag. has no `static constexpr std::string_view name`
+// Tagged but incomplete: before, this compiled as Accelerator<Ddp>.
+#include "accelerator.hpp"
+
+struct MyPolicy {
+  using category = accel::policy::parallelism_tag;
+#ifdef ACCEL_TWIN
+  static constexpr std::string_view name = "MyPolicy";
+#endif
+};
+
+int main() { [[maybe_unused]] Accelerator<MyPolicy> accelerator; }

@@ -1,0 +1,10 @@
+// expect: accel: Accelerator's first parameter is the parallelism policy, but a precision policy was given there
+#include "accelerator.hpp"
+
+#ifdef ACCEL_TWIN
+using Parallelism = accel::Ddp;
+#else
+using Parallelism = accel::Bf16;
+#endif
+
+int main() { [[maybe_unused]] Accelerator<Parallelism> accelerator; }

@@ -1,0 +1,50 @@
+// Compiling this file is the test: nothing on the training path dispatches virtually, so a
+// strategy compiles to direct calls (DESIGN.md: no virtual calls inside the library). A virtual
+// function inside a member does not make the class that holds it polymorphic, so checking the
+// Accelerator alone proves nothing: every type is listed itself, each parallel::Strategy
+// specialization (parallel/strategies.hpp includes them all), the types they hold, and each
+// precision guard. A type added to parallel/ belongs here too.
+#include <accel/accelerator.hpp>
+#include <accel/parallel/strategies.hpp>
+
+#include <type_traits>
+
+namespace {
+
+template <class... Types>
+inline constexpr bool none_polymorphic = (!std::is_polymorphic_v<Types> && ...);
+
+namespace parallel = accel::parallel;
+namespace precision = accel::precision;
+
+// Every specialization accel defines.
+static_assert(none_polymorphic<
+              parallel::Strategy<accel::Ddp>, parallel::Strategy<accel::DdpWith<accel::CompressFp16>>,
+              parallel::Strategy<accel::DdpWith<accel::CompressBf16>>,
+              parallel::Strategy<accel::Zero2>, parallel::Strategy<accel::Zero3>,
+              parallel::Strategy<accel::Fsdp<accel::FullShard>>,
+              parallel::Strategy<accel::Fsdp<accel::ShardGradOp>>,
+              parallel::Strategy<accel::Fsdp<accel::NoShard>>,
+              parallel::Strategy<accel::Fsdp<accel::HybridShard>>>);
+
+// What they hold (a base with a virtual would make them polymorphic, a member would not): Ddp's
+// reducers and the comm hook each is instantiated with.
+static_assert(none_polymorphic<parallel::detail::Reducer<parallel::detail::AllreduceHook>,
+                               parallel::detail::Reducer<parallel::detail::CompressHook>,
+                               parallel::detail::AllreduceHook, parallel::detail::CompressHook,
+                               parallel::detail::BucketCaps>);
+
+// The precision side: the autocast guard of every policy.
+static_assert(none_polymorphic<precision::Autocast<accel::Fp32>, precision::Autocast<accel::Bf16>,
+                               precision::Autocast<accel::Fp16>, precision::Autocast<accel::Fp8>>);
+
+// And the class a training loop holds, for each kind of composition.
+static_assert(none_polymorphic<
+              accel::Accelerator<>, accel::Accelerator<accel::Ddp, accel::Bf16>,
+              accel::Accelerator<accel::DdpWith<accel::CompressFp16>, accel::Fp32, accel::GradAccum<2>>,
+              accel::Accelerator<accel::Zero2, accel::Fp16, accel::GradAccum<2>>,
+              accel::Accelerator<accel::Zero3, accel::Bf16, accel::GradAccum<4>>,
+              accel::Accelerator<accel::Fsdp<accel::FullShard>, accel::Fp8>,
+              accel::Accelerator<accel::Fsdp<accel::HybridShard>, accel::Fp32, accel::GradAccum<8>>>);
+
+}  // namespace
