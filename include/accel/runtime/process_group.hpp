@@ -130,8 +130,7 @@ class ProcessGroup {
  public:
   ProcessGroup(const Environment& env, GroupSettings settings)
       : rank_(env.process.rank), size_(env.process.world_size),
-        check_(settings.check_collectives), timeout_(settings.timeout),
-        errors_at_start_(detail::errors_raised()) {
+        check_(settings.check_collectives), timeout_(settings.timeout) {
     const auto rendezvous = settings.rendezvous_timeout;
     explain_gloo_aborts();
     // Each group of this process gets its own key space, so that a second group (a second
@@ -187,11 +186,12 @@ class ProcessGroup {
   // finished first waits, briefly, for the others to reach here too (through the store, not
   // Gloo): long enough for the last collective's final bytes to arrive everywhere, short enough
   // that peers stuck in a collective this rank never joins learn of it within seconds (closing
-  // the connections fails their collective at once). No wait at all when this rank is leaving
-  // because of an error: an exception unwinding, an accel: error raised, a failed collective.
+  // the connections fails their collective at once). No wait at all while an exception unwinds
+  // through the group's owner or after a collective failed: the group is broken then anyway.
+  // (An error the program caught still waits: its peers may be finishing the last collective,
+  // as when every rank raised the same error.)
   ~ProcessGroup() {
-    const bool failing = std::uncaught_exceptions() > 0 || broken_ ||
-                         detail::errors_raised() != errors_at_start_;
+    const bool failing = std::uncaught_exceptions() > 0 || broken_;
     try {
       store_->set(finished_key(rank_), to_bytes(std::to_string(sequence_)));
       if (failing) return;
@@ -543,7 +543,6 @@ class ProcessGroup {
   int size_;
   bool check_;
   std::chrono::milliseconds timeout_;
-  std::uint64_t errors_at_start_;  // detail::errors_raised() when the group was made
   bool checking_ = false;
   bool broken_ = false;  // a collective failed
   std::uint64_t sequence_ = 0;
