@@ -129,6 +129,15 @@ void gap_filling() {
   EXPECT(torch::allclose(group.reduce_scatter(input, accel::ReduceOp::mean), chunk / w));
   const auto mine = torch::full({2, 3}, double(r));
   EXPECT(torch::equal(group.allgather(mine, /*native=*/false), group.allgather(mine)));
+  // allgather_into a flat buffer whose slot r is the input (as Zero2 gathers its shards), fp32
+  // and bf16, native and fallback.
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16})
+    for (const bool use_native : {true, false}) {
+      torch::Tensor flat = torch::full({3 * w}, -1.0, dtype);
+      flat.narrow(0, 3 * r, 3).copy_(torch::arange(3 * r, 3 * r + 3, torch::kFloat));
+      group.allgather_into(flat, flat.narrow(0, 3 * r, 3), use_native);
+      EXPECT(torch::equal(flat.to(torch::kFloat), torch::arange(3 * w, torch::kFloat)));
+    }
   // bf16: native on a wire that has it, through fp32 where it does not; same numbers.
   auto bf = torch::full({5}, 0.5 * (r + 1), torch::kBFloat16);
   group.allreduce(bf);
@@ -551,8 +560,11 @@ struct GanData {
   GanSample get(std::int64_t i) const { return {real[i], noise[i]}; }
 };
 
+// Under Zero2 a model reached by both backward() calls of a micro-step (the discriminator) is
+// reduce-scattered after each, and the optimizer state lives in the shard optimizers.
+template <class Par>
 void gan_accumulation() {
-  using Accel = accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>;
+  using Accel = accel::Accelerator<Par, accel::Fp32, accel::GradAccum<2>>;
   Accel acc(test_options());
   const int w = acc.num_processes();
   const auto make = [](torch::nn::Linear& generator, torch::nn::Linear& discriminator) {
@@ -581,9 +593,15 @@ void gan_accumulation() {
   EXPECT(batches.size() == 8);
   for (const auto& batch : batches)
     step(g, d, g_opt, d_opt, batch, [&](const torch::Tensor& loss) { acc.backward(loss); });
-  const auto adam_steps = [](torch::optim::Adam& adam) {
-    EXPECT(!adam.state().empty());
-    return static_cast<torch::optim::AdamParamState&>(*adam.state().begin()->second).step();
+  const auto adam_steps = [&](torch::optim::Adam& adam) {
+    const torch::optim::Optimizer* holder = &adam;
+    if constexpr (Par::shards_optimizer_state) {
+      EXPECT(adam.state().empty());
+      holder = acc.strategy().shard_optimizer(adam);
+      EXPECT(holder != nullptr);
+    }
+    EXPECT(!holder->state().empty());
+    return static_cast<const torch::optim::AdamParamState&>(*holder->state().begin()->second).step();
   };
   fmt::print("rank {}: generator steps {}, discriminator steps {}\n", acc.process_index(),
              adam_steps(g_adam), adam_steps(d_adam));
@@ -892,6 +910,45 @@ void zero2_no_sync() {
   EXPECT(in_step == 1);    // one all-gather
 }
 
+// What Zero2 refuses, on every rank alike: an optimizer that already holds state (here it
+// stepped on rank 0 only), and an optimizer parameter in no prepared model.
+void zero2_refusals() {
+  Zero2 acc(test_options());
+  const auto expect_error = [&](auto&& call, std::string_view needle) {
+    try {
+      call();
+    } catch (const accel::Error& error) {
+      const std::string what = error.what();
+      if (what.find(needle) == std::string::npos)
+        throw std::runtime_error(fmt::format("unexpected error: {}", what));
+      return;
+    }
+    throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
+  };
+  const Regression data;
+  torch::manual_seed(4);
+  auto net = padded_model();
+  torch::optim::Adam stepped(net->parameters(), 0.01);
+  if (acc.process_index() == 0) {
+    torch::mse_loss(net->forward(data.inputs), data.targets).backward();
+    stepped.step();
+    stepped.zero_grad();
+  }
+  expect_error([&] { acc.prepare(net, stepped); },
+               "Zero2: the torch::optim::Adam passed to prepare() already holds optimizer state on "
+               "at least one rank");
+
+  auto other = padded_model();
+  torch::Tensor stray = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD sgd(other->parameters(), 0.1);
+  sgd.param_groups()[0].params().push_back(stray);
+  auto [model, optimizer] = acc.prepare(other, sgd);
+  acc.backward(torch::mse_loss(model(data.inputs), data.targets) + stray.sum());
+  expect_error([&] { optimizer.step(); },
+               "Zero2: parameter #4 of param group 0 of the optimizer (shape [3]) belongs to no "
+               "prepared model");
+}
+
 // --- Prompt, named failures ----------------------------------------------------------------------
 
 // With collective checking off, the cheap checks still run where they cost no extra round trip:
@@ -1030,7 +1087,9 @@ int main(int argc, char** argv) {
       {"ddp_frozen_bias_find_unused", [] { ddp_frozen(true, false); }},
       {"ddp_frozen_layer", [] { ddp_frozen(false, true); }},
       {"ddp_frozen_layer_find_unused", [] { ddp_frozen(true, true); }},
-      {"gan_accumulation", gan_accumulation},
+      {"gan_accumulation", gan_accumulation<accel::Ddp>},
+      {"zero2_gan_accumulation", gan_accumulation<accel::Zero2>},
+      {"zero2_refusals", zero2_refusals},
       {"split_uneven", split_uneven},
       {"prepare_after_steps", prepare_after_steps},
       {"unchecked_mismatch", unchecked_mismatch},

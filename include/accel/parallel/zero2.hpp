@@ -121,22 +121,8 @@ class ShardedGradientStrategy : public LocalStrategy {
                   "passed to prepare() (its type is in the 'Optimizer = ...' of this "
                   "instantiation) is none of them; use one of those five (declared with its own "
                   "type, not as torch::optim::Optimizer), or Ddp");
-    if (group_ == nullptr || find(optimizer) != nullptr) return;
-    // State that exists before prepare() (the optimizer stepped, or a checkpoint was loaded into
-    // it) would have to be cut into shards; refused on every rank rather than silently dropped.
-    torch::Tensor stepped = torch::tensor({detail::has_stepped(optimizer) ? 1 : 0}, torch::kInt);
-    group_->allreduce(stepped, runtime::ReduceOp::max);
-    if (stepped.item<int>() != 0)
-      accel::detail::fail("{}: the {} passed to prepare() already holds optimizer state on at "
-                          "least one rank (it stepped, or state was loaded into it); {} builds "
-                          "each rank's state for its shard from the first step on, so prepare "
-                          "the optimizer before it steps (or train with Ddp to continue from "
-                          "that state)",
-                          name_, detail::ShardableOptimizer<Optimizer>::name, name_);
-    // Adagrad's constructor allocated full-size accumulators: the shard optimizer makes its own.
-    optimizer.state().clear();
-    ShardedOptimizer& sharded = optimizers_.emplace_back();
-    sharded.user = &optimizer;
+    // Nothing more for a refused type: the assertion above is the one error.
+    if constexpr (detail::ShardableOptimizer<Optimizer>::value) register_optimizer(optimizer);
   }
 
   void before_backward(bool sync) {
@@ -167,32 +153,7 @@ class ShardedGradientStrategy : public LocalStrategy {
 
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
-    if (group_ == nullptr) return LocalStrategy::optimizer_step(optimizer);
-    ShardedOptimizer& sharded = index(optimizer);
-    const auto& groups = optimizer.param_groups();
-    if (!sharded.shard) {
-      std::vector<torch::optim::OptimizerParamGroup> shard_groups;
-      for (std::size_t g = 0; g < groups.size(); ++g)
-        shard_groups.emplace_back(sharded.pieces[g], groups[g].options().clone());
-      using Options = typename detail::ShardableOptimizer<Optimizer>::options;
-      sharded.shard = std::make_unique<Optimizer>(
-          std::move(shard_groups), static_cast<const Options&>(optimizer.defaults()));
-    }
-    auto& shard_groups = sharded.shard->param_groups();
-    if (groups.size() != shard_groups.size())
-      accel::detail::fail("{}: the {} had {} param groups when it first stepped and has {} now; "
-                          "add param groups before the first step",
-                          name_, detail::ShardableOptimizer<Optimizer>::name, shard_groups.size(),
-                          groups.size());
-    // The user's options as they are now: a scheduler, or the user, may have changed them.
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      shard_groups[g].set_options(groups[g].options().clone());
-    sharded.shard->step();
-    torch::NoGradGuard no_grad;
-    for (const std::size_t f : sharded.flats) {
-      detail::FlatParameter& flat = *flats_[f];
-      group_->allgather_into(flat.flat(), flat.shard());
-    }
+    if constexpr (detail::ShardableOptimizer<Optimizer>::value) step_shard(optimizer);
   }
 
   // In place, as LocalStrategy's: this optimizer's shard gradients, and any full gradient its
@@ -265,6 +226,58 @@ class ShardedGradientStrategy : public LocalStrategy {
     std::vector<std::vector<torch::Tensor>> pieces;  // per user param group
     std::unique_ptr<torch::optim::Optimizer> shard;
   };
+
+  // Builds the shard optimizer at the first step; then options in, step, shards gathered.
+  template <class Optimizer>
+  void step_shard(Optimizer& optimizer) {
+    if (group_ == nullptr) return LocalStrategy::optimizer_step(optimizer);
+    ShardedOptimizer& sharded = index(optimizer);
+    const auto& groups = optimizer.param_groups();
+    if (!sharded.shard) {
+      std::vector<torch::optim::OptimizerParamGroup> shard_groups;
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        shard_groups.emplace_back(sharded.pieces[g], groups[g].options().clone());
+      using Options = typename detail::ShardableOptimizer<Optimizer>::options;
+      sharded.shard = std::make_unique<Optimizer>(
+          std::move(shard_groups), static_cast<const Options&>(optimizer.defaults()));
+    }
+    auto& shard_groups = sharded.shard->param_groups();
+    if (groups.size() != shard_groups.size())
+      accel::detail::fail("{}: the {} had {} param groups when it first stepped and has {} now; "
+                          "add param groups before the first step",
+                          name_, detail::ShardableOptimizer<Optimizer>::name, shard_groups.size(),
+                          groups.size());
+    // The user's options as they are now: a scheduler, or the user, may have changed them.
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      shard_groups[g].set_options(groups[g].options().clone());
+    sharded.shard->step();
+    torch::NoGradGuard no_grad;
+    for (const std::size_t f : sharded.flats) {
+      detail::FlatParameter& flat = *flats_[f];
+      group_->allgather_into(flat.flat(), flat.shard());
+    }
+  }
+
+
+  template <class Optimizer>
+  void register_optimizer(Optimizer& optimizer) {
+    if (group_ == nullptr || find(optimizer) != nullptr) return;
+    // State that exists before prepare() (the optimizer stepped, or a checkpoint was loaded into
+    // it) would have to be cut into shards; refused on every rank rather than silently dropped.
+    torch::Tensor stepped = torch::tensor({detail::has_stepped(optimizer) ? 1 : 0}, torch::kInt);
+    group_->allreduce(stepped, runtime::ReduceOp::max);
+    if (stepped.item<int>() != 0)
+      accel::detail::fail("{}: the {} passed to prepare() already holds optimizer state on at "
+                          "least one rank (it stepped, or state was loaded into it); {} builds "
+                          "each rank's state for its shard from the first step on, so prepare "
+                          "the optimizer before it steps (or train with Ddp to continue from "
+                          "that state)",
+                          name_, detail::ShardableOptimizer<Optimizer>::name, name_);
+    // Adagrad's constructor allocated full-size accumulators: the shard optimizer makes its own.
+    optimizer.state().clear();
+    ShardedOptimizer& sharded = optimizers_.emplace_back();
+    sharded.user = &optimizer;
+  }
 
   ShardedOptimizer* find(const torch::optim::Optimizer& user) {
     for (auto& sharded : optimizers_)
