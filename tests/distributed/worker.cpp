@@ -947,6 +947,24 @@ void zero2_refusals() {
   expect_error([&] { optimizer.step(); },
                "Zero2: parameter #4 of param group 0 of the optimizer (shape [3]) belongs to no "
                "prepared model");
+
+  // A param group added after the first step has no shard: refused. One added before the first
+  // step (after a zero_grad, which already located the optimizer's parameters) trains.
+  auto third = padded_model();
+  torch::optim::Adam adam(std::vector<torch::Tensor>{third[0]->parameters()}, 0.01);
+  auto [third_model, third_optimizer] = acc.prepare(third, adam);
+  third_optimizer.zero_grad();
+  adam.add_param_group(torch::optim::OptimizerParamGroup(third[2]->parameters()));
+  acc.backward(torch::mse_loss(third_model(data.inputs), data.targets));
+  third_optimizer.step();
+  third_optimizer.zero_grad();
+  const auto* shard = acc.strategy().shard_optimizer(adam);
+  EXPECT(shard != nullptr && shard->param_groups().size() == 2);
+  adam.add_param_group(torch::optim::OptimizerParamGroup(std::vector<torch::Tensor>{}));
+  acc.backward(torch::mse_loss(third_model(data.inputs), data.targets));
+  expect_error([&] { third_optimizer.step(); },
+               "Zero2: the torch::optim::Adam had 2 param groups of 4 parameters when it first "
+               "stepped and has 3 of 4 now");
 }
 
 // --- Prompt, named failures ----------------------------------------------------------------------

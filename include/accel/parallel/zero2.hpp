@@ -74,13 +74,13 @@ class ShardedGradientStrategy : public LocalStrategy {
     // Trainable parameters by (dtype, device), in registration order. A parameter registered
     // under two names (tied weights), or already flattened with a model prepared earlier, is
     // flattened once.
-    struct Bucket {
+    struct SameKind {
       c10::ScalarType dtype;
       torch::Device device;
       std::vector<torch::Tensor> params;
       std::vector<std::string> names;
     };
-    std::vector<Bucket> buckets;
+    std::vector<SameKind> kinds;
     std::unordered_set<const void*> seen;
     for (const auto& item : module.named_parameters()) {
       const torch::Tensor& p = item.value();
@@ -90,18 +90,18 @@ class ShardedGradientStrategy : public LocalStrategy {
         frozen_.push_back({p, item.key(), label});
         continue;
       }
-      auto bucket = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
-        return b.dtype == p.scalar_type() && b.device == p.device();
+      auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const SameKind& k) {
+        return k.dtype == p.scalar_type() && k.device == p.device();
       });
-      if (bucket == buckets.end())
-        bucket = buckets.insert(buckets.end(), Bucket{p.scalar_type(), p.device(), {}, {}});
-      bucket->params.push_back(p);
-      bucket->names.push_back(item.key());
+      if (kind == kinds.end())
+        kind = kinds.insert(kinds.end(), SameKind{p.scalar_type(), p.device(), {}, {}});
+      kind->params.push_back(p);
+      kind->names.push_back(item.key());
     }
-    for (auto& bucket : buckets) {
+    for (auto& kind : kinds) {
       const std::size_t f = flats_.size();
       flats_.push_back(std::make_unique<detail::FlatParameter>(
-          std::move(bucket.params), std::move(bucket.names), group_->size(), group_->rank()));
+          std::move(kind.params), std::move(kind.names), group_->size(), group_->rank()));
       labels_.push_back(label);
       pending_.push_back(0);
       const auto& params = flats_.back()->parameters();
@@ -224,13 +224,23 @@ class ShardedGradientStrategy : public LocalStrategy {
     bool indexed = false;
     std::vector<std::size_t> flats;                  // the same on every rank, ascending
     std::vector<std::vector<torch::Tensor>> pieces;  // per user param group
+    std::size_t parameters = 0;                      // in all its groups, when indexed
     std::unique_ptr<torch::optim::Optimizer> shard;
   };
+
+  static std::size_t count_parameters(const torch::optim::Optimizer& optimizer) {
+    std::size_t count = 0;
+    for (const auto& group : optimizer.param_groups()) count += group.params().size();
+    return count;
+  }
 
   // Builds the shard optimizer at the first step; then options in, step, shards gathered.
   template <class Optimizer>
   void step_shard(Optimizer& optimizer) {
     if (group_ == nullptr) return LocalStrategy::optimizer_step(optimizer);
+    // The shards are cut from the param groups as they are at the first step.
+    if (ShardedOptimizer* existing = find(optimizer); existing != nullptr && !existing->shard)
+      existing->indexed = false;
     ShardedOptimizer& sharded = index(optimizer);
     const auto& groups = optimizer.param_groups();
     if (!sharded.shard) {
@@ -242,11 +252,12 @@ class ShardedGradientStrategy : public LocalStrategy {
           std::move(shard_groups), static_cast<const Options&>(optimizer.defaults()));
     }
     auto& shard_groups = sharded.shard->param_groups();
-    if (groups.size() != shard_groups.size())
-      accel::detail::fail("{}: the {} had {} param groups when it first stepped and has {} now; "
-                          "add param groups before the first step",
+    if (groups.size() != shard_groups.size() || count_parameters(optimizer) != sharded.parameters)
+      accel::detail::fail("{}: the {} had {} param groups of {} parameters when it first stepped "
+                          "and has {} of {} now; its shards were cut then, so add param groups "
+                          "and parameters before the first step",
                           name_, detail::ShardableOptimizer<Optimizer>::name, shard_groups.size(),
-                          groups.size());
+                          sharded.parameters, groups.size(), count_parameters(optimizer));
     // The user's options as they are now: a scheduler, or the user, may have changed them.
     for (std::size_t g = 0; g < groups.size(); ++g)
       shard_groups[g].set_options(groups[g].options().clone());
@@ -316,6 +327,7 @@ class ShardedGradientStrategy : public LocalStrategy {
       }
     }
     std::sort(sharded->flats.begin(), sharded->flats.end());
+    sharded->parameters = count_parameters(user);
     sharded->indexed = true;
     return *sharded;
   }
