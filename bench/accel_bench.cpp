@@ -64,9 +64,9 @@ prints, from rank 0, as its last line:
 bench/reference/ddp.py takes the same flags and trains the same models with PyTorch's DDP.
 
   --nproc N              worker processes, through accel::launch() (default 1, or ACCEL_NPROC)
-  --strategy S           ddp (default) | zero2 | zero3 | fsdp. In this version of accel only ddp
-                         runs across processes; zero2, zero3 and fsdp run with one process only
-                         (they stop at construction with an accel: error on more)
+  --strategy S           ddp (default) | zero2 | zero3 | fsdp. In this version of accel ddp and
+                         zero2 run across processes; zero3 and fsdp (Fsdp<FullShard>) run with
+                         one process only (they stop at construction with an accel: error on more)
   --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights)
   --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>)
   --model M              mlp (default): 784 -> hidden x layers -> 10, ReLU (1024, 4, batch 64)

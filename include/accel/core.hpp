@@ -98,6 +98,9 @@ class Accelerator {
   const runtime::Environment& environment() const { return environment_; }
   // The process group; null on one process.
   runtime::ProcessGroup* process_group() const { return group_.get(); }
+  // The parallelism strategy, read-only: what it keeps (Zero2's flat parameters and the
+  // optimizers over this rank's shard), for tests and tools.
+  const parallel::Strategy<parallelism_policy>& strategy() const { return strategy_; }
 
   // --- prepare -----------------------------------------------------------------------------------
   // Takes modules (holders or shared_ptrs), optimizers, LR schedulers and DataLoaders, in any

@@ -129,6 +129,15 @@ void gap_filling() {
   EXPECT(torch::allclose(group.reduce_scatter(input, accel::ReduceOp::mean), chunk / w));
   const auto mine = torch::full({2, 3}, double(r));
   EXPECT(torch::equal(group.allgather(mine, /*native=*/false), group.allgather(mine)));
+  // allgather_into a flat buffer whose slot r is the input (as Zero2 gathers its shards), fp32
+  // and bf16, native and fallback.
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16})
+    for (const bool use_native : {true, false}) {
+      torch::Tensor flat = torch::full({3 * w}, -1.0, dtype);
+      flat.narrow(0, 3 * r, 3).copy_(torch::arange(3 * r, 3 * r + 3, torch::kFloat));
+      group.allgather_into(flat, flat.narrow(0, 3 * r, 3), use_native);
+      EXPECT(torch::equal(flat.to(torch::kFloat), torch::arange(3 * w, torch::kFloat)));
+    }
   // bf16: native on a wire that has it, through fp32 where it does not; same numbers.
   auto bf = torch::full({5}, 0.5 * (r + 1), torch::kBFloat16);
   group.allreduce(bf);
@@ -223,6 +232,16 @@ struct Regression {
 
 torch::nn::Sequential regression_model() {
   return torch::nn::Sequential(torch::nn::Linear(5, 8), torch::nn::Tanh(), torch::nn::Linear(8, 1));
+}
+
+// max |a - b| / max |b| over every parameter pair.
+double accel_max_relative(torch::nn::Module& a, torch::nn::Module& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.parameters().size(); ++i) {
+    const auto pa = a.parameters()[i], pb = b.parameters()[i];
+    worst = std::max(worst, ((pa - pb).abs().max() / pb.abs().max()).item<double>());
+  }
+  return worst;
 }
 
 template <class Accel>
@@ -496,10 +515,11 @@ void stopped_rank(bool in_backward) {
 
 // Fine-tuning with frozen parameters trains exactly like one process on the global batch:
 // a frozen parameter is in no bucket, so nothing of another parameter's gradient is touched.
+template <class Accel = Ddp>
 void ddp_frozen(bool find_unused, bool whole_first_layer) {
   accel::Options options = test_options();
   options.ddp.find_unused_parameters = find_unused;
-  Ddp acc(options);
+  Accel acc(options);
   const auto freeze = [&](torch::nn::Sequential& net) {
     auto first = net[0]->as<torch::nn::Linear>();
     first->bias.requires_grad_(false);
@@ -509,7 +529,7 @@ void ddp_frozen(bool find_unused, bool whole_first_layer) {
   for (std::size_t i = 0; i < net->parameters().size(); ++i)
     EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
   // Unfreezing after prepare() is refused rather than trained wrongly.
-  net[0]->as<torch::nn::Linear>()->bias.requires_grad_(true);
+  net[0]->template as<torch::nn::Linear>()->bias.requires_grad_(true);
   auto model = acc.prepare(net);
   const Regression data;
   try {
@@ -540,8 +560,11 @@ struct GanData {
   GanSample get(std::int64_t i) const { return {real[i], noise[i]}; }
 };
 
+// Under Zero2 a model reached by both backward() calls of a micro-step (the discriminator) is
+// reduce-scattered after each, and the optimizer state lives in the shard optimizers.
+template <class Par>
 void gan_accumulation() {
-  using Accel = accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>;
+  using Accel = accel::Accelerator<Par, accel::Fp32, accel::GradAccum<2>>;
   Accel acc(test_options());
   const int w = acc.num_processes();
   const auto make = [](torch::nn::Linear& generator, torch::nn::Linear& discriminator) {
@@ -570,9 +593,15 @@ void gan_accumulation() {
   EXPECT(batches.size() == 8);
   for (const auto& batch : batches)
     step(g, d, g_opt, d_opt, batch, [&](const torch::Tensor& loss) { acc.backward(loss); });
-  const auto adam_steps = [](torch::optim::Adam& adam) {
-    EXPECT(!adam.state().empty());
-    return static_cast<torch::optim::AdamParamState&>(*adam.state().begin()->second).step();
+  const auto adam_steps = [&](torch::optim::Adam& adam) {
+    const torch::optim::Optimizer* holder = &adam;
+    if constexpr (Par::shards_optimizer_state) {
+      EXPECT(adam.state().empty());
+      holder = acc.strategy().shard_optimizer(adam);
+      EXPECT(holder != nullptr);
+    }
+    EXPECT(!holder->state().empty());
+    return static_cast<const torch::optim::AdamParamState&>(*holder->state().begin()->second).step();
   };
   fmt::print("rank {}: generator steps {}, discriminator steps {}\n", acc.process_index(),
              adam_steps(g_adam), adam_steps(d_adam));
@@ -687,6 +716,257 @@ void prepare_after_steps() {
   for (auto digest : digests) EXPECT(digest == digests.front());
 }
 
+// --- Zero2 and Fsdp<ShardGradOp>: gradients reduce-scattered, optimizer state sharded ------------
+
+using Zero2 = accel::Accelerator<accel::Zero2>;
+
+// 5 -> 6 -> 1: 43 parameters, a size that needs padding on 2 ranks (to 44) and on 3 (to 45);
+// with the first bias frozen, 37 (to 38 and 39).
+torch::nn::Sequential padded_model() {
+  return torch::nn::Sequential(torch::nn::Linear(5, 6), torch::nn::Tanh(), torch::nn::Linear(6, 1));
+}
+
+// The optimizers Zero2 rebuilds over a shard, each with two param groups of different options
+// (the second: another learning rate and weight decay), so that group options must reach the
+// shard optimizer group by group.
+template <class Optimizer, class GroupOptions>
+Optimizer two_groups(torch::nn::Sequential& net, GroupOptions first, GroupOptions second) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(net[0]->parameters(), std::make_unique<GroupOptions>(first));
+  groups.emplace_back(net[2]->parameters(), std::make_unique<GroupOptions>(second));
+  return Optimizer(std::move(groups), first);
+}
+torch::optim::Adam make_adam(torch::nn::Sequential& net) {
+  using O = torch::optim::AdamOptions;
+  return two_groups<torch::optim::Adam>(net, O(0.01), O(0.02).weight_decay(0.01).amsgrad(true));
+}
+torch::optim::SGD make_sgd(torch::nn::Sequential& net) {
+  using O = torch::optim::SGDOptions;
+  return two_groups<torch::optim::SGD>(net, O(0.05).momentum(0.9),
+                                       O(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
+}
+torch::optim::AdamW make_adamw(torch::nn::Sequential& net) {
+  using O = torch::optim::AdamWOptions;
+  return two_groups<torch::optim::AdamW>(net, O(0.01), O(0.02).weight_decay(0.1));
+}
+torch::optim::Adagrad make_adagrad(torch::nn::Sequential& net) {
+  using O = torch::optim::AdagradOptions;
+  return two_groups<torch::optim::Adagrad>(net, O(0.05), O(0.1).lr_decay(0.01).weight_decay(0.01));
+}
+torch::optim::RMSprop make_rmsprop(torch::nn::Sequential& net) {
+  using O = torch::optim::RMSpropOptions;
+  return two_groups<torch::optim::RMSprop>(net, O(0.01), O(0.005).momentum(0.5).centered(true));
+}
+
+// Elements of optimizer state per parameter element that `optimizer` keeps (one state tensor
+// counted per parameter: exp_avg, momentum_buffer, sum, square_avg).
+std::int64_t state_numel(const torch::optim::Optimizer& optimizer) {
+  std::int64_t numel = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    if (const auto* s = dynamic_cast<const torch::optim::AdamParamState*>(state.get()))
+      numel += s->exp_avg().numel();
+    else if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(state.get()))
+      numel += s->exp_avg().numel();
+    else if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(state.get()))
+      numel += s->momentum_buffer().numel();
+    else if (const auto* s = dynamic_cast<const torch::optim::AdagradParamState*>(state.get()))
+      numel += s->sum().numel();
+    else if (const auto* s = dynamic_cast<const torch::optim::RMSpropParamState*>(state.get()))
+      numel += s->square_avg().numel();
+  }
+  return numel;
+}
+
+struct ShardedRun {
+  bool frozen_bias = false;
+  double clip = 0.0;  // max_norm; 0: no clipping
+  bool scheduler = false;
+};
+
+// Two epochs of `Accel` on W ranks (4 samples each per batch, GradAccum from Accel) against one
+// process on the global batch, from rank 0's initial weights: parameters within 1e-5 relative
+// (the reduce-scatter sums in another order than one process's backward: ~1e-7 is measured),
+// bitwise identical on every rank, clipped norms equal to one process's, and optimizer state
+// cut into shards: summed over the ranks it covers each trainable element once, and each rank
+// holds at most its shard (total/N up to padding).
+template <class Accel, class MakeOptimizer>
+void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run = {}) {
+  Accel acc(test_options());
+  const int w = acc.num_processes();
+  const std::int64_t per_rank = 4;
+  const auto freeze = [&](torch::nn::Sequential& net) {
+    if (run.frozen_bias) net[0]->as<torch::nn::Linear>()->bias.requires_grad_(false);
+  };
+  torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
+  auto net = padded_model();
+  freeze(net);
+  auto user_optimizer = make_optimizer(net);
+  torch::optim::StepLR user_schedule(user_optimizer, /*step_size=*/3, /*gamma=*/0.5);
+  accel::DataLoader loader(Regression(), {.batch_size = per_rank, .shuffle = true, .seed = 5});
+  auto [model, optimizer, scheduler, batches] = acc.prepare(net, user_optimizer, user_schedule, loader);
+  std::vector<double> norms;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& batch : batches) {
+      acc.backward(torch::mse_loss(model(batch.x), batch.y));
+      if (run.clip > 0) {
+        const double norm = acc.clip_grad_norm(run.clip);
+        if (acc.sync_gradients()) norms.push_back(norm);
+      }
+      optimizer.step();
+      if (run.scheduler) scheduler.step();
+      optimizer.zero_grad();
+    }
+
+  torch::manual_seed(1);
+  auto reference = padded_model();
+  freeze(reference);
+  auto reference_optimizer = make_optimizer(reference);
+  torch::optim::StepLR reference_schedule(reference_optimizer, 3, 0.5);
+  accel::DataLoader global(Regression(), {.batch_size = per_rank * w, .shuffle = true, .seed = 5});
+  std::vector<double> reference_norms;
+  constexpr int steps = Accel::accumulation_steps;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const std::int64_t total = global.size();
+    std::int64_t index = 0;
+    int micro = 0;
+    for (const auto& batch : global) {
+      const int window = static_cast<int>(std::min<std::int64_t>(steps, total - index / steps * steps));
+      (torch::mse_loss(reference->forward(batch.x), batch.y) / window).backward();
+      ++index;
+      if (++micro < window) continue;
+      micro = 0;
+      if (run.clip > 0)
+        reference_norms.push_back(
+            torch::nn::utils::clip_grad_norm_(reference->parameters(), run.clip));
+      reference_optimizer.step();
+      if (run.scheduler) reference_schedule.step();
+      reference_optimizer.zero_grad();
+    }
+  }
+
+  const double worst = accel_max_relative(*net, *reference);
+  fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
+             acc.process_index(), worst);
+  EXPECT(worst <= 1e-5);
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
+
+  EXPECT(norms.size() == reference_norms.size());
+  for (std::size_t i = 0; i < norms.size(); ++i)
+    EXPECT(std::abs(norms[i] - reference_norms[i]) <= 1e-5 * reference_norms[i]);
+  // Clipping must have acted for the comparison to mean anything.
+  if (run.clip > 0) EXPECT(*std::max_element(norms.begin(), norms.end()) > run.clip);
+
+  // Optimizer state: the user's optimizer holds none; the shard optimizer's covers this rank's
+  // shard, and the ranks' together cover every trainable element once.
+  EXPECT(user_optimizer.state().empty());
+  const auto* shard = acc.strategy().shard_optimizer(user_optimizer);
+  EXPECT(shard != nullptr);
+  const std::int64_t mine = state_numel(*shard);
+  std::int64_t trainable = 0;
+  for (const auto& p : net->parameters())
+    if (p.requires_grad()) trainable += p.numel();
+  const auto& flats = acc.strategy().flat_parameters();
+  EXPECT(flats.size() == 1);
+  EXPECT(flats[0]->layout().numel == trainable);
+  const std::int64_t shard_numel = flats[0]->layout().shard_numel;
+  EXPECT(shard_numel == (trainable + w - 1) / w);
+  EXPECT(mine <= shard_numel);
+  const auto all = acc.gather_object(mine);
+  std::int64_t sum = 0;
+  for (auto n : all) sum += n;
+  fmt::print("rank {}: optimizer state elements {} of {} (shard {})\n", acc.process_index(), mine,
+             trainable, shard_numel);
+  EXPECT(sum == trainable);
+}
+
+// Non-final micro-steps communicate nothing; the final one reduce-scatters once per flat
+// parameter, after which the full gradients are released; the step all-gathers once.
+template <class Accel>
+void zero2_no_sync() {
+  Accel acc(test_options());
+  torch::manual_seed(3);
+  auto net = padded_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  const Regression data;
+  auto& group = *acc.process_group();
+  std::vector<std::uint64_t> issued;
+  const torch::Tensor weight = net->parameters()[0];
+  for (int micro = 0; micro < 3; ++micro) {
+    const auto before = group.collectives_issued();
+    acc.backward(torch::mse_loss(model(data.inputs), data.targets));
+    issued.push_back(group.collectives_issued() - before);
+    // Mid-window the full local gradient collects; once reduce-scattered it is released.
+    EXPECT(weight.grad().defined() == (micro < 2));
+  }
+  const auto before = group.collectives_issued();
+  optimizer.step();
+  const auto in_step = group.collectives_issued() - before;
+  fmt::print("rank {}: collectives per micro-step {} {} {}, in the step {}\n", acc.process_index(),
+             issued[0], issued[1], issued[2], in_step);
+  EXPECT(issued[0] == 0 && issued[1] == 0);
+  EXPECT(issued[2] == 1);  // one flat parameter: one reduce-scatter
+  EXPECT(in_step == 1);    // one all-gather
+}
+
+// What Zero2 refuses, on every rank alike: an optimizer that already holds state (here it
+// stepped on rank 0 only), and an optimizer parameter in no prepared model.
+void zero2_refusals() {
+  Zero2 acc(test_options());
+  const auto expect_error = [&](auto&& call, std::string_view needle) {
+    try {
+      call();
+    } catch (const accel::Error& error) {
+      const std::string what = error.what();
+      if (what.find(needle) == std::string::npos)
+        throw std::runtime_error(fmt::format("unexpected error: {}", what));
+      return;
+    }
+    throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
+  };
+  const Regression data;
+  torch::manual_seed(4);
+  auto net = padded_model();
+  torch::optim::Adam stepped(net->parameters(), 0.01);
+  if (acc.process_index() == 0) {
+    torch::mse_loss(net->forward(data.inputs), data.targets).backward();
+    stepped.step();
+    stepped.zero_grad();
+  }
+  expect_error([&] { acc.prepare(net, stepped); },
+               "Zero2: the torch::optim::Adam passed to prepare() already holds optimizer state on "
+               "at least one rank");
+
+  auto other = padded_model();
+  torch::Tensor stray = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD sgd(other->parameters(), 0.1);
+  sgd.param_groups()[0].params().push_back(stray);
+  auto [model, optimizer] = acc.prepare(other, sgd);
+  acc.backward(torch::mse_loss(model(data.inputs), data.targets) + stray.sum());
+  expect_error([&] { optimizer.step(); },
+               "Zero2: parameter #4 of param group 0 of the optimizer (shape [3]) belongs to no "
+               "prepared model");
+
+  // A param group added after the first step has no shard: refused. One added before the first
+  // step (after a zero_grad, which already located the optimizer's parameters) trains.
+  auto third = padded_model();
+  torch::optim::Adam adam(std::vector<torch::Tensor>{third[0]->parameters()}, 0.01);
+  auto [third_model, third_optimizer] = acc.prepare(third, adam);
+  third_optimizer.zero_grad();
+  adam.add_param_group(torch::optim::OptimizerParamGroup(third[2]->parameters()));
+  acc.backward(torch::mse_loss(third_model(data.inputs), data.targets));
+  third_optimizer.step();
+  third_optimizer.zero_grad();
+  const auto* shard = acc.strategy().shard_optimizer(adam);
+  EXPECT(shard != nullptr && shard->param_groups().size() == 2);
+  adam.add_param_group(torch::optim::OptimizerParamGroup(std::vector<torch::Tensor>{}));
+  acc.backward(torch::mse_loss(third_model(data.inputs), data.targets));
+  expect_error([&] { third_optimizer.step(); },
+               "Zero2: the torch::optim::Adam had 2 param groups of 4 parameters when it first "
+               "stepped and has 3 of 4 now");
+}
+
 // --- Prompt, named failures ----------------------------------------------------------------------
 
 // With collective checking off, the cheap checks still run where they cost no extra round trip:
@@ -777,6 +1057,39 @@ int main(int argc, char** argv) {
       {"ddp_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_no_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::NoShard>>>},
+      {"zero2", ddp_matches_single_process<Zero2>},
+      {"zero2_accum",
+       ddp_matches_single_process<accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>},
+      {"fsdp_shard_grad_op",
+       ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::ShardGradOp>>>},
+      {"zero2_adam", [] { sharded_matches_single_process<Zero2>(make_adam); }},
+      {"zero2_sgd_momentum",
+       [] { sharded_matches_single_process<Zero2>(make_sgd, {.scheduler = true}); }},
+      {"zero2_adamw", [] { sharded_matches_single_process<Zero2>(make_adamw); }},
+      {"zero2_adagrad", [] { sharded_matches_single_process<Zero2>(make_adagrad); }},
+      {"zero2_rmsprop", [] { sharded_matches_single_process<Zero2>(make_rmsprop); }},
+      {"zero2_accum_adam",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>(make_adam);
+       }},
+      {"zero2_frozen_bias",
+       [] { sharded_matches_single_process<Zero2>(make_adam, {.frozen_bias = true}); }},
+      {"zero2_clip", [] { sharded_matches_single_process<Zero2>(make_adam, {.clip = 0.05}); }},
+      {"zero2_accum_clip",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>(
+             make_sgd, {.frozen_bias = true, .clip = 0.05, .scheduler = true});
+       }},
+      {"fsdp_shard_grad_op_adam",
+       [] {
+         sharded_matches_single_process<accel::Accelerator<accel::Fsdp<accel::ShardGradOp>>>(
+             make_adam, {.clip = 0.05});
+       }},
+      {"zero2_no_sync", zero2_no_sync<accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<3>>>},
+      {"zero2_frozen_layer", [] { ddp_frozen<Zero2>(false, true); }},
+      {"zero2_unfrozen_bias", [] { ddp_frozen<Zero2>(false, false); }},
       {"ddp_no_sync", ddp_no_sync},
       {"ddp_small_buckets", [] { ddp_small_buckets(false, 0.0); }},
       {"ddp_bucket_views", [] { ddp_small_buckets(true, 0.0); }},
@@ -792,7 +1105,9 @@ int main(int argc, char** argv) {
       {"ddp_frozen_bias_find_unused", [] { ddp_frozen(true, false); }},
       {"ddp_frozen_layer", [] { ddp_frozen(false, true); }},
       {"ddp_frozen_layer_find_unused", [] { ddp_frozen(true, true); }},
-      {"gan_accumulation", gan_accumulation},
+      {"gan_accumulation", gan_accumulation<accel::Ddp>},
+      {"zero2_gan_accumulation", gan_accumulation<accel::Zero2>},
+      {"zero2_refusals", zero2_refusals},
       {"split_uneven", split_uneven},
       {"prepare_after_steps", prepare_after_steps},
       {"unchecked_mismatch", unchecked_mismatch},

@@ -9,7 +9,6 @@
 
 #include <torch/torch.h>
 
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -18,6 +17,7 @@
 #include "../policy/parallelism.hpp"
 #include "../precision/autocast.hpp"
 #include "../runtime/process_group.hpp"
+#include "detail/broadcast.hpp"
 #include "detail/reducer.hpp"
 #include "local.hpp"
 
@@ -83,21 +83,8 @@ struct DdpStrategy : LocalStrategy {
   }
 
  private:
-  // One broadcast per dtype, not one per tensor.
   void broadcast_from_root(const std::vector<torch::Tensor>& tensors) {
-    std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
-    for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
-    for (auto& [dtype, group] : by_dtype) {
-      std::vector<torch::Tensor> flat;
-      for (const auto& t : group) flat.push_back(t.detach().reshape(-1));
-      torch::Tensor joined = torch::cat(flat);
-      group_->broadcast(joined, 0);
-      std::int64_t offset = 0;
-      for (auto& t : group) {
-        t.detach().copy_(joined.narrow(0, offset, t.numel()).view_as(t));
-        offset += t.numel();
-      }
-    }
+    detail::broadcast_from_root(*group_, tensors);
   }
 
   runtime::ProcessGroup* group_ = nullptr;

@@ -1,10 +1,12 @@
-// Fsdp<Sharding>: PyTorch FSDP's sharding strategies. NO_SHARD is DDP; the sharded ones run on
-// one process only in this version (parallel/local.hpp).
+// Fsdp<Sharding>: PyTorch FSDP's sharding strategies. NO_SHARD is DDP and SHARD_GRAD_OP is
+// ZeRO-2 (zero2.hpp); FULL_SHARD and HYBRID_SHARD run on one process only in this version
+// (parallel/local.hpp).
 #pragma once
 
 #include "../policy/parallelism.hpp"
 #include "ddp.hpp"
 #include "local.hpp"
+#include "zero2.hpp"
 
 namespace accel::parallel {
 
@@ -14,8 +16,13 @@ struct Strategy<Fsdp<NoShard>> : Strategy<Ddp> {};
 template <>
 struct Strategy<Fsdp<FullShard>> : SingleProcessOnly<Fsdp<FullShard>> {};
 
+// Gradients and optimizer state sharded: Zero2's implementation. PyTorch's SHARD_GRAD_OP also
+// drops the full parameters between a backward and the next forward; that lowers memory at rest,
+// not the peak (they are whole through forward and backward), and here they stay whole.
 template <>
-struct Strategy<Fsdp<ShardGradOp>> : SingleProcessOnly<Fsdp<ShardGradOp>> {};
+struct Strategy<Fsdp<ShardGradOp>> : ShardedGradientStrategy {
+  Strategy() : ShardedGradientStrategy("Fsdp<ShardGradOp>") {}
+};
 
 template <>
 struct Strategy<Fsdp<HybridShard>> : SingleProcessOnly<Fsdp<HybridShard>> {};

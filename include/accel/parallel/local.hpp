@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "../detail/error.hpp"
 #include "../options.hpp"
@@ -35,6 +36,14 @@ struct LocalStrategy {
     for (auto& group : optimizer.param_groups())
       for (auto& p : group.params())
         if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+  // The gradients clip_grad_norm measures and scales for these parameters: this process's part
+  // of them (all of them where gradients are replicated).
+  std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const {
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : parameters)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    return grads;
   }
   // Combines this process's part of the gradient norm (the sum of |g|^p, or the max |g| for the
   // infinity norm) with the other ranks'; one process holds it all.

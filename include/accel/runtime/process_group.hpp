@@ -342,6 +342,40 @@ class ProcessGroup {
     return torch::cat(outputs[0], 0).to(input.scalar_type());
   }
 
+  // Every rank's `input` (one contiguous tensor, the same size everywhere) written into
+  // `output`, a contiguous tensor of size() x input's elements, in rank order: the sharded
+  // strategies gather updated shards straight back into a flat parameter, with no extra copy of
+  // the whole. `input` may alias this rank's slot of `output`. native = false forces the
+  // fallback (for tests).
+  void allgather_into(torch::Tensor& output, const torch::Tensor& input, bool native = true) {
+    const Call call = check("allgather", input);
+    if (!output.is_contiguous() || !input.is_contiguous() ||
+        output.numel() != input.numel() * size_ || output.scalar_type() != input.scalar_type())
+      detail::fail("allgather_into: the output ({} elements of {}) must be contiguous and hold "
+                   "{} x the input's {} elements of the same dtype ({})",
+                   output.numel(), c10::toString(output.scalar_type()), size_, input.numel(),
+                   c10::toString(input.scalar_type()));
+    torch::Tensor flat_output = output.view(-1);
+    if (native && detail::gloo_has_allgather_base && wire_native(input)) {
+      // A copy of the input: the native op may write this rank's slot while reading the input.
+      torch::Tensor in = input.reshape(-1).clone();
+      await(backend_->_allgather_base(flat_output, in), call);
+      return;
+    }
+    // Gloo's list all-gather gathers into a buffer of its own and then copies each rank's part
+    // into the list's tensors, which here are views of `output`.
+    std::vector<torch::Tensor> inputs{to_wire(input.reshape(-1))};
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    const bool same_dtype = wire_native(input);
+    for (int r = 0; r < size_; ++r)
+      outputs[0].push_back(same_dtype ? flat_output.narrow(0, r * input.numel(), input.numel())
+                                      : torch::empty_like(inputs[0]));
+    await(backend_->allgather(outputs, inputs), call);
+    if (!same_dtype)
+      for (int r = 0; r < size_; ++r)
+        flat_output.narrow(0, r * input.numel(), input.numel()).copy_(outputs[0][r]);
+  }
+
   // input holds size() equal chunks along its flat layout; returns this rank's chunk, summed
   // over ranks (or averaged with ReduceOp::mean).
   torch::Tensor reduce_scatter(const torch::Tensor& input, ReduceOp op = ReduceOp::sum,

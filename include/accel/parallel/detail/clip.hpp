@@ -22,17 +22,19 @@ double clip_grad_norm(Strategy& strategy, const std::vector<torch::Tensor>& para
   if (!(norm_type > 0.0))
     accel::detail::fail("clip_grad_norm: norm_type is {}; it must be > 0 (or infinity)",
                         norm_type);
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
+  // A sharded strategy hands over this rank's shard of the gradients; every rank reaches
+  // reduce_norm, even one whose shard holds none of these parameters (it adds zero).
+  std::vector<torch::Tensor> grads = strategy.gradients_to_clip(parameters);
   const bool is_max = std::isinf(norm_type);
   std::vector<torch::Tensor> parts;
   parts.reserve(grads.size());
   for (const auto& g : grads)
-    parts.push_back(is_max ? g.abs().max().to(torch::kDouble)
-                           : g.to(torch::kDouble).abs().pow(norm_type).sum());
-  const torch::Tensor local = is_max ? torch::stack(parts).max() : torch::stack(parts).sum();
+    if (g.numel() > 0)
+      parts.push_back(is_max ? g.abs().max().to(torch::kDouble)
+                             : g.to(torch::kDouble).abs().pow(norm_type).sum());
+  const torch::Tensor local = parts.empty() ? torch::zeros({}, torch::kDouble)
+                              : is_max      ? torch::stack(parts).max()
+                                            : torch::stack(parts).sum();
   const double reduced = strategy.reduce_norm(local, is_max).template item<double>();
   const double total = is_max ? reduced : std::pow(reduced, 1.0 / norm_type);
   const double coefficient = max_norm / (total + 1e-6);

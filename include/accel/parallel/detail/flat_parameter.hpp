@@ -1,0 +1,175 @@
+// A flat parameter: parameters of one dtype and device laid end to end in one buffer, padded to
+// a multiple of the world size so that it splits into equal, contiguous shards, one per rank.
+// The parameters themselves become views into the buffer (param.set_data(...), as PyTorch FSDP
+// does): the module, autograd and the user's code keep the same tensors, and one collective
+// over the buffer moves them all.
+//
+// The gradients have the same layout. While a window collects gradients, each .grad is a view
+// into a full flat gradient buffer, so backward accumulates straight into it; the sharded
+// strategies reduce-scatter that buffer into this rank's shard gradient and then release it
+// (release_gradients): between steps a rank holds only its shard of the gradients.
+//
+// This rank's shard is cut along parameter boundaries into pieces: leaf tensors that alias the
+// flat buffer (no copy), each with a .grad that aliases the shard gradient. An optimizer built
+// over the pieces updates this rank's shard in place, and keeps state for the shard only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../detail/error.hpp"
+
+namespace accel::parallel::detail {
+
+// Where each of `numels` lands in a flat buffer split into `world` shards.
+struct FlatLayout {
+  std::vector<std::int64_t> offsets;  // of each parameter, in elements
+  std::int64_t numel = 0;             // the parameters' elements
+  std::int64_t padded_numel = 0;      // numel rounded up to a multiple of world
+  std::int64_t shard_numel = 0;       // padded_numel / world
+
+  FlatLayout(const std::vector<std::int64_t>& numels, int world) {
+    if (world < 1) accel::detail::fail("FlatLayout: world size {}; it must be at least 1", world);
+    for (const auto n : numels) {
+      offsets.push_back(numel);
+      numel += n;
+    }
+    padded_numel = (numel + world - 1) / world * world;
+    shard_numel = padded_numel / world;
+  }
+};
+
+class FlatParameter {
+ public:
+  // Part of a parameter inside this rank's shard.
+  struct Piece {
+    std::size_t parameter;  // index into parameters()
+    std::int64_t begin;     // first element of the parameter it covers (flattened order)
+    torch::Tensor data;     // 1-D leaf tensor aliasing the flat buffer; .grad aliases the shard gradient
+  };
+
+  // params: the same dtype and device, each requiring a gradient (frozen parameters are never
+  // flattened). names: for errors. Their values are copied in; they then alias the buffer.
+  FlatParameter(std::vector<torch::Tensor> params, std::vector<std::string> names, int world,
+                int rank)
+      : parameters_(std::move(params)), names_(std::move(names)), world_(world), rank_(rank),
+        layout_(numels(parameters_), world) {
+    if (parameters_.empty()) accel::detail::fail("FlatParameter: no parameters to flatten");
+    if (rank < 0 || rank >= world)
+      accel::detail::fail("FlatParameter: rank {} is outside 0..{}", rank, world - 1);
+    const torch::Tensor& first = parameters_.front();
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+      if (parameters_[i].scalar_type() != first.scalar_type() ||
+          parameters_[i].device() != first.device())
+        accel::detail::fail("FlatParameter: parameter '{}' is {} on {}, the first is {} on {}; "
+                            "one flat parameter holds one dtype on one device",
+                            names_[i], c10::toString(parameters_[i].scalar_type()),
+                            parameters_[i].device().str(), c10::toString(first.scalar_type()),
+                            first.device().str());
+    torch::NoGradGuard no_grad;
+    // Padding is zero and stays zero: no parameter covers it, so no optimizer touches it.
+    flat_ = torch::zeros({layout_.padded_numel}, first.options().requires_grad(false));
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      torch::Tensor slot = view_of(flat_, i);
+      slot.copy_(parameters_[i].detach());
+      parameters_[i].set_data(slot);
+    }
+    shard_gradient_ = torch::zeros({layout_.shard_numel}, flat_.options());
+    const std::int64_t shard_begin = rank_ * layout_.shard_numel;
+    const std::int64_t shard_end = shard_begin + layout_.shard_numel;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      const std::int64_t begin = std::max(shard_begin, layout_.offsets[i]);
+      const std::int64_t end = std::min(shard_end, layout_.offsets[i] + parameters_[i].numel());
+      if (begin >= end) continue;
+      // detach(): a leaf the optimizer accepts, still sharing the buffer's storage.
+      torch::Tensor data = flat_.narrow(0, begin, end - begin).detach();
+      data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
+      pieces_.push_back({i, begin - layout_.offsets[i], std::move(data)});
+    }
+  }
+  FlatParameter(const FlatParameter&) = delete;
+  FlatParameter& operator=(const FlatParameter&) = delete;
+
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+  const std::vector<std::string>& names() const { return names_; }
+  const FlatLayout& layout() const { return layout_; }
+  int world_size() const { return world_; }
+  int rank() const { return rank_; }
+
+  // The whole padded buffer: what every rank holds of the parameters.
+  torch::Tensor& flat() { return flat_; }
+  // This rank's contiguous shard of it (a view).
+  torch::Tensor shard() const {
+    return flat_.narrow(0, rank_ * layout_.shard_numel, layout_.shard_numel);
+  }
+  const std::vector<Piece>& pieces() const { return pieces_; }
+  // Parameter i's piece, or null when none of it lies in this rank's shard.
+  const Piece* piece_of(std::size_t i) const {
+    for (const auto& piece : pieces_)
+      if (piece.parameter == i) return &piece;
+    return nullptr;
+  }
+
+  // The averaged gradient of this rank's shard (what the pieces' .grad alias).
+  torch::Tensor& shard_gradient() { return shard_gradient_; }
+
+  // Gives every parameter a .grad that is a view into the full flat gradient buffer, allocating
+  // the buffer (zeros) if it was released. A .grad the user replaced is copied in first, so it
+  // still counts, and becomes a view again.
+  void attach_gradients() {
+    torch::NoGradGuard no_grad;
+    if (!gradient_.defined()) gradient_ = torch::zeros({layout_.padded_numel}, flat_.options());
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      torch::Tensor& p = parameters_[i];
+      if (is_gradient_view(i)) continue;
+      torch::Tensor slot = view_of(gradient_, i);
+      if (p.grad().defined()) slot.copy_(p.grad());
+      p.mutable_grad() = slot;
+    }
+  }
+  // The full flat gradient buffer; undefined while released.
+  const torch::Tensor& gradient() const { return gradient_; }
+  // Drops the full gradient: every .grad becomes undefined and the buffer is freed (unless the
+  // user still holds a reference to a .grad).
+  void release_gradients() {
+    for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
+    gradient_ = torch::Tensor();
+  }
+
+  // Parameter i's slot in a buffer of this layout, shaped like the parameter.
+  torch::Tensor view_of(const torch::Tensor& buffer, std::size_t i) const {
+    return buffer.narrow(0, layout_.offsets[i], parameters_[i].numel()).view(parameters_[i].sizes());
+  }
+
+ private:
+  static std::vector<std::int64_t> numels(const std::vector<torch::Tensor>& params) {
+    std::vector<std::int64_t> result;
+    for (const auto& p : params) result.push_back(p.numel());
+    return result;
+  }
+
+  bool is_gradient_view(std::size_t i) const {
+    const torch::Tensor& grad = parameters_[i].grad();
+    return gradient_.defined() && grad.defined() &&
+           grad.data_ptr() == static_cast<const char*>(gradient_.data_ptr()) +
+                                  layout_.offsets[i] * gradient_.element_size();
+  }
+
+  std::vector<torch::Tensor> parameters_;
+  std::vector<std::string> names_;
+  int world_;
+  int rank_;
+  FlatLayout layout_;
+  torch::Tensor flat_;
+  torch::Tensor gradient_;  // full, padded; defined while a window collects gradients
+  torch::Tensor shard_gradient_;
+  std::vector<Piece> pieces_;
+};
+
+}  // namespace accel::parallel::detail

@@ -1,0 +1,12 @@
+// expect: accel: Zero2 and Fsdp<ShardGradOp> shard optimizer state by building the same optimizer type over each rank's shard
+#include <accel/accelerator.hpp>
+
+// An optimizer known only as torch::optim::Optimizer cannot be rebuilt over a shard: refused,
+// even though the object behind it is an Adam.
+int main() {
+  accel::Accelerator<accel::Fsdp<accel::ShardGradOp>> accelerator;
+  torch::nn::Linear net(2, 2);
+  torch::optim::Adam adam(net->parameters());
+  torch::optim::Optimizer& base = adam;
+  auto [model, optimizer] = accelerator.prepare(net, base);
+}

@@ -1,0 +1,12 @@
+// expect: accel: Zero2 and Fsdp<ShardGradOp> shard optimizer state by building the same optimizer type over each rank's shard, which is exact only for element-wise optimizers
+#include <accel/accelerator.hpp>
+
+// LBFGS is not element-wise (its line search and curvature pairs span all parameters): Zero2
+// refuses it at compile time. The twin that compiles: any Zero2 scenario of
+// tests/distributed/worker.cpp (Adam, SGD, AdamW, Adagrad, RMSprop).
+int main() {
+  accel::Accelerator<accel::Zero2> accelerator;
+  torch::nn::Linear net(2, 2);
+  torch::optim::LBFGS lbfgs(net->parameters());
+  auto [model, optimizer] = accelerator.prepare(net, lbfgs);
+}
