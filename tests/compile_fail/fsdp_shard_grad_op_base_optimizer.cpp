@@ -7,6 +7,10 @@ int main() {
   accel::Accelerator<accel::Fsdp<accel::ShardGradOp>> accelerator;
   torch::nn::Linear net(2, 2);
   torch::optim::Adam adam(net->parameters());
+#ifdef ACCEL_TWIN
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+#else
   torch::optim::Optimizer& base = adam;
   auto [model, optimizer] = accelerator.prepare(net, base);
+#endif
 }

@@ -2,11 +2,15 @@
 #include <accel/accelerator.hpp>
 
 // LBFGS is not element-wise (its line search and curvature pairs span all parameters): Zero2
-// refuses it at compile time. The twin that compiles: any Zero2 scenario of
-// tests/distributed/worker.cpp (Adam, SGD, AdamW, Adagrad, RMSprop).
+// refuses it at compile time; its twin prepares an Adam.
 int main() {
   accel::Accelerator<accel::Zero2> accelerator;
   torch::nn::Linear net(2, 2);
+#ifdef ACCEL_TWIN
+  torch::optim::Adam adam(net->parameters());
+  auto [model, optimizer] = accelerator.prepare(net, adam);
+#else
   torch::optim::LBFGS lbfgs(net->parameters());
   auto [model, optimizer] = accelerator.prepare(net, lbfgs);
+#endif
 }
