@@ -1,7 +1,7 @@
 // One rank of a distributed test. Started on every rank (by accel-launch, or by hand with
 // torchrun-style variables) with a scenario name; exits 0 when its checks pass on this rank,
 // non-zero with a message naming the failed check otherwise.
-#include <accel/accelerator.hpp>
+#include "scenario.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,18 +17,9 @@
 
 namespace {
 
-#define EXPECT(condition)                                                                     \
-  do {                                                                                        \
-    if (!(condition))                                                                         \
-      throw std::runtime_error(fmt::format("check failed at {}:{}: {}", __FILE__, __LINE__,   \
-                                           #condition));                                      \
-  } while (0)
-
 using Ddp = accel::Accelerator<accel::Ddp, accel::Fp32>;
 
-accel::Options test_options() {
-  return {.timeout = std::chrono::seconds(60), .check_collectives = true};
-}
+using accel_test::test_options;
 
 struct Pair {
   torch::Tensor a;
@@ -1047,7 +1038,7 @@ void skipped_collective() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::map<std::string, std::function<void()>> scenarios = {
+  const accel_test::Scenarios scenarios = {
       {"collectives", collectives},
       {"gap_filling", gap_filling},
       {"metrics_even", [] { metrics(true); }},
@@ -1117,18 +1108,5 @@ int main(int argc, char** argv) {
       {"stopped_rank", [] { stopped_rank(false); }},
       {"stopped_rank_in_backward", [] { stopped_rank(true); }},
   };
-  const auto found = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
-  if (found == scenarios.end()) {
-    fmt::print(stderr, "usage: accel_dist_worker SCENARIO\n");
-    return 2;
-  }
-  try {
-    found->second();
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "rank {}: {} FAILED: {}\n", std::getenv("RANK") ? std::getenv("RANK") : "?",
-               argv[1], error.what());
-    return 1;
-  }
-  fmt::print("rank {}: {} passed\n", std::getenv("RANK") ? std::getenv("RANK") : "0", argv[1]);
-  return 0;
+  return accel_test::run_scenario(argc, argv, scenarios);
 }
