@@ -399,6 +399,9 @@ int train(const Args& args, const fs::path& data_dir) {
   }
   accelerator.print("trained in {:.1f} s", seconds());
   accelerator.print("test_accuracy={:.4f}", static_cast<double>(correct) / static_cast<double>(seen));
+  // Zero3 and Fsdp<FullShard> keep only shards between steps: every rank gathers them to read
+  // the parameters whole.
+  const auto full = accelerator.full_parameters(net);
   accelerator.print("param_digest={}", accel::state::parameter_digest_hex(*net));
   return 0;
 }

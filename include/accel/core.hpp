@@ -281,6 +281,30 @@ class Accelerator {
     return precision::Autocast<precision_policy>(device_);
   }
 
+  // RAII: a model's full parameters for code outside its forward (evaluation by hand, export, a
+  // digest). Where parameters are sharded at rest (Zero3, Fsdp<FullShard>) every rank gathers them
+  // here, so every rank must enter the scope, and at its end writes its part of any change back
+  // to its shard and frees them again. Elsewhere parameters are always whole and it does nothing.
+  // Takes the prepared handle, the holder or the shared_ptr.
+  class [[nodiscard]] FullParameters {
+   public:
+    FullParameters(Accelerator& accelerator, torch::nn::Module& module)
+        : accelerator_(accelerator), module_(module) {
+      accelerator_.strategy_.gather_full(module_);
+    }
+    ~FullParameters() { accelerator_.strategy_.release_full(module_); }
+    FullParameters(const FullParameters&) = delete;
+    FullParameters& operator=(const FullParameters&) = delete;
+
+   private:
+    Accelerator& accelerator_;
+    torch::nn::Module& module_;
+  };
+  template <class Model>
+  FullParameters full_parameters(Model& model) {
+    return FullParameters(*this, static_cast<torch::nn::Module&>(*model));
+  }
+
   // Any aggregate of tensors, on this Accelerator's device.
   template <class T>
   T to_device(const T& value) const {
@@ -290,10 +314,13 @@ class Accelerator {
   // --- Called by the prepared handles ------------------------------------------------------------
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {
-    strategy_.before_forward(static_cast<torch::nn::Module&>(*module));
+    auto& whole = static_cast<torch::nn::Module&>(*module);
+    strategy_.before_forward(whole);
     precision::Autocast<precision_policy> guard(device_);
-    return precision::outputs_to_fp32<precision_policy>(
+    auto outputs = precision::outputs_to_fp32<precision_policy>(
         module->forward(std::forward<Args>(args)...));
+    strategy_.after_forward(whole, outputs);
+    return outputs;
   }
 
   template <class Optimizer>

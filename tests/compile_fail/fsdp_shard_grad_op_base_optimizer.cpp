@@ -1,4 +1,4 @@
-// expect: accel: Zero2 and Fsdp<ShardGradOp> shard optimizer state by building the same optimizer type over each rank's shard
+// expect: accel: Zero2, Zero3 and Fsdp shard optimizer state by building the same optimizer type over each rank's shard
 #include <accel/accelerator.hpp>
 
 // An optimizer known only as torch::optim::Optimizer cannot be rebuilt over a shard: refused,

@@ -1,4 +1,4 @@
-// expect: accel: Zero2 and Fsdp<ShardGradOp> shard optimizer state by building the same optimizer type over each rank's shard, which is exact only for element-wise optimizers
+// expect: accel: Zero2, Zero3 and Fsdp shard optimizer state by building the same optimizer type over each rank's shard, which is exact only for element-wise optimizers
 #include <accel/accelerator.hpp>
 
 // LBFGS is not element-wise (its line search and curvature pairs span all parameters): Zero2

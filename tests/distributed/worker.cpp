@@ -235,14 +235,15 @@ double accel_max_relative(torch::nn::Module& a, torch::nn::Module& b) {
   return worst;
 }
 
-template <class Accel>
+// make_model: any model of 5 inputs and 1 output; it is built twice from the same seed.
+template <class Accel, auto make_model = regression_model>
 void ddp_matches_single_process() {
   Accel acc(test_options());
   const int w = acc.num_processes();
   const std::int64_t per_rank = 4;
   // Different initial weights on each rank: prepare must broadcast rank 0's.
   torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
-  auto net = regression_model();
+  auto net = make_model();
   torch::optim::Adam adam(net->parameters(), 0.01);
   accel::DataLoader loader(Regression(), {.batch_size = per_rank, .shuffle = true, .seed = 5});
   auto [model, optimizer, batches] = acc.prepare(net, adam, loader);
@@ -256,7 +257,7 @@ void ddp_matches_single_process() {
   // The reference: one process, the same initial weights (rank 0's), batches of W x per_rank
   // over the same epoch order, GradAccum matching the accelerator's.
   torch::manual_seed(1);
-  auto reference = regression_model();
+  auto reference = make_model();
   torch::optim::Adam reference_adam(reference->parameters(), 0.01);
   accel::DataLoader global(Regression(), {.batch_size = per_rank * w, .shuffle = true, .seed = 5});
   int micro = 0;
@@ -275,11 +276,8 @@ void ddp_matches_single_process() {
       }
     }
   }
-  double worst = 0;
-  for (std::size_t i = 0; i < net->parameters().size(); ++i) {
-    const auto a = net->parameters()[i], b = reference->parameters()[i];
-    worst = std::max(worst, ((a - b).abs().max() / b.abs().max()).item<double>());
-  }
+  const auto full = acc.full_parameters(net);  // Zero3 gathers its shards; others: no-op
+  const double worst = accel_max_relative(*net, *reference);
   fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
              acc.process_index(), worst);
   EXPECT(worst <= 1e-5);
@@ -617,6 +615,8 @@ void gan_accumulation() {
     step(g_ref, d_ref, g_window, d_window, batch,
          [](const torch::Tensor& loss) { (loss / 2).backward(); });
   }
+  const auto full_g = acc.full_parameters(g_net);  // Zero3 gathers its shards; others: no-op
+  const auto full_d = acc.full_parameters(d_net);
   for (auto* pair : {&g_net, &d_net}) {
     auto& ref = pair == &g_net ? g_ref : d_ref;
     for (std::size_t i = 0; i < (*pair)->parameters().size(); ++i)
@@ -709,7 +709,14 @@ void prepare_after_steps() {
 
 // --- Zero2 and Fsdp<ShardGradOp>: gradients reduce-scattered, optimizer state sharded ------------
 
+// What a parallelism policy shards (Fsdp's constants are its sharding's).
+template <class Par>
+struct Sharding : Par {};
+template <class S>
+struct Sharding<accel::Fsdp<S>> : S {};
+
 using Zero2 = accel::Accelerator<accel::Zero2>;
+using Zero3 = accel::Accelerator<accel::Zero3>;
 
 // 5 -> 6 -> 1: 43 parameters, a size that needs padding on 2 ranks (to 44) and on 3 (to 45);
 // with the first bias frozen, 37 (to 38 and 39).
@@ -791,6 +798,9 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
   auto net = padded_model();
   freeze(net);
+  std::int64_t trainable = 0;
+  for (const auto& p : net->parameters())
+    if (p.requires_grad()) trainable += p.numel();
   auto user_optimizer = make_optimizer(net);
   torch::optim::StepLR user_schedule(user_optimizer, /*step_size=*/3, /*gamma=*/0.5);
   accel::DataLoader loader(Regression(), {.batch_size = per_rank, .shuffle = true, .seed = 5});
@@ -835,12 +845,19 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
     }
   }
 
-  const double worst = accel_max_relative(*net, *reference);
-  fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
-             acc.process_index(), worst);
-  EXPECT(worst <= 1e-5);
-  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
-  for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
+  // Zero3 keeps only shards between steps: the parameters are zero-element tensors until
+  // gathered (a collective) for reading.
+  if constexpr (Sharding<typename Accel::parallelism_policy>::shards_parameters)
+    for (const auto& p : net->parameters()) EXPECT(p.requires_grad() ? p.numel() == 0 : p.numel() > 0);
+  {
+    const auto full = acc.full_parameters(net);
+    const double worst = accel_max_relative(*net, *reference);
+    fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
+               acc.process_index(), worst);
+    EXPECT(worst <= 1e-5);
+    const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+    for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
+  }
 
   EXPECT(norms.size() == reference_norms.size());
   for (std::size_t i = 0; i < norms.size(); ++i)
@@ -854,14 +871,17 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   const auto* shard = acc.strategy().shard_optimizer(user_optimizer);
   EXPECT(shard != nullptr);
   const std::int64_t mine = state_numel(*shard);
-  std::int64_t trainable = 0;
-  for (const auto& p : net->parameters())
-    if (p.requires_grad()) trainable += p.numel();
+  // One flat parameter per model (Zero2) or per unit (Zero3: each Linear of the Sequential), each
+  // padded to a multiple of the world size.
   const auto& flats = acc.strategy().flat_parameters();
-  EXPECT(flats.size() == 1);
-  EXPECT(flats[0]->layout().numel == trainable);
-  const std::int64_t shard_numel = flats[0]->layout().shard_numel;
-  EXPECT(shard_numel == (trainable + w - 1) / w);
+  EXPECT(flats.size() == (Sharding<typename Accel::parallelism_policy>::shards_parameters ? 2 : 1));
+  std::int64_t flat_numel = 0, shard_numel = 0;
+  for (const auto& flat : flats) {
+    flat_numel += flat->layout().numel;
+    shard_numel += flat->layout().shard_numel;
+    EXPECT(flat->layout().shard_numel == (flat->layout().numel + w - 1) / w);
+  }
+  EXPECT(flat_numel == trainable);
   EXPECT(mine <= shard_numel);
   const auto all = acc.gather_object(mine);
   std::int64_t sum = 0;
@@ -1028,6 +1048,85 @@ void caught_error() {
   if (failed) std::exit(3);
 }
 
+// A model cut into several Zero3 units: its own layers (the root unit), a Sequential body whose
+// Linear children are units, and a weight the root shares with body[0] (so it is the root's),
+// with sizes that need padding at 2 and 3 ranks.
+struct UnitsNetImpl : torch::nn::Module {
+  torch::nn::Linear in{nullptr}, out{nullptr};
+  torch::nn::Sequential body{nullptr};
+  torch::Tensor shared;
+  UnitsNetImpl()
+      : in(register_module("in", torch::nn::Linear(5, 7))),
+        out(register_module("out", torch::nn::Linear(7, 1))),
+        body(register_module("body", torch::nn::Sequential(torch::nn::Linear(7, 7), torch::nn::Tanh(),
+                                                           torch::nn::Linear(7, 7), torch::nn::Tanh()))) {
+    shared = register_parameter("shared", body[0]->as<torch::nn::Linear>()->weight);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const torch::Tensor h = torch::tanh(in(x));
+    return out(body->forward(h) + 0.1 * torch::matmul(h, shared.t()));
+  }
+};
+TORCH_MODULE(UnitsNet);
+UnitsNet units_model() { return UnitsNet(); }
+
+// What Zero3 holds when: units as DESIGN.md lays them out, full parameters only while used.
+template <class Accel>
+void zero3_residency() {
+  Accel acc(test_options());
+  const int w = acc.num_processes();
+  torch::manual_seed(1);
+  auto net = units_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  const auto& flats = acc.strategy().flat_parameters();
+  // body.0 (its bias; its weight is shared with the root), body.2, then the root.
+  EXPECT(acc.strategy().unit_count() == 3);
+  EXPECT(flats.size() == 3);
+  EXPECT(flats[0]->layout().numel == 7);
+  EXPECT(flats[1]->layout().numel == 7 * 7 + 7);
+  EXPECT(flats[2]->layout().numel == 7 * 5 + 7 + 7 + 1 + 7 * 7);
+  const auto at_rest = [&] {
+    for (const auto& flat : flats) {
+      EXPECT(!flat->materialized());
+      EXPECT(flat->shard().numel() == flat->layout().padded_numel / w);
+      for (const auto& p : flat->parameters()) EXPECT(p.numel() == 0);
+    }
+  };
+  at_rest();
+
+  const torch::Tensor x = torch::randn({6, 5});  // the same on every rank (seed 1)
+  const torch::Tensor y = torch::randn({6, 1});
+  torch::Tensor expected;
+  {
+    const auto full = acc.full_parameters(net);
+    for (const auto& flat : flats) EXPECT(flat->materialized());
+    torch::NoGradGuard no_grad;
+    expected = net->forward(x);  // the module itself, with every unit gathered
+  }
+  at_rest();
+  {
+    // Evaluation frees as it goes and leaves everything at rest.
+    torch::NoGradGuard no_grad;
+    EXPECT(torch::allclose(model(x), expected));
+  }
+  at_rest();
+  // With a graph: the child units are freed after their forward (shapes kept for autograd), the
+  // root stays gathered until its backward.
+  const torch::Tensor loss = torch::mse_loss(model(x), y);
+  EXPECT(!flats[0]->materialized() && !flats[1]->materialized() && flats[2]->materialized());
+  EXPECT(flats[1]->parameters()[0].sizes() == torch::IntArrayRef({7, 7}));
+  acc.backward(loss);
+  at_rest();
+  // The shard gradients hold this rank's part of the averaged gradient; the full ones are gone.
+  for (const auto& flat : flats) {
+    EXPECT(!flat->gradient().defined());
+    EXPECT(flat->shard_gradient().abs().sum().template item<double>() > 0 || flat->layout().numel < w);
+  }
+  optimizer.step();
+  at_rest();
+}
+
 // The last rank skips a collective and finishes normally; ACCEL_TIMEOUT (set by the test to 2 s)
 // bounds the others' wait, and their error names the collective and the rank that left.
 void skipped_collective() {
@@ -1053,6 +1152,27 @@ int main(int argc, char** argv) {
        ddp_matches_single_process<accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_shard_grad_op",
        ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::ShardGradOp>>>},
+      {"zero3", ddp_matches_single_process<Zero3>},
+      {"zero3_units", ddp_matches_single_process<Zero3, units_model>},
+      {"zero3_accum",
+       ddp_matches_single_process<accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>},
+      {"fsdp_full_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>>},
+      {"zero3_residency", zero3_residency<Zero3>},
+      {"zero3_sgd_momentum",
+       [] { sharded_matches_single_process<Zero3>(make_sgd, {.scheduler = true}); }},
+      {"zero3_adagrad", [] { sharded_matches_single_process<Zero3>(make_adagrad); }},
+      {"zero3_accum_clip",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>(
+             make_sgd, {.frozen_bias = true, .clip = 0.05, .scheduler = true});
+       }},
+      {"fsdp_full_shard_adam",
+       [] {
+         sharded_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>>(
+             make_adam, {.clip = 0.05});
+       }},
+      {"zero3_gan_accumulation", gan_accumulation<accel::Zero3>},
       {"zero2_adam", [] { sharded_matches_single_process<Zero2>(make_adam); }},
       {"zero2_sgd_momentum",
        [] { sharded_matches_single_process<Zero2>(make_sgd, {.scheduler = true}); }},

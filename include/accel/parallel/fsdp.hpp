@@ -1,12 +1,13 @@
-// Fsdp<Sharding>: PyTorch FSDP's sharding strategies. NO_SHARD is DDP and SHARD_GRAD_OP is
-// ZeRO-2 (zero2.hpp); FULL_SHARD and HYBRID_SHARD run on one process only in this version
-// (parallel/local.hpp).
+// Fsdp<Sharding>: PyTorch FSDP's sharding strategies. NO_SHARD is DDP, SHARD_GRAD_OP is ZeRO-2
+// (zero2.hpp) and FULL_SHARD is ZeRO-3 (zero3.hpp); HYBRID_SHARD runs on one process only in this
+// version (parallel/local.hpp).
 #pragma once
 
 #include "../policy/parallelism.hpp"
 #include "ddp.hpp"
 #include "local.hpp"
 #include "zero2.hpp"
+#include "zero3.hpp"
 
 namespace accel::parallel {
 
@@ -14,7 +15,9 @@ template <>
 struct Strategy<Fsdp<NoShard>> : Strategy<Ddp> {};
 
 template <>
-struct Strategy<Fsdp<FullShard>> : SingleProcessOnly<Fsdp<FullShard>> {};
+struct Strategy<Fsdp<FullShard>> : FullyShardedStrategy {
+  Strategy() : FullyShardedStrategy("Fsdp<FullShard>") {}
+};
 
 // Gradients and optimizer state sharded: Zero2's implementation. PyTorch's SHARD_GRAD_OP also
 // drops the full parameters between a backward and the next forward; that lowers memory at rest,

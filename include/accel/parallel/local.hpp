@@ -21,6 +21,8 @@ struct LocalStrategy {
   template <class Optimizer>
   void prepare_optimizer(Optimizer& /*optimizer*/) {}
   void before_forward(torch::nn::Module& /*module*/) {}
+  template <class Outputs>
+  void after_forward(torch::nn::Module& /*module*/, const Outputs& /*outputs*/) {}
   void before_backward(bool /*sync*/) {}
   void after_backward(bool /*sync*/) {}
   template <class Optimizer>
@@ -48,6 +50,10 @@ struct LocalStrategy {
   // Combines this process's part of the gradient norm (the sum of |g|^p, or the max |g| for the
   // infinity norm) with the other ranks'; one process holds it all.
   torch::Tensor reduce_norm(torch::Tensor local, bool /*is_max*/) { return local; }
+  // Where parameters are sharded at rest, gathers a model's full parameters for code outside
+  // its forward, and writes them back to the shards after; elsewhere they are always whole.
+  void gather_full(torch::nn::Module& /*module*/) {}
+  void release_full(torch::nn::Module& /*module*/) {}
 };
 
 // A policy whose multi-process path is not built yet runs on one process only, and says so

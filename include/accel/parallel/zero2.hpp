@@ -4,16 +4,13 @@
 //   prepare(model)      parameters and buffers broadcast from rank 0; the trainable parameters of
 //                       each dtype flattened into one buffer padded to a multiple of the world
 //                       size (detail/flat_parameter.hpp); rank r owns its r-th contiguous shard.
-//   prepare(optimizer)  the type is checked (detail/shardable_optimizer.hpp); the user's object
-//                       keeps its param groups but never steps and holds no state.
 //   backward            gradients accumulate into a full flat gradient buffer (each .grad a view
 //                       of it); on the micro-step that ends a window, after autograd, that buffer
 //                       is reduce-scattered (mean) into this rank's shard gradient and released.
 //                       No communication on the other micro-steps.
-//   optimizer.step()    the first step builds, once, an optimizer of the user's type over this
-//                       rank's pieces of the shard, one param group per user group; each step
-//                       copies the user's group options in (LR schedulers keep working), steps,
-//                       and all-gathers the updated shards back into every rank's flat buffer.
+//   optimizer.step()    an optimizer of the user's type steps this rank's shard
+//                       (detail/sharded_strategy.hpp); the updated shards are all-gathered back
+//                       into every rank's flat buffer.
 //
 // The reduce-scatter runs after backward rather than bucket by bucket during it: correct first;
 // overlapping it with autograd, as Ddp does, is the next step (docs/distributed.md#zero2).
@@ -23,106 +20,34 @@
 // result is added to its shard gradient.
 #pragma once
 
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <cstddef>
-#include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
-#include <utility>
 #include <vector>
 
-#include "../detail/error.hpp"
-#include "../options.hpp"
 #include "../policy/parallelism.hpp"
-#include "../runtime/process_group.hpp"
-#include "detail/broadcast.hpp"
-#include "detail/flat_parameter.hpp"
-#include "detail/shardable_optimizer.hpp"
-#include "local.hpp"
+#include "detail/sharded_strategy.hpp"
 
 namespace accel::parallel {
 
-class ShardedGradientStrategy : public LocalStrategy {
- public:
-  // name: the policy, as errors call it ("Zero2", "Fsdp<ShardGradOp>").
-  explicit ShardedGradientStrategy(std::string_view name) : name_(name) {}
-  ShardedGradientStrategy(const ShardedGradientStrategy&) = delete;
-  ShardedGradientStrategy& operator=(const ShardedGradientStrategy&) = delete;
+class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientStrategy> {
+  using Base = detail::ShardedStrategy<ShardedGradientStrategy>;
+  friend Base;
 
-  void attach(runtime::ProcessGroup* process_group, const Options& /*options*/) {
-    group_ = process_group;
-  }
+ public:
+  using Base::Base;
 
   void prepare_model(torch::nn::Module& module, const std::string& label) {
     if (group_ == nullptr) return;
-    for (const auto& sharded : optimizers_)
-      if (sharded.shard)
-        accel::detail::fail("{}: {} is prepared after an optimizer stepped; the optimizer's shards "
-                            "were built from the models prepared then; prepare every model before "
-                            "the first optimizer step",
-                            name_, label);
-    for (auto& sharded : optimizers_) sharded.indexed = false;  // may now find its parameters
-    torch::NoGradGuard no_grad;
-    detail::broadcast_from_root(*group_, module.parameters());
-    detail::broadcast_from_root(*group_, module.buffers());
+    begin_prepare(module, label);
     // Trainable parameters by (dtype, device), in registration order. A parameter registered
     // under two names (tied weights), or already flattened with a model prepared earlier, is
     // flattened once.
-    struct SameKind {
-      c10::ScalarType dtype;
-      torch::Device device;
-      std::vector<torch::Tensor> params;
-      std::vector<std::string> names;
-    };
-    std::vector<SameKind> kinds;
-    std::unordered_set<const void*> seen;
-    for (const auto& item : module.named_parameters()) {
-      const torch::Tensor& p = item.value();
-      const void* key = p.unsafeGetTensorImpl();
-      if (where_.count(key) != 0 || !seen.insert(key).second) continue;
-      if (!p.requires_grad()) {
-        frozen_.push_back({p, item.key(), label});
-        continue;
-      }
-      auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const SameKind& k) {
-        return k.dtype == p.scalar_type() && k.device == p.device();
-      });
-      if (kind == kinds.end())
-        kind = kinds.insert(kinds.end(), SameKind{p.scalar_type(), p.device(), {}, {}});
-      kind->params.push_back(p);
-      kind->names.push_back(item.key());
-    }
-    for (auto& kind : kinds) {
-      const std::size_t f = flats_.size();
-      flats_.push_back(std::make_unique<detail::FlatParameter>(
-          std::move(kind.params), std::move(kind.names), group_->size(), group_->rank()));
-      labels_.push_back(label);
-      pending_.push_back(0);
-      const auto& params = flats_.back()->parameters();
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        where_[params[i].unsafeGetTensorImpl()] = {f, i};
-        install_hook(params[i], f);
-      }
-    }
-  }
-
-  template <class Optimizer>
-  void prepare_optimizer(Optimizer& optimizer) {
-    static_assert(detail::ShardableOptimizer<Optimizer>::value,
-                  "accel: Zero2 and Fsdp<ShardGradOp> shard optimizer state by building the same "
-                  "optimizer type over each rank's shard, which is exact only for element-wise "
-                  "optimizers: torch::optim::SGD, Adam, AdamW, Adagrad and RMSprop; the optimizer "
-                  "passed to prepare() (its type is in the 'Optimizer = ...' of this "
-                  "instantiation) is none of them; use one of those five (declared with its own "
-                  "type, not as torch::optim::Optimizer), or Ddp");
-    // Nothing more for a refused type: the assertion above is the one error.
-    if constexpr (detail::ShardableOptimizer<Optimizer>::value) register_optimizer(optimizer);
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+    flatten(named, label, detail::Residency::replicated);
   }
 
   void before_backward(bool sync) {
@@ -136,250 +61,21 @@ class ShardedGradientStrategy : public LocalStrategy {
 
   void after_backward(bool sync) {
     if (group_ == nullptr || !sync) return;
-    for (std::size_t f = 0; f < flats_.size(); ++f) {
-      detail::FlatParameter& flat = *flats_[f];
-      // A model no backward reached since its last reduce-scatter holds zeros only.
-      if (pending_[f] != 0) {
-        const torch::Tensor averaged =
-            group_->reduce_scatter(flat.gradient(), runtime::ReduceOp::mean);
-        torch::NoGradGuard no_grad;
-        flat.shard_gradient().add_(averaged);
-        pending_[f] = 0;
-      }
-      flat.release_gradients();
-    }
+    for (std::size_t f = 0; f < flats_.size(); ++f) reduce_scatter_gradient(f);
     sharded_ = true;
   }
 
-  template <class Optimizer>
-  void optimizer_step(Optimizer& optimizer) {
-    if constexpr (detail::ShardableOptimizer<Optimizer>::value) step_shard(optimizer);
-  }
-
-  // In place, as LocalStrategy's: this optimizer's shard gradients, and any full gradient its
-  // parameters hold while a window collects.
-  template <class Optimizer>
-  void zero_grad(Optimizer& optimizer) {
-    LocalStrategy::zero_grad(optimizer);
-    if (group_ == nullptr) return;
-    torch::NoGradGuard no_grad;
-    for (const auto& pieces : index(optimizer).pieces)
-      for (const auto& piece : pieces) piece.mutable_grad().zero_();
-  }
-
-  // What clip_grad_norm scales: once a window's gradients are reduce-scattered, this rank's
-  // shard of them (its pieces of `parameters`); before, the full local gradients, measured only.
-  std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const {
-    if (group_ == nullptr || !sharded_) return LocalStrategy::gradients_to_clip(parameters);
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : parameters) {
-      const auto found = where_.find(p.unsafeGetTensorImpl());
-      if (found != where_.end()) {
-        const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
-        if (piece != nullptr) grads.push_back(piece->data.grad());
-      } else if (p.grad().defined() && group_->rank() == 0) {
-        // Not sharded (not in a prepared model): counted once, on rank 0, for the sum and the
-        // maximum alike.
-        grads.push_back(p.grad());
-      }
-    }
-    return grads;
-  }
-
-  // The shards' parts of the norm add up across ranks (or their maximum is taken) once the
-  // gradients are sharded; before, each rank measures its own full gradients.
-  torch::Tensor reduce_norm(torch::Tensor local, bool is_max) {
-    if (group_ == nullptr || !sharded_) return local;
-    torch::Tensor combined = local.reshape({1}).clone();  // Gloo takes one-element tensors
-    group_->allreduce(combined, is_max ? runtime::ReduceOp::max : runtime::ReduceOp::sum);
-    return combined;
-  }
-
-  // The optimizer built over this rank's shard for `user` (null before its first step, and on
-  // one process): for inspecting what each rank keeps.
-  const torch::optim::Optimizer* shard_optimizer(const torch::optim::Optimizer& user) const {
-    for (const auto& sharded : optimizers_)
-      if (sharded.user == &user) return sharded.shard.get();
-    return nullptr;
-  }
-  // The flat parameters, in preparation order (one per prepared model and dtype).
-  const std::vector<std::unique_ptr<detail::FlatParameter>>& flat_parameters() const {
-    return flats_;
-  }
-
  private:
-  struct Location {
-    std::size_t flat = 0;
-    std::size_t index = 0;
-  };
-  struct Frozen {
-    torch::Tensor parameter;
-    std::string name;
-    std::string model;
-  };
-  // A prepared optimizer: which flat parameters it updates, this rank's pieces of its param
-  // groups, and the optimizer over them (built at its first step).
-  struct ShardedOptimizer {
-    const torch::optim::Optimizer* user = nullptr;
-    bool indexed = false;
-    std::vector<std::size_t> flats;                  // the same on every rank, ascending
-    std::vector<std::vector<torch::Tensor>> pieces;  // per user param group
-    std::size_t parameters = 0;                      // in all its groups, when indexed
-    std::unique_ptr<torch::optim::Optimizer> shard;
-  };
+  void gradient_arrived(std::size_t /*flat*/) {}  // pending_ is all Zero2 needs
 
-  static std::size_t count_parameters(const torch::optim::Optimizer& optimizer) {
-    std::size_t count = 0;
-    for (const auto& group : optimizer.param_groups()) count += group.params().size();
-    return count;
-  }
-
-  // Builds the shard optimizer at the first step; then options in, step, shards gathered.
-  template <class Optimizer>
-  void step_shard(Optimizer& optimizer) {
-    if (group_ == nullptr) return LocalStrategy::optimizer_step(optimizer);
-    // The shards are cut from the param groups as they are at the first step.
-    if (ShardedOptimizer* existing = find(optimizer); existing != nullptr && !existing->shard)
-      existing->indexed = false;
-    ShardedOptimizer& sharded = index(optimizer);
-    const auto& groups = optimizer.param_groups();
-    if (!sharded.shard) {
-      std::vector<torch::optim::OptimizerParamGroup> shard_groups;
-      for (std::size_t g = 0; g < groups.size(); ++g)
-        shard_groups.emplace_back(sharded.pieces[g], groups[g].options().clone());
-      using Options = typename detail::ShardableOptimizer<Optimizer>::options;
-      sharded.shard = std::make_unique<Optimizer>(
-          std::move(shard_groups), static_cast<const Options&>(optimizer.defaults()));
-    }
-    auto& shard_groups = sharded.shard->param_groups();
-    if (groups.size() != shard_groups.size() || count_parameters(optimizer) != sharded.parameters)
-      accel::detail::fail("{}: the {} had {} param groups of {} parameters when it first stepped "
-                          "and has {} of {} now; its shards were cut then, so add param groups "
-                          "and parameters before the first step",
-                          name_, detail::ShardableOptimizer<Optimizer>::name, shard_groups.size(),
-                          sharded.parameters, groups.size(), count_parameters(optimizer));
-    // The user's options as they are now: a scheduler, or the user, may have changed them.
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      shard_groups[g].set_options(groups[g].options().clone());
-    sharded.shard->step();
+  // Every rank's updated shard, back into every rank's full flat buffer.
+  void after_shard_step(const std::vector<std::size_t>& flats) {
     torch::NoGradGuard no_grad;
-    for (const std::size_t f : sharded.flats) {
+    for (const std::size_t f : flats) {
       detail::FlatParameter& flat = *flats_[f];
       group_->allgather_into(flat.flat(), flat.shard());
     }
   }
-
-
-  template <class Optimizer>
-  void register_optimizer(Optimizer& optimizer) {
-    if (group_ == nullptr || find(optimizer) != nullptr) return;
-    // State that exists before prepare() (the optimizer stepped, or a checkpoint was loaded into
-    // it) would have to be cut into shards; refused on every rank rather than silently dropped.
-    torch::Tensor stepped = torch::tensor({detail::has_stepped(optimizer) ? 1 : 0}, torch::kInt);
-    group_->allreduce(stepped, runtime::ReduceOp::max);
-    if (stepped.item<int>() != 0)
-      accel::detail::fail("{}: the {} passed to prepare() already holds optimizer state on at "
-                          "least one rank (it stepped, or state was loaded into it); {} builds "
-                          "each rank's state for its shard from the first step on, so prepare "
-                          "the optimizer before it steps (or train with Ddp to continue from "
-                          "that state)",
-                          name_, detail::ShardableOptimizer<Optimizer>::name, name_);
-    // Adagrad's constructor allocated full-size accumulators: the shard optimizer makes its own.
-    optimizer.state().clear();
-    ShardedOptimizer& sharded = optimizers_.emplace_back();
-    sharded.user = &optimizer;
-  }
-
-  ShardedOptimizer* find(const torch::optim::Optimizer& user) {
-    for (auto& sharded : optimizers_)
-      if (sharded.user == &user) return &sharded;
-    return nullptr;
-  }
-
-  // Locates the optimizer's parameters in the flat parameters (after every model is prepared).
-  template <class Optimizer>
-  ShardedOptimizer& index(Optimizer& user) {
-    ShardedOptimizer* sharded = find(user);
-    if (sharded == nullptr) {
-      prepare_optimizer(user);  // stepped without prepare(): the same checks
-      sharded = find(user);
-    }
-    if (sharded->indexed) return *sharded;
-    const auto& groups = user.param_groups();
-    sharded->flats.clear();
-    sharded->pieces.assign(groups.size(), {});
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const auto& params = groups[g].params();
-      for (std::size_t k = 0; k < params.size(); ++k) {
-        const auto found = where_.find(params[k].unsafeGetTensorImpl());
-        if (found == where_.end()) {
-          // Frozen at prepare: no gradient, so the user's optimizer would skip it too.
-          if (!params[k].requires_grad()) continue;
-          accel::detail::fail("{}: parameter #{} of param group {} of the optimizer (shape [{}]) "
-                              "belongs to no prepared model, so it has no shard; prepare() the "
-                              "model that owns it, before the first step",
-                              name_, k, g, fmt::join(params[k].sizes(), ", "));
-        }
-        const auto [f, i] = found->second;
-        if (std::find(sharded->flats.begin(), sharded->flats.end(), f) == sharded->flats.end())
-          sharded->flats.push_back(f);
-        if (const auto* piece = flats_[f]->piece_of(i)) sharded->pieces[g].push_back(piece->data);
-      }
-    }
-    std::sort(sharded->flats.begin(), sharded->flats.end());
-    sharded->parameters = count_parameters(user);
-    sharded->indexed = true;
-    return *sharded;
-  }
-
-  // Marks the flat parameter as holding gradients not yet reduce-scattered, when autograd has
-  // accumulated one of its parameters' gradients.
-  void install_hook(const torch::Tensor& parameter, std::size_t f) {
-    // The tensor holds its accumulator weakly: keep it, or the hook silently never fires.
-    auto accumulator = torch::autograd::impl::grad_accumulator(parameter);
-    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, f](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list& /*inputs*/) {
-          pending_[f] = 1;
-          return outputs;
-        }));
-    accumulators_.push_back(std::move(accumulator));
-  }
-
-  // Which parameters are sharded was fixed at prepare(), and the other ranks' collectives with
-  // it: freezing or unfreezing afterwards is refused.
-  void check_still_trainable() const {
-    for (std::size_t f = 0; f < flats_.size(); ++f) {
-      const auto& params = flats_[f]->parameters();
-      for (std::size_t i = 0; i < params.size(); ++i)
-        if (!params[i].requires_grad())
-          fail_trainability(flats_[f]->names()[i], labels_[f], "frozen");
-    }
-    for (const auto& frozen : frozen_)
-      if (frozen.parameter.requires_grad()) fail_trainability(frozen.name, frozen.model, "unfrozen");
-  }
-  [[noreturn]] void fail_trainability(const std::string& parameter, const std::string& model,
-                                      std::string_view change) const {
-    accel::detail::fail("{}: parameter '{}' of {} was {} after prepare(); the flat parameters and "
-                        "their shards are laid out at prepare(), so set requires_grad before "
-                        "preparing the model (prepare it again in a new Accelerator to change "
-                        "which parameters train)",
-                        name_, parameter, model, change);
-  }
-
-  std::string_view name_;
-  runtime::ProcessGroup* group_ = nullptr;
-  std::vector<std::unique_ptr<detail::FlatParameter>> flats_;
-  std::vector<std::string> labels_;  // the model of each flat parameter, for errors
-  // Per flat parameter: gradients arrived since its last reduce-scatter. Written by autograd's
-  // thread during backward, read after it; one byte each, so that autograd threads of different
-  // devices never share a word.
-  std::vector<char> pending_;
-  std::unordered_map<const void*, Location> where_;  // by TensorImpl
-  std::vector<Frozen> frozen_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<ShardedOptimizer> optimizers_;
-  bool sharded_ = false;  // the gradients live in the shards (after a window's reduce-scatter)
 };
 
 template <>

@@ -1,13 +1,268 @@
-// Zero3: parameters, gradients and optimizer state sharded across ranks.
-// This version runs it on one process only (parallel/local.hpp).
+// Zero3 (DeepSpeed ZeRO stage 3; Fsdp<FullShard> is the same): parameters, gradients and
+// optimizer state all sharded across ranks. Between steps a rank holds only its shard of each.
+//
+//   prepare(model)   parameters and buffers broadcast from rank 0; the model cut into units
+//                    (detail/units.hpp: each child of a Sequential, and the rest as the root
+//                    unit); each unit's trainable parameters flattened by dtype with sharded
+//                    residency (detail/flat_parameter.hpp), then put at rest: the full buffers
+//                    freed, the parameters zero-element tensors.
+//   forward          the root unit is all-gathered when the model's forward starts and kept until
+//                    its backward ends (PyTorch FSDP keeps its root so too); a child unit is
+//                    all-gathered when the Sequential calls it and freed when it returns (its
+//                    storage released, the parameters keeping their shapes for autograd), and a
+//                    hook on its output all-gathers it again when backward reaches it. Without a
+//                    graph (torch::NoGradGuard) every unit is back at rest after the forward.
+//   backward         gradients accumulate into a unit's full flat gradient, allocated when its
+//                    backward starts; once every gradient of the unit has arrived, on the
+//                    micro-step that ends a window, the gradient is reduce-scattered (mean) into
+//                    this rank's shard gradient and released, and the unit's full parameters are
+//                    freed. Units no backward completed are finished after autograd, in order.
+//   optimizer.step() the user's optimizer type over this rank's shard (detail/sharded_strategy.hpp);
+//                    nothing gathered: the next forward gathers the updated shards.
+//
+// Under GradAccum the full gradients of every unit collect through the window (no
+// communication) and are reduce-scattered at its end, as Zero2 does.
 #pragma once
 
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
 #include "../policy/parallelism.hpp"
-#include "local.hpp"
+#include "detail/sharded_strategy.hpp"
+#include "detail/units.hpp"
 
 namespace accel::parallel {
 
+class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy> {
+  using Base = detail::ShardedStrategy<FullyShardedStrategy>;
+  friend Base;
+
+ public:
+  using Base::Base;
+
+  // prepare() hands the model's holder over; units need the shared pointer to walk and rewire
+  // its Sequentials.
+  void prepare_model(torch::nn::Module& module, const std::string& label) {
+    if (group_ == nullptr) return;
+    begin_prepare(module, label);
+    const std::shared_ptr<torch::nn::Module> root = module.shared_from_this();
+    std::unordered_map<const void*, int> references;
+    const auto all = module.named_parameters();
+    for (const auto& item : all) ++references[item.value().unsafeGetTensorImpl()];
+
+    Model& model = models_.emplace_back();
+    model.module = &module;
+    std::unordered_set<const void*> in_units;
+    for (const auto& child : detail::sequential_children(root)) {
+      const auto named = detail::exclusive_parameters(*child.module, child.name, references);
+      for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
+      const std::size_t u = add_unit(named, fmt::format("{}, unit '{}'", label, child.name));
+      if (u == no_unit) continue;  // nothing trainable: called as it is
+      model.units.push_back(u);
+      detail::intercept_calls(child, this, u);
+    }
+    detail::NamedParameters rest;
+    for (const auto& item : all)
+      if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
+        rest.emplace_back(item.key(), item.value());
+    model.root = add_unit(rest, label);
+    if (model.root != no_unit) model.units.push_back(model.root);
+    for (const std::size_t u : model.units) to_rest(u);
+  }
+
+  void before_forward(torch::nn::Module& module) {
+    if (group_ == nullptr) return;
+    if (const Model* model = find_model(module); model != nullptr && model->root != no_unit)
+      gather(model->root);
+  }
+
+  // Without a graph, nothing waits for a backward: the whole model goes back to rest. With one,
+  // a hook on a tensor output gathers the root again should a backward before this one's have
+  // put it to rest (two forwards, then two backwards).
+  template <class Outputs>
+  void after_forward(torch::nn::Module& module, const Outputs& outputs) {
+    if (group_ == nullptr) return;
+    const Model* model = find_model(module);
+    if (model == nullptr) return;
+    if (!torch::GradMode::is_enabled()) {
+      for (const std::size_t u : model->units) to_rest(u);
+      return;
+    }
+    if constexpr (std::is_same_v<Outputs, torch::Tensor>)
+      if (model->root != no_unit && outputs.requires_grad()) hook_backward(outputs, model->root);
+  }
+
+  void before_backward(bool sync) {
+    if (group_ == nullptr) return;
+    check_still_trainable();
+    sync_ = sync;
+    if (!sync) sharded_ = false;
+    for (auto& unit : units_) {
+      unit.waiting = unit.parameters;
+      unit.reached = false;
+    }
+  }
+
+  // In order, so every rank issues the same collectives: on a window's last micro-step, every
+  // gradient not yet reduce-scattered is (a unit whose backward left a parameter unused, or
+  // gradients collected on earlier micro-steps by a unit this backward did not reach); every
+  // unit this backward reached goes back to rest. A unit it did not reach keeps what it holds:
+  // a forward's graph may still need it (a GAN's generator across its discriminator's backward).
+  void after_backward(bool sync) {
+    if (group_ == nullptr) return;
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (sync)
+        for (const std::size_t f : units_[u].flats) reduce_scatter_gradient(f);
+      if (units_[u].reached) to_rest(u);
+    }
+    if (sync) sharded_ = true;
+  }
+
+  // Called by a unit's wrapper in its Sequential: gathered for the call, freed after it; a hook
+  // on the output gathers it again for backward.
+  // A unit gathered already (inside full_parameters()) stays gathered.
+  template <class Run>
+  torch::Tensor unit_forward(std::size_t u, Run&& run) {
+    const bool gathered_before = is_gathered(u);
+    gather(u);
+    torch::Tensor output = run();
+    const bool graph = torch::GradMode::is_enabled() && output.requires_grad();
+    if (graph) hook_backward(output, u);
+    if (gathered_before) return output;
+    if (graph)
+      for (const std::size_t f : units_[u].flats) flats_[f]->free_full();
+    else
+      to_rest(u);
+    return output;
+  }
+
+  // Every unit of `module` gathered (a collective: every rank calls it), for reading or writing
+  // the full parameters outside forward; release_full() writes this rank's part back to its
+  // shard and frees them.
+  void gather_full(torch::nn::Module& module) {
+    if (group_ == nullptr) return;
+    if (const Model* model = find_model(module))
+      for (const std::size_t u : model->units) gather(u);
+  }
+  void release_full(torch::nn::Module& module) {
+    if (group_ == nullptr) return;
+    const Model* model = find_model(module);
+    if (model == nullptr) return;
+    torch::NoGradGuard no_grad;
+    for (const std::size_t u : model->units) {
+      for (const std::size_t f : units_[u].flats) {
+        detail::FlatParameter& flat = *flats_[f];
+        if (!flat.materialized()) continue;
+        const auto& layout = flat.layout();
+        flat.shard().copy_(flat.flat().narrow(0, flat.rank() * layout.shard_numel,
+                                              layout.shard_numel));
+      }
+      to_rest(u);
+    }
+  }
+
+  // How many units the prepared models were cut into, root units included (for tests and docs).
+  std::size_t unit_count() const { return units_.size(); }
+
+ private:
+  static constexpr std::size_t no_unit = static_cast<std::size_t>(-1);
+
+  struct Unit {
+    std::vector<std::size_t> flats;
+    std::size_t parameters = 0;  // trainable ones, each counted once
+    std::size_t waiting = 0;     // gradients not yet arrived in this backward
+    bool reached = false;        // by this backward
+  };
+  struct Model {
+    const torch::nn::Module* module = nullptr;
+    std::vector<std::size_t> units;  // its child units in call order, then its root unit
+    std::size_t root = no_unit;
+  };
+
+  std::size_t add_unit(const detail::NamedParameters& named, const std::string& label) {
+    const auto flats = flatten(named, label, detail::Residency::sharded);
+    if (flats.empty()) return no_unit;
+    Unit& unit = units_.emplace_back();
+    unit.flats = flats;
+    for (const std::size_t f : flats) {
+      unit.parameters += flats_[f]->parameters().size();
+      unit_of_.resize(f + 1, no_unit);
+      unit_of_[f] = units_.size() - 1;
+    }
+    return units_.size() - 1;
+  }
+
+  const Model* find_model(const torch::nn::Module& module) const {
+    for (const auto& model : models_)
+      if (model.module == &module) return &model;
+    return nullptr;
+  }
+
+  void gather(std::size_t u) {
+    torch::NoGradGuard no_grad;
+    for (const std::size_t f : units_[u].flats) {
+      detail::FlatParameter& flat = *flats_[f];
+      if (flat.materialized()) continue;
+      flat.materialize();
+      group_->allgather_into(flat.flat(), flat.shard());
+    }
+  }
+
+  bool is_gathered(std::size_t u) const {
+    for (const std::size_t f : units_[u].flats)
+      if (!flats_[f]->materialized()) return false;
+    return true;
+  }
+
+  void to_rest(std::size_t u) {
+    for (const std::size_t f : units_[u].flats) flats_[f]->to_rest();
+  }
+
+  void hook_backward(const torch::Tensor& output, std::size_t u) {
+    output.register_hook([this, u](const torch::Tensor& /*gradient*/) { prepare_backward(u); });
+  }
+
+  // Backward has reached the unit's output: its parameters again, and gradients to add into.
+  void prepare_backward(std::size_t u) {
+    units_[u].reached = true;
+    gather(u);
+    for (const std::size_t f : units_[u].flats) flats_[f]->attach_gradients();
+  }
+
+  // Autograd accumulated one of flat parameter f's gradients; the unit's last one finishes its
+  // backward: reduce-scatter (on the window's last micro-step) and free.
+  void gradient_arrived(std::size_t f) {
+    Unit& unit = units_[unit_of_[f]];
+    unit.reached = true;
+    if (unit.waiting == 0 || --unit.waiting != 0) return;
+    for (const std::size_t g : unit.flats) {
+      if (sync_) reduce_scatter_gradient(g);
+      flats_[g]->free_full();
+    }
+  }
+
+  // The shards changed: a full copy still gathered (a forward whose backward never ran) is
+  // stale, so the next forward gathers again.
+  void after_shard_step(const std::vector<std::size_t>& flats) {
+    for (const std::size_t f : flats) flats_[f]->to_rest();
+  }
+
+  std::vector<Unit> units_;
+  std::vector<std::size_t> unit_of_;  // per flat parameter
+  std::vector<Model> models_;
+  bool sync_ = true;  // this backward ends its window
+};
+
 template <>
-struct Strategy<Zero3> : SingleProcessOnly<Zero3> {};
+struct Strategy<Zero3> : FullyShardedStrategy {
+  Strategy() : FullyShardedStrategy(Zero3::name) {}
+};
 
 }  // namespace accel::parallel

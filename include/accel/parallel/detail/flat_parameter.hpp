@@ -10,8 +10,16 @@
 // (release_gradients): between steps a rank holds only its shard of the gradients.
 //
 // This rank's shard is cut along parameter boundaries into pieces: leaf tensors that alias the
-// flat buffer (no copy), each with a .grad that aliases the shard gradient. An optimizer built
-// over the pieces updates this rank's shard in place, and keeps state for the shard only.
+// shard (no copy), each with a .grad that aliases the shard gradient. An optimizer built over the
+// pieces updates this rank's shard in place, and keeps state for the shard only.
+//
+// Residency says what a rank keeps of the parameters between uses. Replicated (Zero2): the full
+// buffer always, the shard being a view of it. Sharded (Zero3): the shard in its own tensor, and
+// the full buffer only from materialize() (then all-gathered by the strategy) to free_full(),
+// which releases its storage (0 bytes) while the parameters stay views of it, shapes intact, as
+// autograd's saved tensors need (DESIGN.md: the checked mechanism, as PyTorch FSDP frees). At
+// rest (to_rest()), the parameters are zero-element tensors, so code that reads them outside a
+// forward gets a shape error, not freed memory.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,6 +34,18 @@
 #include "../../detail/error.hpp"
 
 namespace accel::parallel::detail {
+
+enum class Residency { replicated, sharded };
+
+// Gives the storage under `tensor` (and every view of it) `bytes` of fresh, uninitialized memory
+// from its own allocator, or none: how a sharded flat buffer is freed and refilled in place.
+inline void resize_storage_bytes(const torch::Tensor& tensor, std::size_t bytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == bytes) return;
+  storage->set_data_ptr_noswap(bytes == 0 ? at::DataPtr(nullptr, storage->device())
+                                          : storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
 
 // Where each of `numels` lands in a flat buffer split into `world` shards.
 struct FlatLayout {
@@ -57,9 +77,10 @@ class FlatParameter {
   // params: the same dtype and device, each requiring a gradient (frozen parameters are never
   // flattened). names: for errors. Their values are copied in; they then alias the buffer.
   FlatParameter(std::vector<torch::Tensor> params, std::vector<std::string> names, int world,
-                int rank)
+                int rank, Residency residency = Residency::replicated)
       : parameters_(std::move(params)), names_(std::move(names)), world_(world), rank_(rank),
-        layout_(numels(parameters_), world) {
+        residency_(residency), layout_(numels(parameters_), world) {
+    for (const auto& p : parameters_) shapes_.push_back(p.sizes().vec());
     if (parameters_.empty()) accel::detail::fail("FlatParameter: no parameters to flatten");
     if (rank < 0 || rank >= world)
       accel::detail::fail("FlatParameter: rank {} is outside 0..{}", rank, world - 1);
@@ -82,13 +103,15 @@ class FlatParameter {
     }
     shard_gradient_ = torch::zeros({layout_.shard_numel}, flat_.options());
     const std::int64_t shard_begin = rank_ * layout_.shard_numel;
+    shard_ = flat_.narrow(0, shard_begin, layout_.shard_numel);
+    if (residency_ == Residency::sharded) shard_ = shard_.clone();
     const std::int64_t shard_end = shard_begin + layout_.shard_numel;
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
       const std::int64_t begin = std::max(shard_begin, layout_.offsets[i]);
       const std::int64_t end = std::min(shard_end, layout_.offsets[i] + parameters_[i].numel());
       if (begin >= end) continue;
-      // detach(): a leaf the optimizer accepts, still sharing the buffer's storage.
-      torch::Tensor data = flat_.narrow(0, begin, end - begin).detach();
+      // detach(): a leaf the optimizer accepts, still sharing the shard's storage.
+      torch::Tensor data = shard_.narrow(0, begin - shard_begin, end - begin).detach();
       data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
       pieces_.push_back({i, begin - layout_.offsets[i], std::move(data)});
     }
@@ -102,11 +125,32 @@ class FlatParameter {
   int world_size() const { return world_; }
   int rank() const { return rank_; }
 
-  // The whole padded buffer: what every rank holds of the parameters.
+  Residency residency() const { return residency_; }
+
+  // The whole padded buffer: what every rank holds of the parameters (while materialized).
   torch::Tensor& flat() { return flat_; }
-  // This rank's contiguous shard of it (a view).
-  torch::Tensor shard() const {
-    return flat_.narrow(0, rank_ * layout_.shard_numel, layout_.shard_numel);
+  // This rank's contiguous shard (replicated: a view of the buffer; sharded: its own tensor).
+  const torch::Tensor& shard() const { return shard_; }
+
+  // Sharded residency only. Whether the full buffer has storage.
+  bool materialized() const { return flat_.storage().nbytes() != 0; }
+  // Gives the full buffer storage again (contents undefined until the strategy all-gathers into
+  // it) and the parameters their shapes, as views of it.
+  void materialize() {
+    resize_storage_bytes(flat_, layout_.padded_numel * flat_.element_size());
+    if (!at_rest_) return;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_data(view_of(flat_, i));
+    at_rest_ = false;
+  }
+  // Releases the full buffer's storage; the parameters keep their shapes (views of no memory)
+  // for the autograd graph that saved them, until materialize() refills it.
+  void free_full() { resize_storage_bytes(flat_, 0); }
+  // Between steps: no storage, and the parameters zero-element tensors.
+  void to_rest() {
+    free_full();
+    if (at_rest_) return;
+    for (auto& p : parameters_) p.set_data(torch::empty({0}, flat_.options()));
+    at_rest_ = true;
   }
   const std::vector<Piece>& pieces() const { return pieces_; }
   // Parameter i's piece, or null when none of it lies in this rank's shard.
@@ -142,9 +186,10 @@ class FlatParameter {
     gradient_ = torch::Tensor();
   }
 
-  // Parameter i's slot in a buffer of this layout, shaped like the parameter.
+  // Parameter i's slot in a buffer of this layout, shaped like the parameter (as it was
+  // flattened: at rest it has no elements).
   torch::Tensor view_of(const torch::Tensor& buffer, std::size_t i) const {
-    return buffer.narrow(0, layout_.offsets[i], parameters_[i].numel()).view(parameters_[i].sizes());
+    return buffer.narrow(0, layout_.offsets[i], c10::multiply_integers(shapes_[i])).view(shapes_[i]);
   }
 
  private:
@@ -162,11 +207,15 @@ class FlatParameter {
   }
 
   std::vector<torch::Tensor> parameters_;
+  std::vector<std::vector<std::int64_t>> shapes_;
   std::vector<std::string> names_;
   int world_;
   int rank_;
+  Residency residency_;
   FlatLayout layout_;
   torch::Tensor flat_;
+  torch::Tensor shard_;
+  bool at_rest_ = false;
   torch::Tensor gradient_;  // full, padded; defined while a window collects gradients
   torch::Tensor shard_gradient_;
   std::vector<Piece> pieces_;

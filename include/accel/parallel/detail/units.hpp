@@ -1,0 +1,93 @@
+// How Zero3 and Fsdp<FullShard> cut a model into units, each gathered whole only while it runs.
+// Libtorch modules have no forward hooks, so a unit is a module whose calls accel can intercept:
+// a child of a torch::nn::Sequential, whose call goes through the Sequential's AnyModule entry
+// (replaced by a wrapper that gathers, runs the child and frees). Everything else of a prepared
+// model forms its root unit, gathered from the model's forward to the end of its backward.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace accel::parallel::detail {
+
+using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// A child of a Sequential that becomes a unit.
+struct SequentialChild {
+  std::string name;                                // its path in the prepared model
+  std::shared_ptr<torch::nn::SequentialImpl> parent;
+  std::shared_ptr<torch::nn::Module> module;
+};
+
+// The children of every Sequential in `module`'s tree, outermost first; the children of a
+// Sequential that is itself such a child belong to it (one unit), and are not listed.
+inline std::vector<SequentialChild> sequential_children(const std::shared_ptr<torch::nn::Module>& module,
+                                                        const std::string& prefix = "") {
+  std::vector<SequentialChild> found;
+  const auto sequential = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module);
+  for (const auto& child : module->named_children()) {
+    const std::string name = prefix.empty() ? child.key() : prefix + "." + child.key();
+    if (sequential) {
+      found.push_back({name, sequential, child.value()});
+    } else {
+      auto inner = sequential_children(child.value(), name);
+      found.insert(found.end(), inner.begin(), inner.end());
+    }
+  }
+  return found;
+}
+
+// The parameters of `part` (a submodule of a model with `references`, the count of each
+// parameter's names in the whole model) that no module outside `part` shares, named by their
+// path in the model.
+inline NamedParameters exclusive_parameters(
+    torch::nn::Module& part, const std::string& prefix,
+    const std::unordered_map<const void*, int>& references) {
+  std::unordered_map<const void*, int> inside;
+  const auto named = part.named_parameters();
+  for (const auto& item : named) ++inside[item.value().unsafeGetTensorImpl()];
+  NamedParameters result;
+  for (const auto& item : named) {
+    const void* key = item.value().unsafeGetTensorImpl();
+    if (inside[key] == references.at(key)) result.emplace_back(prefix + "." + item.key(), item.value());
+  }
+  return result;
+}
+
+// What a Sequential calls in place of a unit's module: `around(unit, run)` gathers the unit,
+// runs the module on the input and frees the unit again. One tensor in, one tensor out: the
+// signature of nearly every Sequential child (docs/distributed.md#zero3 for the others).
+template <class Owner>
+class UnitCallImpl : public torch::nn::Module {
+ public:
+  UnitCallImpl(Owner* owner, std::size_t unit, torch::nn::AnyModule inner)
+      : owner_(owner), unit_(unit), inner_(std::move(inner)) {}
+
+  torch::Tensor forward(torch::Tensor input) {
+    return owner_->unit_forward(unit_, [&] { return inner_.forward(std::move(input)); });
+  }
+
+ private:
+  Owner* owner_;
+  std::size_t unit_;
+  torch::nn::AnyModule inner_;
+};
+
+// Routes the Sequential's call of `child` through `owner`'s unit `unit`.
+template <class Owner>
+void intercept_calls(const SequentialChild& child, Owner* owner, std::size_t unit) {
+  for (auto entry = child.parent->begin(); entry != child.parent->end(); ++entry)
+    if (entry->ptr().get() == child.module.get()) {
+      *entry = torch::nn::AnyModule(
+          std::make_shared<UnitCallImpl<Owner>>(owner, unit, std::move(*entry)));
+      return;
+    }
+}
+
+}  // namespace accel::parallel::detail
