@@ -39,6 +39,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 struct Config {
   std::string strategy = "ddp";
+  std::string optimizer = "sgd";
   std::string precision = "fp32";
   int accum = 1;
   std::string model = "mlp";
@@ -64,9 +65,9 @@ prints, from rank 0, as its last line:
 bench/reference/ddp.py takes the same flags and trains the same models with PyTorch's DDP.
 
   --nproc N              worker processes, through accel::launch() (default 1, or ACCEL_NPROC)
-  --strategy S           ddp (default) | zero2 | zero3 | fsdp. In this version of accel ddp and
-                         zero2 run across processes; zero3 and fsdp (Fsdp<FullShard>) run with
-                         one process only (they stop at construction with an accel: error on more)
+  --strategy S           ddp (default) | zero2 | zero3 | fsdp (Fsdp<FullShard>, which is zero3)
+  --optimizer O          sgd (default, lr 0.01) | adam (lr 0.001): Adam's 8 bytes of state per
+                         parameter are what the sharded strategies split
   --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights)
   --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>)
   --model M              mlp (default): 784 -> hidden x layers -> 10, ReLU (1024, 4, batch 64)
@@ -141,6 +142,7 @@ Config parse(int argc, char** argv) {
         return v;
       };
       if (flag == "--strategy") c.strategy = value;
+      else if (flag == "--optimizer") c.optimizer = value;
       else if (flag == "--precision") c.precision = value;
       else if (flag == "--model") c.model = value;
       else if (flag == "--accum") c.accum = static_cast<int>(integer());
@@ -261,6 +263,18 @@ struct BenchNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(BenchNet);
 
+// The optimizer --optimizer names, over `parameters`, then `use(optimizer)`.
+template <class Use>
+int with_optimizer(const Config& c, const std::vector<torch::Tensor>& parameters, Use&& use) {
+  if (c.optimizer == "adam") {
+    torch::optim::Adam adam(parameters, torch::optim::AdamOptions(0.001));
+    return use(adam);
+  }
+  if (c.optimizer != "sgd") usage_error(fmt::format("--optimizer '{}': use sgd or adam", c.optimizer));
+  torch::optim::SGD sgd(parameters, torch::optim::SGDOptions(0.01));
+  return use(sgd);
+}
+
 torch::Tensor make_input(const Config& c) {
   if (c.model == "xfmr") return torch::randn({c.batch, c.seq, c.hidden});
   return torch::randn({c.batch, c.model == "mlp" ? 784 : 32});
@@ -347,148 +361,157 @@ int train(const Config& c) {
 
   torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)
   BenchNet net(c);
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
-  auto [model, optimizer] = acc.prepare(net, sgd);
-
+  // Counted before prepare: Zero3 leaves the parameters zero-element between steps.
   std::int64_t parameter_count = 0, gradient_bytes = 0;
   for (const auto& p : net->parameters()) {
     parameter_count += p.numel();
     if (p.requires_grad()) gradient_bytes += p.numel() * p.element_size();
   }
-  if (rank == 0)
-    fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
-               "precision={} accum={} compress={} bucket_views={} small_bucket_kb={} "
-               "tune_cpu_heap={}\n",
-               c.model, parameter_count, world, c.strategy, c.precision, c.accum, c.compress,
-               c.bucket_views, c.small_bucket_kb, c.tune_heap);
+  return with_optimizer(c, net->parameters(), [&](auto& user_optimizer) {
+    auto [model, optimizer] = acc.prepare(net, user_optimizer);
 
-  // Synthetic data, generated once per rank, deterministic.
-  torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));
-  constexpr int kBatches = 8;
-  std::vector<torch::Tensor> inputs, labels;
-  for (int i = 0; i < kBatches; ++i) {
-    inputs.push_back(make_input(c));
-    labels.push_back(torch::randint(10, {c.batch}));
-  }
+    if (rank == 0)
+      fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
+                 "optimizer={} precision={} accum={} compress={} bucket_views={} "
+                 "small_bucket_kb={} tune_cpu_heap={}\n",
+                 c.model, parameter_count, world, c.strategy, c.optimizer, c.precision, c.accum,
+                 c.compress, c.bucket_views, c.small_bucket_kb, c.tune_heap);
 
-  Breakdown parts;
-  if (c.breakdown) parts.install(net->parameters());
-  std::size_t cursor = 0;
-  auto optimizer_step = [&](bool timed) {
-    for (int m = 0; m < c.accum; ++m, ++cursor) {
-      const auto t0 = Clock::now();
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(
-          model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
-      const auto t1 = Clock::now();
-      acc.backward(loss);
-      const auto t2 = Clock::now();
-      optimizer.step();
-      const auto t3 = Clock::now();
-      optimizer.zero_grad();
-      if (timed && c.breakdown) {
-        const auto t4 = Clock::now();
-        parts.forward += seconds(t1 - t0);
-        parts.backward += seconds(parts.last_hook - t1);
-        parts.finalize += seconds(t2 - parts.last_hook);
-        parts.step += seconds(t3 - t2);
-        parts.zero_grad += seconds(t4 - t3);
+    // Synthetic data, generated once per rank, deterministic.
+    torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));
+    constexpr int kBatches = 8;
+    std::vector<torch::Tensor> inputs, labels;
+    for (int i = 0; i < kBatches; ++i) {
+      inputs.push_back(make_input(c));
+      labels.push_back(torch::randint(10, {c.batch}));
+    }
+
+    Breakdown parts;
+    if (c.breakdown) parts.install(net->parameters());
+    std::size_t cursor = 0;
+    auto optimizer_step = [&](bool timed) {
+      for (int m = 0; m < c.accum; ++m, ++cursor) {
+        const auto t0 = Clock::now();
+        const torch::Tensor loss = torch::nn::functional::cross_entropy(
+            model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+        const auto t1 = Clock::now();
+        acc.backward(loss);
+        const auto t2 = Clock::now();
+        optimizer.step();
+        const auto t3 = Clock::now();
+        optimizer.zero_grad();
+        if (timed && c.breakdown) {
+          const auto t4 = Clock::now();
+          parts.forward += seconds(t1 - t0);
+          parts.backward += seconds(parts.last_hook - t1);
+          parts.finalize += seconds(t2 - parts.last_hook);
+          parts.step += seconds(t3 - t2);
+          parts.zero_grad += seconds(t4 - t3);
+        }
       }
-    }
-  };
+    };
 
-  for (int i = 0; i < c.warmup; ++i) optimizer_step(false);
-  acc.wait_for_everyone();
-  const Usage usage_start = Usage::now();
-  const auto start = Clock::now();
-  for (int i = 0; i < c.steps; ++i) optimizer_step(true);
-  const double elapsed = seconds(Clock::now() - start);
-  const Usage usage_end = Usage::now();
-  acc.wait_for_everyone();
+    for (int i = 0; i < c.warmup; ++i) optimizer_step(false);
+    acc.wait_for_everyone();
+    const Usage usage_start = Usage::now();
+    const auto start = Clock::now();
+    for (int i = 0; i < c.steps; ++i) optimizer_step(true);
+    const double elapsed = seconds(Clock::now() - start);
+    const Usage usage_end = Usage::now();
+    acc.wait_for_everyone();
 
-  const double steps_per_s = c.steps / elapsed;
-  const double samples_per_s =
-      steps_per_s * static_cast<double>(c.batch) * world * static_cast<double>(c.accum);
+    const double steps_per_s = c.steps / elapsed;
+    const double samples_per_s =
+        steps_per_s * static_cast<double>(c.batch) * world * static_cast<double>(c.accum);
 
-  if (c.breakdown) {
-    // Reference costs of the same step, measured on every rank at once (so under the same
-    // contention for the two cores): backward alone, with the Reducer idle (a plain
-    // loss.backward() outside acc.backward: its hooks return at once), and a blocking
-    // all-reduce of all the gradients at once with no compute beside it.
-    const int probe = std::max(5, c.steps / 4);
-    double plain_backward = 0, allreduce_alone = 0, allreduce_cpu = 0, local_copies = 0;
-    for (int i = 0; i < probe; ++i, ++cursor) {
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(
-          model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
-      const auto t0 = Clock::now();
-      loss.backward();
-      plain_backward += seconds(Clock::now() - t0);
-      torch::NoGradGuard no_grad;
-      for (auto& p : net->parameters())
-        if (p.grad().defined()) p.mutable_grad().zero_();
-    }
-    torch::Tensor flat = torch::ones({gradient_bytes / 4});
-    torch::Tensor other = torch::empty_like(flat);
-    for (int i = 0; i < probe; ++i) {
-      const auto t0 = Clock::now();
-      other.copy_(flat);  // the hooks' copies into the buckets
-      other.mul_(0.5);    // averaging
-      flat.copy_(other);  // writing back into .grad
-      local_copies += seconds(Clock::now() - t0);
-    }
-    if (auto* group = acc.process_group()) {
-      group->barrier();
-      const Usage before = Usage::now();
+    if (c.breakdown) {
+      // Reference costs of the same step, measured on every rank at once (so under the same
+      // contention for the two cores): backward alone, with the Reducer idle (a plain
+      // loss.backward() outside acc.backward: its hooks return at once), and a blocking
+      // all-reduce of all the gradients at once with no compute beside it.
+      const int probe = std::max(5, c.steps / 4);
+      double plain_backward = 0, allreduce_alone = 0, allreduce_cpu = 0, local_copies = 0;
+      for (int i = 0; i < probe; ++i, ++cursor) {
+        const torch::Tensor loss = torch::nn::functional::cross_entropy(
+            model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+        const auto t0 = Clock::now();
+        loss.backward();
+        plain_backward += seconds(Clock::now() - t0);
+        torch::NoGradGuard no_grad;
+        for (auto& p : net->parameters())
+          if (p.grad().defined()) p.mutable_grad().zero_();
+      }
+      torch::Tensor flat = torch::ones({gradient_bytes / 4});
+      torch::Tensor other = torch::empty_like(flat);
       for (int i = 0; i < probe; ++i) {
         const auto t0 = Clock::now();
-        group->allreduce(flat);
-        allreduce_alone += seconds(Clock::now() - t0);
+        other.copy_(flat);  // the hooks' copies into the buckets
+        other.mul_(0.5);    // averaging
+        flat.copy_(other);  // writing back into .grad
+        local_copies += seconds(Clock::now() - t0);
       }
-      allreduce_cpu = Usage::now().cpu - before.cpu;
-    }
-    const std::vector<double> mine = {parts.forward / c.steps,    parts.backward / c.steps,
-                                      parts.finalize / c.steps,   parts.step / c.steps,
-                                      parts.zero_grad / c.steps,  elapsed / c.steps,
-                                      plain_backward / probe * c.accum,
-                                      allreduce_alone / probe,    local_copies / probe,
-                                      (usage_end.faults - usage_start.faults) / c.steps,
-                                      (usage_end.cpu - usage_start.cpu) / elapsed,
-                                      allreduce_alone > 0 ? allreduce_cpu / allreduce_alone : 0.0};
-    const auto all = acc.gather_object(mine);
-    if (rank == 0) {
-      // On the wire: the gradients' own dtype (fp32), or fp16/bf16 with --compress.
-      const std::int64_t wire_bytes =
-          world == 1 ? 0 : c.compress == "none" ? gradient_bytes : gradient_bytes / 2;
-      const double ring_bytes = 2.0 * (world - 1) / world * static_cast<double>(wire_bytes);
-      fmt::print("breakdown: model={} world_size={} accum={} per optimizer step, milliseconds "
-                 "(forward includes the loss; backward includes the Reducer's hook copies and "
-                 "launches; finalize is acc.backward() after autograd's last hook: waiting for "
-                 "the all-reduces, averaging, writing back)\n",
-                 c.model, world, c.accum);
-      for (int r = 0; r < world; ++r) {
-        const auto& v = all[static_cast<std::size_t>(r)];
-        const double accounted = v[0] + v[1] + v[2] + v[3] + v[4];
-        fmt::print("breakdown: rank={} forward={:.3f} backward={:.3f} finalize={:.3f} "
-                   "optimizer_step={:.3f} zero_grad={:.3f} other={:.3f} total={:.3f} | "
-                   "reference: backward_without_reducer={:.3f} allreduce_alone={:.3f} "
-                   "local_copies={:.3f} | page_faults_per_step={:.0f} cores_busy={:.2f} "
-                   "cores_busy_in_allreduce_alone={:.2f}\n",
-                   r, 1e3 * v[0], 1e3 * v[1], 1e3 * v[2], 1e3 * v[3], 1e3 * v[4],
-                   1e3 * (v[5] - accounted), 1e3 * v[5], 1e3 * v[6], 1e3 * v[7], 1e3 * v[8],
-                   v[9], v[10], v[11]);
+      if (auto* group = acc.process_group()) {
+        group->barrier();
+        const Usage before = Usage::now();
+        for (int i = 0; i < probe; ++i) {
+          const auto t0 = Clock::now();
+          group->allreduce(flat);
+          allreduce_alone += seconds(Clock::now() - t0);
+        }
+        allreduce_cpu = Usage::now().cpu - before.cpu;
       }
-      fmt::print("breakdown: allreduced_bytes_per_step={} ({:.2f} MB, {} all-reduce(s) of "
-                 "gradients in {}) ring_bytes_sent_per_rank={:.0f}\n",
-                 wire_bytes, static_cast<double>(wire_bytes) / 1e6,
-                 world > 1 ? "bucketed" : "no", c.compress == "none" ? "fp32" : c.compress,
-                 ring_bytes);
+      const std::vector<double> mine = {parts.forward / c.steps,    parts.backward / c.steps,
+                                        parts.finalize / c.steps,   parts.step / c.steps,
+                                        parts.zero_grad / c.steps,  elapsed / c.steps,
+                                        plain_backward / probe * c.accum,
+                                        allreduce_alone / probe,    local_copies / probe,
+                                        (usage_end.faults - usage_start.faults) / c.steps,
+                                        (usage_end.cpu - usage_start.cpu) / elapsed,
+                                        allreduce_alone > 0 ? allreduce_cpu / allreduce_alone : 0.0};
+      const auto all = acc.gather_object(mine);
+      if (rank == 0) {
+        // On the wire: the gradients' own dtype (fp32), or fp16/bf16 with --compress.
+        const std::int64_t wire_bytes =
+            world == 1 ? 0 : c.compress == "none" ? gradient_bytes : gradient_bytes / 2;
+        const double ring_bytes = 2.0 * (world - 1) / world * static_cast<double>(wire_bytes);
+        fmt::print("breakdown: model={} world_size={} accum={} per optimizer step, milliseconds "
+                   "(forward includes the loss; backward includes the Reducer's hook copies and "
+                   "launches; finalize is acc.backward() after autograd's last hook: waiting for "
+                   "the all-reduces, averaging, writing back)\n",
+                   c.model, world, c.accum);
+        for (int r = 0; r < world; ++r) {
+          const auto& v = all[static_cast<std::size_t>(r)];
+          const double accounted = v[0] + v[1] + v[2] + v[3] + v[4];
+          fmt::print("breakdown: rank={} forward={:.3f} backward={:.3f} finalize={:.3f} "
+                     "optimizer_step={:.3f} zero_grad={:.3f} other={:.3f} total={:.3f} | "
+                     "reference: backward_without_reducer={:.3f} allreduce_alone={:.3f} "
+                     "local_copies={:.3f} | page_faults_per_step={:.0f} cores_busy={:.2f} "
+                     "cores_busy_in_allreduce_alone={:.2f}\n",
+                     r, 1e3 * v[0], 1e3 * v[1], 1e3 * v[2], 1e3 * v[3], 1e3 * v[4],
+                     1e3 * (v[5] - accounted), 1e3 * v[5], 1e3 * v[6], 1e3 * v[7], 1e3 * v[8],
+                     v[9], v[10], v[11]);
+        }
+        fmt::print("breakdown: allreduced_bytes_per_step={} ({:.2f} MB, {} all-reduce(s) of "
+                   "gradients in {}) ring_bytes_sent_per_rank={:.0f}\n",
+                   wire_bytes, static_cast<double>(wire_bytes) / 1e6,
+                   world > 1 ? "bucketed" : "no", c.compress == "none" ? "fp32" : c.compress,
+                   ring_bytes);
+      }
     }
-  }
 
-  if (rank == 0)
-    fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f}\n", steps_per_s,
-               samples_per_s, peak_rss_mb());
-  std::fflush(stdout);
-  return 0;
+    // What this rank holds for training after its last step (each storage once).
+    const accel::MemoryUse use = acc.memory_use();
+    if (rank == 0)
+      fmt::print("memory_use: parameters_mb={:.1f} gradients_mb={:.1f} optimizer_state_mb={:.1f} "
+                 "total_mb={:.1f} (rank 0, after the last step)\n",
+                 use.parameters / 1e6, use.gradients / 1e6, use.optimizer_state / 1e6,
+                 use.total() / 1e6);
+    if (rank == 0)
+      fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f}\n", steps_per_s,
+                 samples_per_s, peak_rss_mb());
+    std::fflush(stdout);
+    return 0;
+  });
 }
 
 // The same training without accel: what the Accelerator's cost is measured against.
@@ -496,6 +519,7 @@ int train_plain(const Config& c) {
   if (std::getenv("WORLD_SIZE") != nullptr && std::atoi(std::getenv("WORLD_SIZE")) > 1)
     usage_error("--plain runs one process; drop --nproc");
   if (c.precision != "fp32") usage_error("--plain trains in fp32 only");
+  if (c.optimizer != "sgd") usage_error("--plain trains with sgd only");
   if (c.pin) pin_to_core();
   torch::set_num_threads(c.threads);
   limit_blas_threads(c.threads);

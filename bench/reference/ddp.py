@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch reference for accel_bench: the same flags, the same models (parameter for parameter,
-in the same registration order), the same synthetic data sizes and SGD, trained with
-torch.nn.parallel.DistributedDataParallel over Gloo, one thread per rank.
+in the same registration order), the same synthetic data sizes and optimizer (SGD, or Adam with
+--optimizer adam), trained with torch.nn.parallel.DistributedDataParallel over Gloo, one thread
+per rank; --strategy zero1 shards the optimizer state with ZeroRedundancyOptimizer.
 
     /usr/bin/python3 bench/reference/ddp.py [--nproc N] [--precision fp32|bf16] [--accum 1|2|4]
         [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S] [--heads A]
@@ -54,8 +55,12 @@ import torch.nn.functional as F  # noqa: E402
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nproc", type=int, default=int(os.environ.get("ACCEL_NPROC", "1")))
-    p.add_argument("--strategy", default="ddp", choices=["ddp"],
-                   help="only ddp (PyTorch's DistributedDataParallel)")
+    p.add_argument("--strategy", default="ddp", choices=["ddp", "zero1"],
+                   help="ddp (PyTorch's DistributedDataParallel), or zero1: DDP with the "
+                        "optimizer wrapped in torch.distributed.optim.ZeroRedundancyOptimizer "
+                        "(optimizer state sharded, as ZeRO stage 1)")
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
+                   help="sgd (lr 0.01) or adam (lr 0.001), as accel_bench")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--accum", type=int, default=1, choices=[1, 2, 4])
     p.add_argument("--model", default="mlp", choices=["mlp", "tiny", "xfmr"])
@@ -188,10 +193,16 @@ def train(a):
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.compress == "fp16"
                                      else default_hooks.bf16_compress_hook)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    optimizer_class, lr = (torch.optim.Adam, 0.001) if a.optimizer == "adam" else (torch.optim.SGD, 0.01)
+    if a.strategy == "zero1" and world > 1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        optimizer = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=optimizer_class, lr=lr)
+    else:
+        optimizer = optimizer_class(net.parameters(), lr=lr)
     if rank == 0:
         print(f"ddp.py: model={a.model} parameters={parameters} world_size={world} "
-              f"strategy=ddp precision={a.precision} accum={a.accum} compress={a.compress} "
+              f"strategy={a.strategy} optimizer={a.optimizer} precision={a.precision} "
+              f"accum={a.accum} compress={a.compress} "
               f"bucket_views={a.bucket_views}", file=sys.stderr, flush=True)
 
     torch.manual_seed(1000 + rank)  # synthetic data, once per rank, deterministic

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -305,6 +306,21 @@ class Accelerator {
     return FullParameters(*this, static_cast<torch::nn::Module&>(*model));
   }
 
+  // Bytes of parameters, gradients and optimizer state this rank holds for the prepared models
+  // and optimizers, each storage counted once (state/memory_use.hpp): under Zero2 the
+  // gradients and optimizer state are about 1/W of Ddp's, under Zero3 the parameters too.
+  MemoryUse memory_use() const {
+    state::MemoryCounter counter;
+    strategy_.count_memory(counter);
+    for (const auto& module : models_)
+      for (const auto& p : module->parameters()) {
+        counter.parameter(p);
+        counter.gradient(p.grad());
+      }
+    for (const auto* optimizer : optimizers_) counter.optimizer_state(*optimizer);
+    return counter.use();
+  }
+
   // Any aggregate of tensors, on this Accelerator's device.
   template <class T>
   T to_device(const T& value) const {
@@ -364,6 +380,8 @@ class Accelerator {
                     "accel: prepare() keeps a pointer to the optimizer; pass a named optimizer "
                     "that outlives the Accelerator, not a temporary");
       strategy_.prepare_optimizer(object);
+      if (std::find(optimizers_.begin(), optimizers_.end(), &object) == optimizers_.end())
+        optimizers_.push_back(&object);
       return PreparedOptimizer<Accelerator, Object>(this, &object);
     } else if constexpr (detail::LrScheduler<Object>) {
       static_assert(std::is_lvalue_reference_v<T>,
@@ -412,6 +430,7 @@ class Accelerator {
   detail::GradientState gradients_;
   parallel::Strategy<parallelism_policy> strategy_;
   std::vector<std::shared_ptr<torch::nn::Module>> models_;
+  std::vector<const torch::optim::Optimizer*> optimizers_;
   bool end_of_data_ = false;
   std::int64_t real_in_final_round_ = -1;
   bool trigger_ = false;

@@ -889,6 +889,33 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   fmt::print("rank {}: optimizer state elements {} of {} (shard {})\n", acc.process_index(), mine,
              trainable, shard_numel);
   EXPECT(sum == trainable);
+
+  // memory_use(): the ZeRO accounting. Summed over the ranks, the optimizer state is the
+  // one-process optimizer's (each element kept once), the gradients are the padded flat
+  // gradient once (after zero_grad, shards only); the parameters are the padded flat buffer
+  // on every rank (Zero2) or once over the ranks (Zero3), plus a frozen parameter on every rank.
+  accel::state::MemoryCounter one_process;
+  one_process.optimizer_state(reference_optimizer);
+  std::int64_t frozen_bytes = 0;
+  for (const auto& p : reference->parameters())
+    if (!p.requires_grad()) frozen_bytes += p.numel() * 4;
+  const accel::MemoryUse use = acc.memory_use();
+  const auto uses = acc.gather_object(std::array{use.parameters, use.gradients, use.optimizer_state});
+  std::int64_t parameters = 0, gradients = 0, state = 0;
+  for (const auto& u : uses) {
+    parameters += u[0];
+    gradients += u[1];
+    state += u[2];
+  }
+  const std::int64_t padded_bytes = 4 * shard_numel * w;
+  fmt::print("rank {}: memory_use parameters {} gradients {} optimizer_state {} bytes\n",
+             acc.process_index(), use.parameters, use.gradients, use.optimizer_state);
+  EXPECT(state == one_process.use().optimizer_state);
+  EXPECT(gradients == padded_bytes);
+  if constexpr (Sharding<typename Accel::parallelism_policy>::shards_parameters)
+    EXPECT(parameters == padded_bytes + w * frozen_bytes);
+  else
+    EXPECT(parameters == w * (padded_bytes + frozen_bytes));
 }
 
 // Non-final micro-steps communicate nothing; the final one reduce-scatters once per flat

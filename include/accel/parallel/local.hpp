@@ -11,6 +11,7 @@
 #include "../detail/error.hpp"
 #include "../options.hpp"
 #include "../runtime/process_group.hpp"
+#include "../state/memory_use.hpp"
 #include "strategy.hpp"
 
 namespace accel::parallel {
@@ -52,6 +53,9 @@ struct LocalStrategy {
   torch::Tensor reduce_norm(torch::Tensor local, bool /*is_max*/) { return local; }
   // Where parameters are sharded at rest, gathers a model's full parameters for code outside
   // its forward, and writes them back to the shards after; elsewhere they are always whole.
+  // What the strategy holds beyond the prepared parameters, their .grad and the prepared
+  // optimizers' state (Accelerator::memory_use()).
+  void count_memory(state::MemoryCounter& /*counter*/) const {}
   void gather_full(torch::nn::Module& /*module*/) {}
   void release_full(torch::nn::Module& /*module*/) {}
 };

@@ -116,6 +116,19 @@ class ShardedStrategy : public LocalStrategy {
       if (sharded.user == &user) return sharded.shard.get();
     return nullptr;
   }
+  // Flat buffers (while they have storage), shards, shard and full gradients, and the shard
+  // optimizers' state.
+  void count_memory(state::MemoryCounter& counter) const {
+    for (const auto& flat : flats_) {
+      counter.parameter(flat->shard());
+      counter.parameter(flat->flat());  // 0 bytes while a Zero3 unit is not gathered
+      counter.gradient(flat->shard_gradient());
+      counter.gradient(flat->gradient());
+    }
+    for (const auto& sharded : optimizers_)
+      if (sharded.shard) counter.optimizer_state(*sharded.shard);
+  }
+
   // The flat parameters, in preparation order (Zero2: one per prepared model and dtype; Zero3:
   // one per unit and dtype).
   const std::vector<std::unique_ptr<FlatParameter>>& flat_parameters() const { return flats_; }
