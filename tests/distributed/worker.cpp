@@ -129,6 +129,21 @@ void gap_filling() {
       group.allgather_into(flat, flat.narrow(0, 3 * r, 3), use_native);
       EXPECT(torch::equal(flat.to(torch::kFloat), torch::arange(3 * w, torch::kFloat)));
     }
+  // Larger than the fallbacks' piece (4 Mi elements per rank): moved in several pieces, the
+  // last one short, with the same result as the native ops.
+  {
+    const std::int64_t per_rank = (std::int64_t{4} << 20) * 2 + 3;
+    const auto big = torch::arange(per_rank * w, torch::kFloat).remainder(1000) * (r + 1);
+    const auto summed = group.reduce_scatter(big, accel::ReduceOp::sum, /*native=*/false);
+    const auto expected = torch::arange(per_rank * r, per_rank * (r + 1), torch::kFloat)
+                              .remainder(1000) * (w * (w + 1) / 2.0);
+    EXPECT(torch::equal(summed, expected));
+    torch::Tensor flat = torch::full({per_rank * w}, -1.0);
+    flat.narrow(0, per_rank * r, per_rank).copy_(expected);
+    group.allgather_into(flat, flat.narrow(0, per_rank * r, per_rank), /*native=*/false);
+    EXPECT(torch::equal(flat, torch::arange(per_rank * w, torch::kFloat).remainder(1000) *
+                                  (w * (w + 1) / 2.0)));
+  }
   // bf16: native on a wire that has it, through fp32 where it does not; same numbers.
   auto bf = torch::full({5}, 0.5 * (r + 1), torch::kBFloat16);
   group.allreduce(bf);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -363,17 +364,23 @@ class ProcessGroup {
       return;
     }
     // Gloo's list all-gather gathers into a buffer of its own and then copies each rank's part
-    // into the list's tensors, which here are views of `output`.
-    std::vector<torch::Tensor> inputs{to_wire(input.reshape(-1))};
-    std::vector<std::vector<torch::Tensor>> outputs(1);
+    // into the list's tensors, which here are views of `output`. Piece by piece, so that its
+    // buffer stays small (fallback_piece) whatever the size of a flat parameter.
+    const torch::Tensor whole = to_wire(input.reshape(-1));
     const bool same_dtype = wire_native(input);
-    for (int r = 0; r < size_; ++r)
-      outputs[0].push_back(same_dtype ? flat_output.narrow(0, r * input.numel(), input.numel())
-                                      : torch::empty_like(inputs[0]));
-    await(backend_->allgather(outputs, inputs), call);
-    if (!same_dtype)
+    const std::int64_t n = input.numel();
+    for (std::int64_t begin = 0; begin < n; begin += fallback_piece) {
+      const std::int64_t length = std::min(fallback_piece, n - begin);
+      std::vector<torch::Tensor> inputs{whole.narrow(0, begin, length)};
+      std::vector<std::vector<torch::Tensor>> outputs(1);
       for (int r = 0; r < size_; ++r)
-        flat_output.narrow(0, r * input.numel(), input.numel()).copy_(outputs[0][r]);
+        outputs[0].push_back(same_dtype ? flat_output.narrow(0, r * n + begin, length)
+                                        : torch::empty_like(inputs[0]));
+      await(backend_->allgather(outputs, inputs), call);
+      if (!same_dtype)
+        for (int r = 0; r < size_; ++r)
+          flat_output.narrow(0, r * n + begin, length).copy_(outputs[0][r]);
+    }
   }
 
   // input holds size() equal chunks along its flat layout; returns this rank's chunk, summed
@@ -397,12 +404,19 @@ class ProcessGroup {
       await(backend_->_reduce_scatter_base(result, flat, options), call);
     } else {
       // alltoall: chunk j goes to rank j, so rank r receives every rank's chunk r; summing them
-      // locally finishes the reduce-scatter. In fp32 where the wire lacks bf16.
-      torch::Tensor wire = to_wire(flat);
-      torch::Tensor received = torch::empty_like(wire);
+      // locally finishes the reduce-scatter. In fp32 where the wire lacks bf16. Piece by piece
+      // (the same part of every chunk at a time), so that what is sent and received at once
+      // stays small (fallback_piece per rank) whatever the size of a flat gradient.
+      const torch::Tensor chunks = flat.view({size_, chunk});
+      result = torch::empty({chunk}, flat.options());
       std::vector<std::int64_t> equal_split;
-      await(backend_->alltoall_base(received, wire, equal_split, equal_split), call);
-      result = received.view({size_, chunk}).sum(0).to(flat.scalar_type());
+      for (std::int64_t begin = 0; begin < chunk; begin += fallback_piece) {
+        const std::int64_t length = std::min(fallback_piece, chunk - begin);
+        torch::Tensor wire = to_wire(chunks.narrow(1, begin, length).contiguous());
+        torch::Tensor received = torch::empty_like(wire);
+        await(backend_->alltoall_base(received, wire, equal_split, equal_split), call);
+        result.narrow(0, begin, length).copy_(received.view({size_, length}).sum(0));
+      }
     }
     if (op == ReduceOp::mean) result.div_(size_);
     return result;
@@ -435,6 +449,10 @@ class ProcessGroup {
   }
 
  private:
+  // Elements per rank that the reduce-scatter and all-gather fallbacks move at once (16 MiB of
+  // fp32): their temporary buffers are size() times this, not size() times the whole input.
+  static constexpr std::int64_t fallback_piece = std::int64_t{4} << 20;
+
   static c10d::ReduceOp to_c10d(ReduceOp op) {
     switch (op) {
       case ReduceOp::max: return c10d::ReduceOp::MAX;
