@@ -13,6 +13,7 @@ packages=(
   libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
   dataset-fashion-mnist
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
+  time                  # GNU time (/usr/bin/time): bench/compile_cost.sh's wall time and peak RSS
 )
 
 missing=()
