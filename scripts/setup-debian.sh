@@ -13,6 +13,8 @@ packages=(
   libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
   dataset-fashion-mnist
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
+  gnuplot-nox           # accel-plot draws the trackers' charts with it
+  libpng-dev            # the accel-plot test decodes the charts it draws
 )
 
 missing=()
