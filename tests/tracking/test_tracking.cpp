@@ -171,6 +171,23 @@ TEST_CASE("NaN and infinities: null in JSON lines, nan and inf in the CSV") {
   CHECK(row[3] == "inf");
 }
 
+TEST_CASE("a float (or float32 tensor) is written with a float's digits, a double with a double's") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  accelerator.log({{"tensor", torch::tensor(0.1F)},
+                   {"float", 0.1F},
+                   {"double", 0.1},
+                   {"float64", torch::tensor(0.1, torch::kDouble)},
+                   {"bf16", torch::tensor(1.5, torch::kBFloat16)},
+                   {"int", std::int64_t{1} << 40}},
+                  1);
+  accelerator.end_training();
+  CHECK(without_time(read_lines(logs.path() / "p" / "r" / "metrics.jsonl")[0]) ==
+        R"({"step": 1, "time": T, "tensor": 0.1, "float": 0.1, "double": 0.1, "float64": 0.1, )"
+        R"("bf16": 1.5, "int": 1099511627776})");
+}
+
 TEST_CASE("a process killed mid-run leaves every line it logged, and run.json says running") {
   TemporaryFolder logs;
   const pid_t child = ::fork();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "line_file.hpp"
+#include "values.hpp"
 
 namespace accel::tracking {
 
@@ -30,7 +31,7 @@ class CsvWriter {
   }
 
   void write(std::int64_t step, double seconds,
-             const std::vector<std::pair<std::string, double>>& values) {
+             const std::vector<std::pair<std::string, Number>>& values) {
     std::vector<std::string> added;
     for (const auto& [name, value] : values)
       if (column_of(name) < 0) added.push_back(name);
@@ -40,7 +41,7 @@ class CsvWriter {
     cells[0] = fmt::format("{}", step);
     cells[1] = fmt::format("{}", seconds);
     for (const auto& [name, value] : values)
-      cells[static_cast<std::size_t>(column_of(name)) + 2] = fmt::format("{}", value);
+      cells[static_cast<std::size_t>(column_of(name)) + 2] = value.text();
     file_.append(row(cells));
   }
 

@@ -36,5 +36,9 @@ inline std::string string(std::string_view text) {
 inline std::string number(double value) {
   return std::isfinite(value) ? fmt::format("{}", value) : std::string("null");
 }
+// `text`: the number as written elsewhere (fmt's shortest form), used when it is finite.
+inline std::string number(double value, const std::string& text) {
+  return std::isfinite(value) ? text : std::string("null");
+}
 
 }  // namespace accel::tracking::json

@@ -10,6 +10,7 @@
 
 #include "json.hpp"
 #include "line_file.hpp"
+#include "values.hpp"
 
 namespace accel::tracking {
 
@@ -20,10 +21,11 @@ class JsonlWriter {
   JsonlWriter(const std::filesystem::path& run_dir, bool sync) : file_(run_dir / file_name, sync) {}
 
   void write(std::int64_t step, double seconds,
-             const std::vector<std::pair<std::string, double>>& values) {
+             const std::vector<std::pair<std::string, Number>>& values) {
     std::string line = fmt::format("{{\"step\": {}, \"time\": {}", step, json::number(seconds));
     for (const auto& [name, value] : values)
-      line += fmt::format(", {}: {}", json::string(name), json::number(value));
+      line += fmt::format(", {}: {}", json::string(name),
+                          json::number(value.value, value.text()));
     file_.append(line + "}");
   }
 

@@ -120,7 +120,7 @@ class Tracker {
       detail::fail("log() without an open run: {}; call accelerator.init_trackers(\"project\", "
                    "config) before logging",
                    ended_ ? "end_training() has ended it" : "init_trackers() was not called");
-    std::vector<std::pair<std::string, double>> numbers;
+    std::vector<std::pair<std::string, Number>> numbers;
     numbers.reserve(values.size());
     std::unordered_set<std::string_view> names;
     for (const auto& [name, metric] : values) {
@@ -129,7 +129,7 @@ class Tracker {
         detail::fail("log(): the metric '{}' appears twice in one call; log each name once per "
                      "step",
                      name);
-      numbers.emplace_back(name, metric.value(name));
+      numbers.emplace_back(name, metric.number(name));
     }
     const std::int64_t at = step.value_or(next_step_);
     next_step_ = at + 1;

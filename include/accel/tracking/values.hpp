@@ -57,23 +57,37 @@ class ConfigValue {
   std::variant<bool, std::int64_t, double, std::string> value_;
 };
 
+// A metric's number, and whether it came from a float (a float32 tensor or a float): such a
+// number is written with the digits a float needs (0.64895701, not 0.6489570140838623).
+struct Number {
+  double value = 0.0;
+  bool single = false;
+  std::string text() const {
+    return single ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
+  }
+};
+
 // One metric value: a number. A tensor must hold exactly one element (a loss, an accuracy); its
 // value is read with item(), which waits for the device.
 class Metric {
  public:
   template <class T>
     requires std::integral<T> || std::floating_point<T>
-  Metric(T value) : value_(static_cast<double>(value)) {}  // NOLINT: implicit, for brace lists
+  Metric(T value)  // NOLINT: implicit, for brace lists
+      : value_(static_cast<double>(value)), single_(std::is_same_v<T, float>) {}
   Metric(const torch::Tensor& value) : tensor_(value) {}  // NOLINT
 
   // The number, or an accel::Error naming `name` when a tensor is not one element.
-  double value(std::string_view name) const {
-    if (!tensor_.defined()) return value_;
+  double value(std::string_view name) const { return number(name).value; }
+  Number number(std::string_view name) const {
+    if (!tensor_.defined()) return {value_, single_};
     if (tensor_.numel() != 1)
       detail::fail("log(): metric '{}' is a tensor of shape {} ({} elements); log one number per "
                    "name, e.g. {{\"{}\", t.mean()}}",
                    name, shape(), tensor_.numel(), name);
-    return tensor_.item<double>();
+    return {tensor_.item<double>(), tensor_.scalar_type() == torch::kFloat ||
+                                        tensor_.scalar_type() == torch::kBFloat16 ||
+                                        tensor_.scalar_type() == torch::kHalf};
   }
 
  private:
@@ -85,6 +99,7 @@ class Metric {
   }
 
   double value_ = 0.0;
+  bool single_ = false;
   torch::Tensor tensor_;
 };
 
