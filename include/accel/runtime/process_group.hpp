@@ -424,6 +424,8 @@ class ProcessGroup {
     const torch::Tensor length = torch::tensor({static_cast<std::int64_t>(bytes.size())});
     const torch::Tensor lengths = allgather(length);
     const std::int64_t longest = lengths.max().item<std::int64_t>();
+    // Gloo's all-gather of an empty tensor divides by zero (SIGFPE on libtorch 1.13).
+    if (longest == 0) return std::vector<std::string>(static_cast<std::size_t>(size_));
     torch::Tensor padded = torch::zeros({longest}, torch::kUInt8);
     std::memcpy(padded.data_ptr(), bytes.data(), bytes.size());
     const torch::Tensor all = allgather(padded);
