@@ -35,6 +35,7 @@
 #include "signal_names.hpp"
 #include "signal_watch.hpp"
 #include "spawn.hpp"
+#include "threads.hpp"
 
 namespace accel {
 namespace launcher {
@@ -127,7 +128,8 @@ class Supervisor {
     for (int local_rank = 0; local_rank < options_.nproc; ++local_rank) {
       const int rank = options_.node_rank * options_.nproc + local_rank;
       const std::vector<std::string> environment =
-          worker_environment(worker_variables(options_, rendezvous_, local_rank));
+          worker_environment(with_worker_threads(
+              worker_variables(options_, rendezvous_, local_rank), options_));  // threads.hpp
       std::optional<Pipe> out;
       std::optional<Pipe> err;
       try {
@@ -496,6 +498,7 @@ inline int launch_workers(const LaunchOptions& options, const std::string& progr
   if (options.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
   launcher::Supervisor supervisor(
       options, launcher::resolve_rendezvous(options, store ? store->path() : std::string()));
+  launcher::announce_worker_threads(options);
   return supervisor.run(program, arguments);
 }
 
