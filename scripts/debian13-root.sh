@@ -29,6 +29,7 @@ packages=(
   dataset-fashion-mnist # the example's data, which the example's tests train on
   gnuplot-nox           # accel-plot draws the trackers' charts with it
   libpng-dev            # the accel-plot test decodes the charts it draws
+  libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML
   cmake g++ make ninja-build
 )
 

@@ -15,6 +15,7 @@ packages=(
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
   gnuplot-nox           # accel-plot draws the trackers' charts with it
   libpng-dev            # the accel-plot test decodes the charts it draws
+  libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML
 )
 
 missing=()

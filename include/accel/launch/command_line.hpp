@@ -31,10 +31,13 @@ inline constexpr std::string_view launch_usage =
     "  --master-port P    port on node 0 (default: a free port on one node, 29500 on several)\n"
     "  --grace S          seconds between SIGTERM and SIGKILL (default 5)\n"
     "  --rank-prefix      prefix every output line of a worker with \"[rank R] \"\n"
+    "  --config FILE      settings from a YAML file (accel-launch config writes one); flags win\n"
+    "  --threads-per-process T  OMP_NUM_THREADS in every worker (default: cores / nproc)\n"
     "  -h, --help         print this help\n"
     "\n"
     "  accel-launch env               print what a bug report needs (versions, devices, BLAS)\n"
-    "  accel-launch test [--nproc N]  self-check on N local processes (default 2)\n";
+    "  accel-launch test [--nproc N]  self-check on N local processes (default 2)\n"
+    "  accel-launch config [-o FILE] [flags]  write a --config file from flags\n";
 
 struct LaunchCommandLine {
   LaunchOptions options;
