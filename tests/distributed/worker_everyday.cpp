@@ -1,5 +1,6 @@
 // Everyday-use scenarios across processes: run tracking writes from the main process only, while
 // every rank checks its arguments the same way; progress shows on the main process only.
+#include <signal.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -86,12 +87,54 @@ void gather_empty_objects() {
   EXPECT(some[0].empty() && some[1] == "one");
 }
 
+// Under accel-launch --max-restarts 1: on the first start rank 1 dies (SIGKILL) after two
+// steps, in the middle of training while rank 0 waits in a collective; the launcher stops the
+// group and starts it again with ACCEL_RESTART_COUNT=1, and that start trains to the end and
+// matches one process on the global batch.
+void restart_after_kill() {
+  const char* count = std::getenv("ACCEL_RESTART_COUNT");
+  const char* limit = std::getenv("ACCEL_MAX_RESTARTS");
+  EXPECT(count != nullptr && limit != nullptr && std::string(limit) == "1");
+  const bool first_start = std::string(count) == "0";
+  accel::Accelerator<accel::Ddp> accelerator(accel_test::test_options());
+  const std::int64_t world = accelerator.num_processes();
+  const torch::Tensor inputs = torch::linspace(-1, 1, world * 4 * 5).reshape({-1, 1});
+  const torch::Tensor targets = 3 * inputs + 1;
+  torch::manual_seed(7);
+  torch::nn::Linear net(1, 1);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  for (std::int64_t step = 0; step < 5; ++step) {
+    if (first_start && step == 2 && accelerator.process_index() == 1) ::raise(SIGKILL);
+    const auto rows = inputs.narrow(0, step * world * 4 + accelerator.process_index() * 4, 4);
+    const auto wanted = targets.narrow(0, step * world * 4 + accelerator.process_index() * 4, 4);
+    accelerator.backward(torch::mse_loss(model(rows), wanted));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  EXPECT(!first_start);  // the first start never gets here: rank 1 died, rank 0 was stopped
+  torch::manual_seed(7);
+  torch::nn::Linear reference(1, 1);
+  torch::optim::SGD reference_sgd(reference->parameters(), 0.1);
+  for (std::int64_t step = 0; step < 5; ++step) {
+    const auto rows = inputs.narrow(0, step * world * 4, world * 4);
+    torch::mse_loss(reference(rows), targets.narrow(0, step * world * 4, world * 4)).backward();
+    reference_sgd.step();
+    reference_sgd.zero_grad();
+  }
+  EXPECT(torch::allclose(net->weight, reference->weight, 1e-5, 1e-6));
+  EXPECT(torch::allclose(net->bias, reference->bias, 1e-5, 1e-6));
+  fmt::print("rank {}: trained on start {} of at most 2\n", accelerator.process_index(),
+             std::atoi(count) + 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"tracking_main_only", tracking_main_only},
       {"gather_empty_objects", gather_empty_objects},
+      {"restart_after_kill", restart_after_kill},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

@@ -8,6 +8,7 @@
 //   master-port: 29500
 //   grace: 5
 //   rank-prefix: true
+//   max-restarts: 3
 //   threads-per-process: 8      # OMP_NUM_THREADS in every worker
 //   env:                        # set for every worker
 //     NCCL_DEBUG: INFO
@@ -52,6 +53,7 @@ inline constexpr ConfigKey config_keys[] = {
     {"master-port", ConfigType::whole_number, "master-port: 29500"},
     {"grace", ConfigType::seconds, "grace: 5"},
     {"rank-prefix", ConfigType::flag, "rank-prefix: true"},
+    {"max-restarts", ConfigType::whole_number, "max-restarts: 3"},
     {"threads-per-process", ConfigType::whole_number, "threads-per-process: 8"},
     {"env", ConfigType::environment, "env: {NCCL_DEBUG: INFO}"},
 };
@@ -189,8 +191,9 @@ inline ConfiguredLine apply_launch_config(int argc, const char* const* argv) {
   ConfiguredLine line;
   std::vector<std::string> rest;
   std::optional<int> threads_flag;
-  static constexpr std::string_view with_value[] = {"--nproc",       "--nnodes",      "--node-rank",
-                                                    "--master-addr", "--master-port", "--grace"};
+  static constexpr std::string_view with_value[] = {
+      "--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--grace",
+      "--max-restarts"};
   int i = 1;
   for (; i < argc; ++i) {
     const std::string_view arg = argv[i];
