@@ -128,6 +128,51 @@ void restart_after_kill() {
              std::atoi(count) + 1);
 }
 
+// Two "nodes" (tests/everyday/two_nodes.sh: two network namespaces joined by a veth pair, one
+// launcher each with --nnodes 2): one rank per node, Ddp steps that match one process.
+void two_nodes_ddp() {
+  accel::Accelerator<accel::Ddp> accelerator(accel_test::test_options());
+  EXPECT(accelerator.num_processes() == 2);
+  EXPECT(std::string(std::getenv("LOCAL_WORLD_SIZE")) == "1");
+  EXPECT(std::string(std::getenv("GROUP_RANK")) == std::to_string(accelerator.process_index()));
+  const std::int64_t rank = accelerator.process_index();
+  // Large enough that the gradients' traffic shows on the link's counters.
+  torch::manual_seed(11);
+  const torch::Tensor data = torch::randn({2 * 8 * 4, 256});
+  const torch::Tensor targets = data.sum(1, true);
+  torch::manual_seed(static_cast<std::uint64_t>(5 + rank));  // prepare() broadcasts rank 0's
+  torch::nn::Linear net(256, 256);
+  torch::nn::Linear head(256, 1);
+  torch::optim::SGD sgd(net->parameters(), 0.01);
+  torch::optim::SGD head_sgd(head->parameters(), 0.01);
+  auto [model, top, optimizer, top_optimizer] = accelerator.prepare(net, head, sgd, head_sgd);
+  for (std::int64_t step = 0; step < 4; ++step) {
+    const auto rows = data.narrow(0, step * 16 + rank * 8, 8);
+    accelerator.backward(torch::mse_loss(top(torch::tanh(model(rows))),
+                                         targets.narrow(0, step * 16 + rank * 8, 8)));
+    optimizer.step();
+    top_optimizer.step();
+    optimizer.zero_grad();
+    top_optimizer.zero_grad();
+  }
+  torch::manual_seed(5);
+  torch::nn::Linear reference(256, 256);
+  torch::nn::Linear reference_head(256, 1);
+  torch::optim::SGD reference_sgd(reference->parameters(), 0.01);
+  torch::optim::SGD reference_head_sgd(reference_head->parameters(), 0.01);
+  for (std::int64_t step = 0; step < 4; ++step) {
+    const auto rows = data.narrow(0, step * 16, 16);
+    torch::mse_loss(reference_head(torch::tanh(reference(rows))), targets.narrow(0, step * 16, 16))
+        .backward();
+    reference_sgd.step();
+    reference_head_sgd.step();
+    reference_sgd.zero_grad();
+    reference_head_sgd.zero_grad();
+  }
+  EXPECT(torch::allclose(net->weight, reference->weight, 1e-5, 1e-6));
+  EXPECT(torch::allclose(head->weight, reference_head->weight, 1e-5, 1e-6));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,6 +180,7 @@ int main(int argc, char** argv) {
       {"tracking_main_only", tracking_main_only},
       {"gather_empty_objects", gather_empty_objects},
       {"restart_after_kill", restart_after_kill},
+      {"two_nodes_ddp", two_nodes_ddp},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

@@ -166,10 +166,11 @@ class ProcessGroup {
     store_ = c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", group_number),
                                                     store_);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
-    // One node: keep Gloo's connections on loopback. Several: the interface of this host name.
+    // One node: keep Gloo's connections on loopback. Several: the interface GLOO_SOCKET_IFNAME
+    // names (as in PyTorch), else the one this host name resolves to.
     device_ = env.process.local_world_size == size_
                   ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                  : c10d::ProcessGroupGloo::createDefaultDevice();
+                  : gloo_device_for_nodes();
     options->devices.push_back(device_);
     try {
       backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
@@ -180,6 +181,20 @@ class ProcessGroup {
                    rank_, size_, seconds(rendezvous), error.what());
     }
     store_->setTimeout(timeout_);
+  }
+
+  static std::shared_ptr<::gloo::transport::Device> gloo_device_for_nodes() {
+    const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+    if (interface == nullptr || *interface == '\0')
+      return c10d::ProcessGroupGloo::createDefaultDevice();
+    try {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+    } catch (const std::exception& error) {
+      detail::fail("GLOO_SOCKET_IFNAME={} cannot carry Gloo's connections ({}); set it to this "
+                   "node's interface on the network the nodes share (`ip -br addr` lists them), "
+                   "or unset it",
+                   interface, error.what());
+    }
   }
 
   // Gloo fails a peer's pending receive when this side closes its connections, so a rank that
