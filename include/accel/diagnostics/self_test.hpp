@@ -256,6 +256,7 @@ inline int self_test(std::FILE* out = stdout) {
     fmt::print(out, "accel self-test: {}\n",
                failed == 0 ? fmt::format("all checks passed on {} process(es)", world)
                            : fmt::format("{} check(s) FAILED", failed));
+  std::fflush(out);
   // No rank leaves (and, failing, brings the launch down) before the main one has reported.
   accelerator.wait_for_everyone();
   return failed == 0 ? 0 : 1;
