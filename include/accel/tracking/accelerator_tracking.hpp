@@ -16,17 +16,17 @@
 
 namespace accel::tracking {
 
-template <class Accelerator>
+template <class Derived>  // the Accelerator
 class WithTrackers {
  public:
   // Starts a run: on the main process, a fresh folder <log_dir>/<project>/<run> with
   // config.json and run.json (tracker.hpp); on the others, nothing is written.
   void init_trackers(std::string_view project, const Config& config = {},
                      const TrackerOptions& options = {}) {
-    const auto& self = static_cast<const Accelerator&>(*this);
+    const auto& self = static_cast<const Derived&>(*this);
     tracker_.start(project, config, options,
-                   {Accelerator::parallelism_policy::name, Accelerator::precision_policy::name,
-                    Accelerator::accumulation_steps, self.num_processes(), self.device().str()},
+                   {Derived::parallelism_policy::name, Derived::precision_policy::name,
+                    Derived::accumulation_steps, self.num_processes(), self.device().str()},
                    self.is_main_process());
   }
 
