@@ -151,6 +151,7 @@ class ProcessGroup {
       options.isServer = rank_ == 0;
       options.numWorkers = static_cast<std::size_t>(size_);
       options.timeout = rendezvous;
+      detail::use_classic_tcp_store(options);  // torch_compat.hpp: 2.6 without libuv
       try {
         store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
       } catch (const std::exception& error) {
