@@ -16,6 +16,7 @@ packages=(
   gnuplot-nox           # accel-plot draws the trackers' charts with it
   libpng-dev            # the accel-plot test decodes the charts it draws
   libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML
+  iproute2              # dist.two_nodes_netns: two network namespaces joined by a veth pair
 )
 
 missing=()
