@@ -15,4 +15,5 @@ install(FILES
   "${CMAKE_CURRENT_BINARY_DIR}/accel-config.cmake"
   "${CMAKE_CURRENT_BINARY_DIR}/accel-config-version.cmake"
   cmake/accel-dependencies.cmake
+  cmake/accel-variants.cmake
   DESTINATION ${CMAKE_INSTALL_DATADIR}/accel/cmake)

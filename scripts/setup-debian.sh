@@ -14,6 +14,10 @@ packages=(
   dataset-fashion-mnist
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
   time                  # GNU time (/usr/bin/time): bench/compile_cost.sh's wall time and peak RSS
+  gnuplot-nox           # accel-plot draws the trackers' charts with it
+  libpng-dev            # the accel-plot test decodes the charts it draws
+  libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML
+  iproute2              # dist.two_nodes_netns: two network namespaces joined by a veth pair
 )
 
 missing=()

@@ -73,6 +73,11 @@ struct Args {
   std::int64_t eval_samples = 0;  // 0: the whole test set
   std::uint64_t seed = 42;
   std::optional<fs::path> data_dir;  // unset: the cache folder, filled from the Debian package
+  bool tracking = false;             // metrics to <log dir>/fashion_mnist/<run>/ (accel-plot)
+  std::optional<fs::path> log_dir;   // unset: ACCEL_LOG_DIR, else ./runs
+  std::string run_name;              // empty: the UTC start time
+  std::int64_t log_every = 10;       // optimizer steps between two rows of metrics
+  bool progress = true;
   bool help = false;
 };
 
@@ -98,7 +103,14 @@ std::string usage_text() {
       "  --seed N          0 to {} (default 42)\n"
       "  --data-dir DIR    read the four unpacked IDX files from DIR, which is never written;\n"
       "                    without it they are unpacked once from the Debian package into\n"
-      "                    $XDG_CACHE_HOME/accel/fashion-mnist (or ~/.cache/accel/fashion-mnist)\n",
+      "                    $XDG_CACHE_HOME/accel/fashion-mnist (or ~/.cache/accel/fashion-mnist)\n"
+      "  --with-tracking   log loss, learning rate and samples/s to a run folder for accel-plot\n"
+      "  --log-dir DIR     the folder of runs, implies --with-tracking (default: ACCEL_LOG_DIR,\n"
+      "                    else ./runs)\n"
+      "  --run-name NAME   the run's folder name, implies --with-tracking (default: the UTC\n"
+      "                    start time)\n"
+      "  --log-every N     optimizer steps between two logged rows, at least 1 (default 10)\n"
+      "  --no-progress     no progress bar or progress lines\n",
       joined(flags_of(std::type_identity<Parallelisms>{})),
       joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
       kTrainSize, kTestSize, std::numeric_limits<std::uint64_t>::max());
@@ -173,6 +185,11 @@ Args parse(int argc, char** argv) {
       args.eval_samples = whole_number<std::int64_t>(flag, value(), 0, kTestSize);
     else if (flag == "--seed") args.seed = whole_number<std::uint64_t>(flag, value(), 0);
     else if (flag == "--data-dir") args.data_dir = fs::path(value());
+    else if (flag == "--with-tracking") args.tracking = true;
+    else if (flag == "--log-dir") args.tracking = true, args.log_dir = fs::path(value());
+    else if (flag == "--run-name") args.tracking = true, args.run_name = value();
+    else if (flag == "--log-every") args.log_every = whole_number<std::int64_t>(flag, value(), 1);
+    else if (flag == "--no-progress") args.progress = false;
     else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
   return args;
@@ -373,19 +390,53 @@ int train(const Args& args, const fs::path& data_dir) {
                     Strategy::accumulation_steps, args.batch_size, accelerator.num_processes(),
                     accelerator.device().str());
 
+  // Samples in one optimizer step, over every process.
+  const std::int64_t global_batch =
+      args.batch_size * args.accum * static_cast<std::int64_t>(accelerator.num_processes());
+  if (args.tracking)
+    accelerator.init_trackers(
+        "fashion_mnist",
+        {{"strategy", args.strategy}, {"precision", args.precision}, {"accum", args.accum},
+         {"batch_size", args.batch_size}, {"global_batch", global_batch}, {"lr", args.lr},
+         {"seed", args.seed}, {"steps", total_steps}, {"processes", accelerator.num_processes()}},
+        {.log_dir = args.log_dir.value_or(fs::path()), .run_name = args.run_name});
+  accel::Progress progress(accelerator, total_steps,
+                           {.mode = args.progress ? accel::ProgressMode::automatic
+                                                  : accel::ProgressMode::off,
+                            .samples_per_step = global_batch});
+  double logged_at = seconds();
+  torch::Tensor loss_sum = torch::zeros({});  // this rank's losses since the last logged row
+
   for (int epoch = 0; step < total_steps; ++epoch) {
     for (const auto& batch : train_batches) {
       auto loss = torch::nn::functional::cross_entropy(model(batch.pixels), batch.label);
       accelerator.backward(loss);
       optimizer.step();
       optimizer.zero_grad();
+      if (args.tracking) loss_sum += loss.detach() / args.accum;
       if (!accelerator.sync_gradients()) continue;
-      if (++step % 200 == 0 || step == total_steps)
-        accelerator.print("epoch {} step {}/{} loss {:.4f} ({:.1f} s)", epoch, step, total_steps,
-                          loss.template item<float>(), seconds());
+      ++step;
+      progress.update(step, {{"loss", loss.detach()}, {"epoch", epoch}});
+      if (args.tracking && (step % args.log_every == 0 || step == total_steps)) {
+        // Every rank takes part in the mean; the main process writes the row.
+        const std::int64_t steps_in_row = step % args.log_every == 0 ? args.log_every
+                                                                     : step % args.log_every;
+        const torch::Tensor mean_loss =
+            accelerator.reduce(loss_sum, accel::ReduceOp::mean) / static_cast<double>(steps_in_row);
+        const double now = seconds();
+        accelerator.log({{"loss", mean_loss},
+                         {"lr", adam.param_groups()[0].options().get_lr()},
+                         {"samples_per_second",
+                          static_cast<double>(steps_in_row * global_batch) / (now - logged_at)},
+                         {"epoch", epoch}},
+                        step);
+        logged_at = now;
+        loss_sum.zero_();
+      }
       if (step == total_steps) break;
     }
   }
+  progress.close();
 
   torch::NoGradGuard no_grad;
   net->eval();
@@ -403,6 +454,14 @@ int train(const Args& args, const fs::path& data_dir) {
   // the parameters whole.
   const auto full = accelerator.full_parameters(net);
   accelerator.print("param_digest={}", accel::state::parameter_digest_hex(*net));
+  if (args.tracking) {
+    accelerator.log({{"test_accuracy", static_cast<double>(correct) / static_cast<double>(seen)}},
+                    step);
+    accelerator.print("metrics in {} (charts: accel-plot {})",
+                      accelerator.tracker().run_dir().string(),
+                      accelerator.tracker().run_dir().parent_path().string());
+    accelerator.end_training();
+  }
   return 0;
 }
 

@@ -1,9 +1,12 @@
 // Everything a training program uses: the Accelerator (core.hpp) with its policies, options,
 // DataLoader and collectives; accel::launch (launch.hpp); parameter digests (state/digest.hpp);
-// the library's version.
+// run tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
+// library's version.
 #pragma once
 
 #include "core.hpp"
 #include "launch.hpp"
 #include "state/digest.hpp"
+#include "tracking.hpp"
+#include "variants.hpp"
 #include "version.hpp"

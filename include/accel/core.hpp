@@ -49,6 +49,7 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
+#include "tracking/accelerator_tracking.hpp"
 
 namespace accel {
 
@@ -56,7 +57,7 @@ using runtime::ReduceOp;
 
 
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
-class Accelerator {
+class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
   using checked = policy::Checked<Par, Prec, Acc>;
 
  public:

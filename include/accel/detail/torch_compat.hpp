@@ -32,6 +32,16 @@ using CommBackend = c10d::Backend;
 using CommBackend = c10d::ProcessGroup;
 #endif
 
+// TCPStore (several nodes, or any launcher without a store folder): from 2.4 TCPStoreOptions
+// asks for the libuv server by default, and a libtorch built without libuv (Debian 13's 2.6)
+// then refuses every TCPStore ("use_libuv was requested but PyTorch was build without libuv
+// support"). accel asks for the classic server, which every build has; 1.13 has no such field
+// (tested by the field itself rather than a version, as it came in a 2.x between the two).
+template <class StoreOptions>
+void use_classic_tcp_store(StoreOptions& options) {
+  if constexpr (requires { options.useLibUV; }) options.useLibUV = false;
+}
+
 // What Gloo lacks on 1.13 and has on 2.6 (measured on both; versions in between take the
 // fallback, which is always correct): _reduce_scatter_base, _allgather_base, and bf16 in
 // allreduce ("Invalid scalar type" on 1.13). runtime/collectives.hpp fills each gap once.

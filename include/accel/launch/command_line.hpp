@@ -30,8 +30,15 @@ inline constexpr std::string_view launch_usage =
     "  --master-addr H    address of node 0 (default 127.0.0.1; required with --nnodes > 1)\n"
     "  --master-port P    port on node 0 (default: a free port on one node, 29500 on several)\n"
     "  --grace S          seconds between SIGTERM and SIGKILL (default 5)\n"
+    "  --max-restarts K   when a worker fails, start the whole group again, up to K times\n"
     "  --rank-prefix      prefix every output line of a worker with \"[rank R] \"\n"
-    "  -h, --help         print this help\n";
+    "  --config FILE      settings from a YAML file (accel-launch config writes one); flags win\n"
+    "  --threads-per-process T  OMP_NUM_THREADS in every worker (default: cores / nproc)\n"
+    "  -h, --help         print this help\n"
+    "\n"
+    "  accel-launch env               print what a bug report needs (versions, devices, BLAS)\n"
+    "  accel-launch test [--nproc N]  self-check on N local processes (default 2)\n"
+    "  accel-launch config [-o FILE] [flags]  write a --config file from flags\n";
 
 struct LaunchCommandLine {
   LaunchOptions options;
@@ -147,7 +154,7 @@ inline LaunchCommandLine parse_launch_command_line(int argc, const char* const* 
       continue;
     }
     const auto known = {"--nproc",       "--nnodes",      "--node-rank",
-                        "--master-addr", "--master-port", "--grace"};
+                        "--master-addr", "--master-port", "--grace", "--max-restarts"};
     bool is_known = false;
     for (const std::string_view option : known) is_known = is_known || name == option;
     if (!is_known)
@@ -175,6 +182,9 @@ inline LaunchCommandLine parse_launch_command_line(int argc, const char* const* 
     } else if (name == "--master-port") {
       options.master_port = launcher::parse_whole_number(
           value, shown, "give a port from 1 to 65535, e.g. --master-port 29500");
+    } else if (name == "--max-restarts") {
+      options.max_restarts = launcher::parse_whole_number(
+          value, shown, "give how many times the group may be started again, e.g. --max-restarts 3");
     } else {
       options.grace = launcher::parse_seconds(value);
     }

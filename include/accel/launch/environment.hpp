@@ -19,9 +19,12 @@ namespace accel::launcher {
 
 // Whatever this launcher sets is first removed from the inherited environment, so that a value
 // left over from an outer launch (a stale ACCEL_STORE_DIR, say) never reaches a worker.
-inline constexpr std::array<std::string_view, 8> launcher_variables = {
+inline constexpr std::array<std::string_view, 12> launcher_variables = {
     "RANK",       "LOCAL_RANK",  "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
-    "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCEL_STORE_DIR"};
+    "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCEL_STORE_DIR",
+    // restarts.hpp
+    "ACCEL_RESTART_COUNT", "ACCEL_MAX_RESTARTS", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS"};
 
 inline bool is_set(const char* name) {
   const char* value = std::getenv(name);

@@ -25,6 +25,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{5000};
   // Prefix every line the workers print with "[rank R] ".
   bool rank_prefix = false;
+  // When a worker fails, stop the group and start every worker again, up to this many times
+  // (restarts.hpp). One node only.
+  int max_restarts = 0;
 };
 
 namespace launcher {
@@ -75,6 +78,15 @@ inline void validate(const LaunchOptions& options) {
            std::to_string(options.nnodes) + " give every node the same port, e.g. --master-port " +
            std::to_string(default_multi_node_port));
   }
+  if (options.max_restarts < 0)
+    fail("--max-restarts " + std::to_string(options.max_restarts) +
+         " is out of range; give how many times a failed group may be started again, e.g. "
+         "--max-restarts 3 (0: never)");
+  if (options.max_restarts > 0 && options.nnodes > 1)
+    fail("--max-restarts " + std::to_string(options.max_restarts) + " with --nnodes " +
+         std::to_string(options.nnodes) +
+         ": restarts are for one node in this version (the nodes would have to agree on each "
+         "restart); restart the job from your scheduler instead");
   if (options.grace.count() < 0)
     fail("--grace " + format_seconds(options.grace) +
          " is negative; give the seconds between SIGTERM and SIGKILL, e.g. --grace 5");

@@ -34,7 +34,9 @@
 #include "rank_prefix.hpp"
 #include "signal_names.hpp"
 #include "signal_watch.hpp"
+#include "restarts.hpp"
 #include "spawn.hpp"
+#include "threads.hpp"
 
 namespace accel {
 namespace launcher {
@@ -78,8 +80,13 @@ inline int shell_status(int wait_status) {
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, Rendezvous rendezvous)
-      : options_(options), rendezvous_(std::move(rendezvous)) {}
+  // `restart`: 0 for the first start of the group, then 1, 2, ... (restarts.hpp).
+  Supervisor(const LaunchOptions& options, Rendezvous rendezvous, int restart = 0)
+      : options_(options), rendezvous_(std::move(rendezvous)), restart_(restart) {}
+
+  // After run(): whether starting the group again may help, i.e. a worker failed (not a signal
+  // to the launcher, not a worker that could not start).
+  [[nodiscard]] bool restartable() const { return cause_ == Cause::worker_failed; }
 
   int run(const std::string& program, const std::vector<std::string>& arguments) {
     SignalWatch signals;
@@ -127,7 +134,9 @@ class Supervisor {
     for (int local_rank = 0; local_rank < options_.nproc; ++local_rank) {
       const int rank = options_.node_rank * options_.nproc + local_rank;
       const std::vector<std::string> environment =
-          worker_environment(worker_variables(options_, rendezvous_, local_rank));
+          worker_environment(with_restart_count(
+              with_worker_threads(worker_variables(options_, rendezvous_, local_rank), options_),
+              options_, restart_));  // threads.hpp, restarts.hpp
       std::optional<Pipe> out;
       std::optional<Pipe> err;
       try {
@@ -451,6 +460,7 @@ class Supervisor {
 
   const LaunchOptions& options_;
   Rendezvous rendezvous_;
+  int restart_ = 0;
   LauncherOutput output_;
   const pid_t own_pid_ = ::getpid();
   const pid_t own_group_ = ::getpgrp();
@@ -492,11 +502,26 @@ inline int launch_workers(const LaunchOptions& options, const std::string& progr
   launcher::validate(options);
   if (arguments.empty())
     launcher::fail("no arguments for '" + program + "'; argv[0] comes first, e.g. {\"./train\"}");
-  std::optional<launcher::PrivateDirectory> store;
-  if (options.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
-  launcher::Supervisor supervisor(
-      options, launcher::resolve_rendezvous(options, store ? store->path() : std::string()));
-  return supervisor.run(program, arguments);
+  launcher::announce_worker_threads(options);
+  for (int restart = 0;; ++restart) {
+    // Every start meets afresh: a new store folder, a new free port.
+    std::optional<launcher::PrivateDirectory> store;
+    if (options.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
+    launcher::Supervisor supervisor(
+        options, launcher::resolve_rendezvous(options, store ? store->path() : std::string()),
+        restart);
+    const int status = supervisor.run(program, arguments);
+    if (status == 0 || !supervisor.restartable() || options.max_restarts == 0) return status;
+    if (restart == options.max_restarts) {
+      std::fprintf(stderr, "accel-launch: giving up after %d restart%s (--max-restarts %d)\n",
+                   restart, restart == 1 ? "" : "s", options.max_restarts);
+      return status;
+    }
+    std::fprintf(stderr,
+                 "accel-launch: restart %d of %d: starting every worker again "
+                 "(ACCEL_RESTART_COUNT=%d)\n",
+                 restart + 1, options.max_restarts, restart + 1);
+  }
 }
 
 // accel-launch's form: `command` is COMMAND ARGS...

@@ -152,6 +152,7 @@ class ProcessGroup {
       options.isServer = rank_ == 0;
       options.numWorkers = static_cast<std::size_t>(size_);
       options.timeout = rendezvous;
+      detail::use_classic_tcp_store(options);  // torch_compat.hpp: 2.6 without libuv
       try {
         store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
       } catch (const std::exception& error) {
@@ -167,10 +168,11 @@ class ProcessGroup {
     store_ = c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", group_number),
                                                     store_);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
-    // One node: keep Gloo's connections on loopback. Several: the interface of this host name.
+    // One node: keep Gloo's connections on loopback. Several: the interface GLOO_SOCKET_IFNAME
+    // names (as in PyTorch), else the one this host name resolves to.
     device_ = env.process.local_world_size == size_
                   ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                  : c10d::ProcessGroupGloo::createDefaultDevice();
+                  : gloo_device_for_nodes();
     options->devices.push_back(device_);
     try {
       backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
@@ -181,6 +183,20 @@ class ProcessGroup {
                    rank_, size_, seconds(rendezvous), error.what());
     }
     store_->setTimeout(timeout_);
+  }
+
+  static std::shared_ptr<::gloo::transport::Device> gloo_device_for_nodes() {
+    const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+    if (interface == nullptr || *interface == '\0')
+      return c10d::ProcessGroupGloo::createDefaultDevice();
+    try {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+    } catch (const std::exception& error) {
+      detail::fail("GLOO_SOCKET_IFNAME={} cannot carry Gloo's connections ({}); set it to this "
+                   "node's interface on the network the nodes share (`ip -br addr` lists them), "
+                   "or unset it",
+                   interface, error.what());
+    }
   }
 
   // Gloo fails a peer's pending receive when this side closes its connections, so a rank that
@@ -438,6 +454,8 @@ class ProcessGroup {
     const torch::Tensor length = torch::tensor({static_cast<std::int64_t>(bytes.size())});
     const torch::Tensor lengths = allgather(length);
     const std::int64_t longest = lengths.max().item<std::int64_t>();
+    // Gloo's all-gather of an empty tensor divides by zero (SIGFPE on libtorch 1.13).
+    if (longest == 0) return std::vector<std::string>(static_cast<std::size_t>(size_));
     torch::Tensor padded = torch::zeros({longest}, torch::kUInt8);
     std::memcpy(padded.data_ptr(), bytes.data(), bytes.size());
     const torch::Tensor all = allgather(padded);

@@ -1,0 +1,88 @@
+# accel_add_variants(<name> SOURCES <source>... VARIANTS <variant>... [ONE_EXECUTABLE])
+#
+# Builds <source>s once per variant, a variant being "Parallelism,Precision,Accumulation" as in
+#   accel_add_variants(train SOURCES train.cpp VARIANTS "Ddp,Bf16,1" "Zero2,Bf16,4")
+# which makes the executables train_ddp_bf16_1 and train_zero2_bf16_4. Each is compiled with
+#   ACCEL_VARIANT   its alias, e.g. accel::Accelerator<accel::Ddp, accel::Bf16, accel::GradAccum<1>>
+#   ACCEL_VARIANTS  the same (the list of aliases the executable carries)
+# With ONE_EXECUTABLE, one executable <name> carries every variant: ACCEL_VARIANTS is the list of
+# aliases, for accel::Variants<ACCEL_VARIANTS> (include/accel/variants.hpp), which picks one at
+# run time. A source written with accel::Variants<ACCEL_VARIANTS> builds either way.
+#
+# Parallelism: Ddp, Zero2, Zero3, Fsdp<FullShard|ShardGradOp|NoShard|HybridShard>;
+# precision: Fp32, Bf16, Fp16, Fp8; accumulation: a whole number from 1. A variant outside these
+# stops the configuration with an accel: message naming it. Returns nothing; the targets link
+# accel::accel and may be changed further like any other (the per-variant ones are listed in
+# <name>_VARIANT_TARGETS in the caller's scope).
+function(accel_add_variants name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "ONE_EXECUTABLE" "" "SOURCES;VARIANTS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "accel: accel_add_variants(${name}): unexpected arguments "
+                        "'${arg_UNPARSED_ARGUMENTS}'; give SOURCES, VARIANTS and ONE_EXECUTABLE")
+  endif()
+  if(NOT arg_SOURCES)
+    message(FATAL_ERROR "accel: accel_add_variants(${name}) needs SOURCES, e.g. SOURCES train.cpp")
+  endif()
+  if(NOT arg_VARIANTS)
+    message(FATAL_ERROR "accel: accel_add_variants(${name}) needs VARIANTS, e.g. "
+                        "VARIANTS \"Ddp,Bf16,1\" \"Zero2,Bf16,4\"")
+  endif()
+  set(parallelisms Ddp Zero2 Zero3 Fsdp<FullShard> Fsdp<ShardGradOp> Fsdp<NoShard>
+                   Fsdp<HybridShard>)
+  set(precisions Fp32 Bf16 Fp16 Fp8)
+  set(aliases "")
+  set(targets "")
+  foreach(variant IN LISTS arg_VARIANTS)
+    string(REPLACE "," ";" parts "${variant}")
+    list(LENGTH parts count)
+    if(NOT count EQUAL 3)
+      message(FATAL_ERROR "accel: accel_add_variants(${name}): variant '${variant}' is not "
+                          "Parallelism,Precision,Accumulation; e.g. \"Ddp,Bf16,4\"")
+    endif()
+    list(GET parts 0 parallelism)
+    list(GET parts 1 precision)
+    list(GET parts 2 steps)
+    string(STRIP "${parallelism}" parallelism)
+    string(STRIP "${precision}" precision)
+    string(STRIP "${steps}" steps)
+    if(NOT parallelism IN_LIST parallelisms)
+      string(REPLACE ";" ", " known "${parallelisms}")
+      message(FATAL_ERROR "accel: accel_add_variants(${name}): variant '${variant}' has "
+                          "parallelism '${parallelism}'; use one of ${known}")
+    endif()
+    if(NOT precision IN_LIST precisions)
+      string(REPLACE ";" ", " known "${precisions}")
+      message(FATAL_ERROR "accel: accel_add_variants(${name}): variant '${variant}' has "
+                          "precision '${precision}'; use one of ${known}")
+    endif()
+    if(NOT steps MATCHES "^[1-9][0-9]*$")
+      message(FATAL_ERROR "accel: accel_add_variants(${name}): variant '${variant}' has "
+                          "accumulation '${steps}'; use a whole number from 1, e.g. 4")
+    endif()
+    string(REGEX REPLACE "([A-Za-z][A-Za-z0-9]*)" "accel::\\1" parallelism_type "${parallelism}")
+    set(alias "accel::Accelerator<${parallelism_type}, accel::${precision}, accel::GradAccum<${steps}>>")
+    if(alias IN_LIST aliases)
+      message(FATAL_ERROR "accel: accel_add_variants(${name}): variant '${variant}' is given twice")
+    endif()
+    list(APPEND aliases "${alias}")
+    if(NOT arg_ONE_EXECUTABLE)
+      string(TOLOWER "${name}_${parallelism}_${precision}_${steps}" target)
+      string(REGEX REPLACE "[^a-z0-9_]+" "_" target "${target}")
+      string(REGEX REPLACE "_+" "_" target "${target}")
+      string(REGEX REPLACE "_$" "" target "${target}")
+      add_executable(${target} ${arg_SOURCES})
+      target_link_libraries(${target} PRIVATE accel::accel)
+      target_compile_definitions(${target} PRIVATE "ACCEL_VARIANT=${alias}"
+                                                   "ACCEL_VARIANTS=${alias}")
+      list(APPEND targets ${target})
+    endif()
+  endforeach()
+  if(arg_ONE_EXECUTABLE)
+    string(REPLACE ";" ", " all "${aliases}")
+    add_executable(${name} ${arg_SOURCES})
+    target_link_libraries(${name} PRIVATE accel::accel)
+    target_compile_definitions(${name} PRIVATE "ACCEL_VARIANTS=${all}")
+    set(targets ${name})
+  endif()
+  set(${name}_VARIANT_TARGETS ${targets} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,325 @@
+// accel-launch's settings from a YAML file (yaml-cpp), as Accelerate's `accelerate launch
+// --config_file` reads its own:
+//
+//   nproc: 4
+//   nnodes: 2
+//   node-rank: 0
+//   master-addr: 10.0.0.1
+//   master-port: 29500
+//   grace: 5
+//   rank-prefix: true
+//   max-restarts: 3
+//   threads-per-process: 8      # OMP_NUM_THREADS in every worker
+//   env:                        # set for every worker
+//     NCCL_DEBUG: INFO
+//
+// Keys are the command-line flags without their dashes in front; flags given on the command
+// line override the file. An unknown key or a value of the wrong type is an `accel:` error
+// naming the file, the line and the key. `accel-launch config` writes such a file from flags.
+//
+// Only accel-launch includes this header (it needs yaml-cpp); the rest of the launcher does not.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "command_line.hpp"
+#include "environment.hpp"
+#include "error.hpp"
+
+namespace accel::launcher {
+
+enum class ConfigType { whole_number, seconds, text, flag, environment };
+
+struct ConfigKey {
+  std::string_view name;
+  ConfigType type;
+  std::string_view example;
+};
+
+inline constexpr ConfigKey config_keys[] = {
+    {"nproc", ConfigType::whole_number, "nproc: 4"},
+    {"nnodes", ConfigType::whole_number, "nnodes: 2"},
+    {"node-rank", ConfigType::whole_number, "node-rank: 0"},
+    {"master-addr", ConfigType::text, "master-addr: 10.0.0.1"},
+    {"master-port", ConfigType::whole_number, "master-port: 29500"},
+    {"grace", ConfigType::seconds, "grace: 5"},
+    {"rank-prefix", ConfigType::flag, "rank-prefix: true"},
+    {"max-restarts", ConfigType::whole_number, "max-restarts: 3"},
+    {"threads-per-process", ConfigType::whole_number, "threads-per-process: 8"},
+    {"env", ConfigType::environment, "env: {NCCL_DEBUG: INFO}"},
+};
+
+// What a file (or the command line) sets beyond what parse_launch_command_line reads.
+struct LaunchExtras {
+  std::optional<int> threads_per_process;
+  std::vector<std::pair<std::string, std::string>> environment;
+};
+
+// A file's settings: the flags they amount to (for parse_launch_command_line, before the user's
+// own flags so that those win) and the extras.
+struct LaunchConfig {
+  std::vector<std::string> flags;
+  LaunchExtras extras;
+};
+
+inline std::string config_key_list() {
+  std::string list;
+  for (const auto& key : config_keys) list += (list.empty() ? "" : ", ") + std::string(key.name);
+  return list;
+}
+
+// A whole-number setting given as a string: checked as the command line would check it.
+inline int threads_value(std::string_view text, const std::string& shown) {
+  const int value = parse_whole_number(text, shown, "give threads per worker, e.g. 8");
+  if (value < 1) fail(shown + " is out of range; give at least 1 thread per worker, e.g. 8");
+  return value;
+}
+
+inline LaunchConfig read_launch_config(const std::string& path) {
+  YAML::Node root;
+  try {
+    std::ifstream probe(path);
+    if (!probe) fail("--config " + path + " cannot be read; give the path of a YAML file, "
+                     "e.g. one written by accel-launch config");
+    root = YAML::LoadFile(path);
+  } catch (const YAML::ParserException& error) {
+    fail(path + ":" + std::to_string(error.mark.line + 1) + ": not valid YAML: " + error.msg);
+  }
+  LaunchConfig config;
+  if (root.IsNull()) return config;  // an empty file sets nothing
+  if (!root.IsMap())
+    fail(path + ": the file must be a mapping of settings (key: value), e.g. nproc: 4");
+  std::vector<std::string> seen;
+  for (const auto& entry : root) {
+    const auto line = std::to_string(entry.first.Mark().line + 1);
+    const std::string key = entry.first.as<std::string>();
+    const YAML::Node& value = entry.second;
+    const std::string where = path + ":" + line + ": ";
+    const ConfigKey* known = nullptr;
+    for (const auto& candidate : config_keys)
+      if (candidate.name == key) known = &candidate;
+    if (known == nullptr) {
+      std::string hint;
+      std::string dashed = key;
+      for (char& c : dashed) c = c == '_' ? '-' : c;
+      for (const auto& candidate : config_keys)
+        if (candidate.name == dashed) hint = "; did you mean '" + dashed + "'?";
+      fail(where + "unknown key '" + key + "'" + hint + " The keys are: " + config_key_list());
+    }
+    auto wrong = [&](const std::string& what) {
+      fail(where + "'" + key + "' " + what + "; e.g. " + std::string(known->example));
+    };
+    if (known->type == ConfigType::environment) {
+      if (!value.IsMap()) wrong("must be a mapping of variable names to values");
+      for (const auto& variable : value) {
+        const std::string name = variable.first.as<std::string>();
+        if (!variable.second.IsScalar())
+          wrong("sets " + name + " to something other than a single value");
+        if (is_launcher_variable(name))
+          wrong("sets " + name + ", which the launcher sets for every worker itself");
+        config.extras.environment.emplace_back(name, variable.second.as<std::string>());
+      }
+      continue;
+    }
+    if (!value.IsScalar()) wrong("must be a single value");
+    const std::string text = value.as<std::string>();
+    const std::string shown = key + " '" + text + "'";
+    switch (known->type) {
+      case ConfigType::whole_number: {
+        int number = 0;
+        try {
+          number = value.as<int>();
+        } catch (const YAML::Exception&) {
+          wrong("is '" + text + "', not a whole number");
+        }
+        if (key == "threads-per-process") {
+          config.extras.threads_per_process = threads_value(std::to_string(number), shown);
+          continue;
+        }
+        config.flags.insert(config.flags.end(), {"--" + key, std::to_string(number)});
+        break;
+      }
+      case ConfigType::seconds: {
+        double seconds = 0;
+        try {
+          seconds = value.as<double>();
+        } catch (const YAML::Exception&) {
+          wrong("is '" + text + "', not a number of seconds");
+        }
+        if (!std::isfinite(seconds)) wrong("is '" + text + "', not a number of seconds");
+        config.flags.insert(config.flags.end(), {"--" + key, text});
+        break;
+      }
+      case ConfigType::text:
+        if (text.empty()) wrong("is empty");
+        config.flags.insert(config.flags.end(), {"--" + key, text});
+        break;
+      case ConfigType::flag: {
+        bool on = false;
+        try {
+          on = value.as<bool>();
+        } catch (const YAML::Exception&) {
+          wrong("is '" + text + "', not true or false");
+        }
+        if (on) config.flags.push_back("--" + key);
+        break;
+      }
+      case ConfigType::environment: break;
+    }
+  }
+  return config;
+}
+
+// accel-launch's arguments with `--config FILE` and `--threads-per-process N` (before the
+// command) taken out and applied: the file's flags come first, so the command line's win.
+struct ConfiguredLine {
+  std::vector<std::string> arguments;  // argv[0] first, for parse_launch_command_line
+  LaunchExtras extras;
+  std::string config_path;  // empty: no --config
+};
+
+inline ConfiguredLine apply_launch_config(int argc, const char* const* argv) {
+  ConfiguredLine line;
+  std::vector<std::string> rest;
+  std::optional<int> threads_flag;
+  static constexpr std::string_view with_value[] = {
+      "--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--grace",
+      "--max-restarts"};
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--" || !arg.starts_with("-") || arg == "-") break;
+    const auto equals = arg.find('=');
+    const std::string_view name = arg.substr(0, equals);
+    auto value = [&]() -> std::string {
+      if (equals != std::string_view::npos) return std::string(arg.substr(equals + 1));
+      if (i + 1 >= argc) fail(std::string(name) + " needs a value; run accel-launch --help");
+      return argv[++i];
+    };
+    if (name == "--config") {
+      line.config_path = value();
+    } else if (name == "--threads-per-process") {
+      const std::string text = value();
+      threads_flag = threads_value(text, "--threads-per-process '" + text + "'");
+    } else {
+      rest.emplace_back(arg);
+      for (const auto option : with_value)
+        if (name == option && equals == std::string_view::npos && i + 1 < argc)
+          rest.emplace_back(argv[++i]);
+    }
+  }
+  for (; i < argc; ++i) rest.emplace_back(argv[i]);
+
+  line.arguments.emplace_back(argc > 0 ? argv[0] : "accel-launch");
+  if (!line.config_path.empty()) {
+    LaunchConfig config = read_launch_config(line.config_path);
+    line.arguments.insert(line.arguments.end(), config.flags.begin(), config.flags.end());
+    line.extras = std::move(config.extras);
+  }
+  if (threads_flag) line.extras.threads_per_process = threads_flag;
+  line.arguments.insert(line.arguments.end(), rest.begin(), rest.end());
+  return line;
+}
+
+// Sets the extras in this process, whose environment the workers inherit: the file's variables
+// and OMP_NUM_THREADS (which the launcher then leaves as it is, threads.hpp).
+inline void apply_launch_extras(const LaunchExtras& extras) {
+  for (const auto& [name, value] : extras.environment) ::setenv(name.c_str(), value.c_str(), 1);
+  if (extras.threads_per_process)
+    ::setenv("OMP_NUM_THREADS", std::to_string(*extras.threads_per_process).c_str(), 1);
+}
+
+// `accel-launch config [-o FILE] [--force] [flags]`: the YAML for the given flags.
+inline int write_launch_config(int argc, const char* const* argv) {
+  std::string output;
+  bool force = false;
+  YAML::Emitter yaml;
+  yaml << YAML::BeginMap;
+  std::vector<std::pair<std::string, std::string>> environment;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(std::string(arg) + " needs a value; run accel-launch config --help");
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(
+          "usage: accel-launch config [-o FILE] [--force] [--nproc N] [--nnodes M]\n"
+          "           [--node-rank K] [--master-addr H] [--master-port P] [--grace S]\n"
+          "           [--rank-prefix] [--threads-per-process T] [--env NAME=VALUE]...\n"
+          "\n"
+          "Writes the settings given as a YAML file for accel-launch --config FILE (to stdout\n"
+          "without -o). An existing FILE is kept unless --force.\n",
+          stdout);
+      return 0;
+    }
+    if (arg == "-o" || arg == "--output") {
+      output = value();
+    } else if (arg == "--force") {
+      force = true;
+    } else if (arg == "--rank-prefix") {
+      yaml << YAML::Key << "rank-prefix" << YAML::Value << true;
+    } else if (arg == "--env") {
+      const std::string pair = value();
+      const auto equals = pair.find('=');
+      if (equals == std::string::npos || equals == 0)
+        fail("--env '" + pair + "' is not NAME=VALUE; e.g. --env NCCL_DEBUG=INFO");
+      environment.emplace_back(pair.substr(0, equals), pair.substr(equals + 1));
+    } else if (arg.starts_with("--")) {
+      const std::string key(arg.substr(2));
+      const ConfigKey* known = nullptr;
+      for (const auto& candidate : config_keys)
+        if (candidate.name == key && candidate.type != ConfigType::environment) known = &candidate;
+      if (known == nullptr)
+        fail("accel-launch config: unknown option '" + std::string(arg) +
+             "'; run accel-launch config --help");
+      const std::string text = value();
+      // The type checked now, rather than when the file is used; ranges are checked there.
+      if (key == "threads-per-process") {
+        yaml << YAML::Key << key << YAML::Value
+             << threads_value(text, std::string(arg) + " '" + text + "'");
+        continue;
+      }
+      if (known->type == ConfigType::whole_number)
+        (void)parse_whole_number(text, std::string(arg) + " '" + text + "'",
+                                 "give a whole number, e.g. " + std::string(arg) + " 4");
+      if (known->type == ConfigType::seconds) (void)parse_seconds(text);
+      yaml << YAML::Key << key << YAML::Value;
+      if (known->type == ConfigType::whole_number) yaml << std::stoi(text);
+      else yaml << text;
+    } else {
+      fail("accel-launch config: unexpected argument '" + std::string(arg) +
+           "'; it takes flags only, e.g. accel-launch config --nproc 4 -o launch.yaml");
+    }
+  }
+  if (!environment.empty()) {
+    yaml << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
+    for (const auto& [name, value] : environment) yaml << YAML::Key << name << YAML::Value << value;
+    yaml << YAML::EndMap;
+  }
+  yaml << YAML::EndMap;
+  const std::string text = std::string(yaml.c_str()) + "\n";
+  if (output.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (!force && std::ifstream(output))
+    fail("accel-launch config: " + output + " exists; pass --force to replace it");
+  std::ofstream out(output, std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) fail("accel-launch config: cannot write " + output);
+  std::fprintf(stderr, "accel-launch config: wrote %s\n", output.c_str());
+  return 0;
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,73 @@
+// A file the trackers append to one whole line at a time: each line goes to the kernel in one
+// write() before log() returns (no user-space buffer), so a process that crashes or is killed
+// loses at most the line it was writing. With `sync`, each line is also fsync'ed, which
+// survives a machine crash too and costs a disk flush per line.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "../detail/error.hpp"
+
+namespace accel::tracking {
+
+class LineFile {
+ public:
+  LineFile() = default;
+  LineFile(std::filesystem::path path, bool sync) : path_(std::move(path)), sync_(sync) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      detail::fail("cannot open {} for writing: {}; choose a writable log_dir "
+                   "(TrackerOptions::log_dir or ACCEL_LOG_DIR)",
+                   path_.string(), std::strerror(errno));
+  }
+  LineFile(LineFile&& other) noexcept { *this = std::move(other); }
+  LineFile& operator=(LineFile&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    std::swap(path_, other.path_);
+    std::swap(sync_, other.sync_);
+    return *this;
+  }
+  LineFile(const LineFile&) = delete;
+  LineFile& operator=(const LineFile&) = delete;
+  ~LineFile() { close(); }
+
+  bool is_open() const { return fd_ >= 0; }
+  const std::filesystem::path& path() const { return path_; }
+
+  // `line` without its newline.
+  void append(std::string_view line) {
+    std::string text;
+    text.reserve(line.size() + 1);
+    text.append(line).push_back('\n');
+    std::string_view left = text;
+    while (!left.empty()) {
+      const auto written = ::write(fd_, left.data(), left.size());
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0)
+        detail::fail("cannot write to {}: {}; is the disk full?", path_.string(),
+                     std::strerror(errno));
+      left.remove_prefix(static_cast<std::size_t>(written));
+    }
+    if (sync_) ::fsync(fd_);
+  }
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path path_;
+  bool sync_ = false;
+};
+
+}  // namespace accel::tracking

@@ -1,0 +1,109 @@
+// What a run records: its configuration (hyperparameters: numbers, strings, flags) and, at each
+// step, named numbers (metrics). Both are ordered lists of (name, value), written in the order
+// given, so that
+//   accelerator.init_trackers("fashion_mnist", {{"lr", 1e-3}, {"batch_size", 64}, {"strategy", "ddp"}});
+//   accelerator.log({{"loss", loss}, {"lr", lr}}, step);
+// read as they do in Accelerate. A metric may be any arithmetic value or a one-element tensor.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "../detail/error.hpp"
+#include "json.hpp"
+
+namespace accel::tracking {
+
+// One configuration value. Constructors rather than a bare std::variant, so that a string
+// literal is a string (not a bool) and any integer or floating type is accepted.
+class ConfigValue {
+ public:
+  ConfigValue(bool value) : value_(value) {}  // NOLINT: implicit, for brace lists
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  ConfigValue(T value) : value_(static_cast<std::int64_t>(value)) {}  // NOLINT
+  template <std::floating_point T>
+  ConfigValue(T value) : value_(static_cast<double>(value)) {}  // NOLINT
+  ConfigValue(const char* value) : value_(std::string(value)) {}  // NOLINT
+  ConfigValue(std::string value) : value_(std::move(value)) {}  // NOLINT
+  ConfigValue(std::string_view value) : value_(std::string(value)) {}  // NOLINT
+
+  const std::variant<bool, std::int64_t, double, std::string>& value() const { return value_; }
+
+  std::string to_json() const {
+    return std::visit(
+        [](const auto& v) -> std::string {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, bool>)
+            return v ? "true" : "false";
+          else if constexpr (std::is_same_v<V, std::int64_t>)
+            return fmt::format("{}", v);
+          else if constexpr (std::is_same_v<V, double>)
+            return json::number(v);
+          else
+            return json::string(v);
+        },
+        value_);
+  }
+
+ private:
+  std::variant<bool, std::int64_t, double, std::string> value_;
+};
+
+// A metric's number, and whether it came from a float (a float32 tensor or a float): such a
+// number is written with the digits a float needs (0.64895701, not 0.6489570140838623).
+struct Number {
+  double value = 0.0;
+  bool single = false;
+  std::string text() const {
+    return single ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
+  }
+};
+
+// One metric value: a number. A tensor must hold exactly one element (a loss, an accuracy); its
+// value is read with item(), which waits for the device.
+class Metric {
+ public:
+  template <class T>
+    requires std::integral<T> || std::floating_point<T>
+  Metric(T value)  // NOLINT: implicit, for brace lists
+      : value_(static_cast<double>(value)), single_(std::is_same_v<T, float>) {}
+  Metric(const torch::Tensor& value) : tensor_(value) {}  // NOLINT
+
+  // The number, or an accel::Error naming `name` when a tensor is not one element.
+  double value(std::string_view name) const { return number(name).value; }
+  Number number(std::string_view name) const {
+    if (!tensor_.defined()) return {value_, single_};
+    if (tensor_.numel() != 1)
+      detail::fail("log(): metric '{}' is a tensor of shape {} ({} elements); log one number per "
+                   "name, e.g. {{\"{}\", t.mean()}}",
+                   name, shape(), tensor_.numel(), name);
+    return {tensor_.item<double>(), tensor_.scalar_type() == torch::kFloat ||
+                                        tensor_.scalar_type() == torch::kBFloat16 ||
+                                        tensor_.scalar_type() == torch::kHalf};
+  }
+
+ private:
+  std::string shape() const {
+    std::string text = "[";
+    for (const std::int64_t size : tensor_.sizes())
+      text += fmt::format("{}{}", text.size() > 1 ? ", " : "", size);
+    return text + "]";
+  }
+
+  double value_ = 0.0;
+  bool single_ = false;
+  torch::Tensor tensor_;
+};
+
+using Config = std::vector<std::pair<std::string, ConfigValue>>;
+using Metrics = std::vector<std::pair<std::string, Metric>>;
+
+}  // namespace accel::tracking

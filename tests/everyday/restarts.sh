@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# accel-launch --max-restarts: a failed group is started again with ACCEL_RESTART_COUNT, up to the
+# limit, and then gives up with the failure's status; bad values and several nodes are refused.
+#   restarts.sh ACCEL_LAUNCH WORK_DIR
+set -euo pipefail
+launch="$1"; work="$2"
+rm -rf "$work"; mkdir -p "$work"; cd "$work"
+fail() { echo "restarts.sh: $*" >&2; exit 1; }
+
+# Rank 1 is killed on the first start while rank 0 is still working (blocked until stopped);
+# rank 1 dies only once rank 0 has printed (it hands a line over a FIFO).
+mkfifo started
+worker='echo "rank $RANK start $ACCEL_RESTART_COUNT of $ACCEL_MAX_RESTARTS torchelastic $TORCHELASTIC_RESTART_COUNT"
+if [ "$ACCEL_RESTART_COUNT" = 0 ]; then
+  if [ "$RANK" = 1 ]; then read -r line <started; kill -9 $$; else echo go >started; exec tail -f /dev/null; fi
+fi'
+status=0
+"$launch" --nproc 2 --max-restarts 2 -- sh -c "$worker" >out 2>err || status=$?
+[ "$status" = 0 ] || fail "status $status: $(cat out err)"
+for rank in 0 1; do
+  grep -qx "rank $rank start 0 of 2 torchelastic 0" out && grep -qx "rank $rank start 1 of 2 torchelastic 1" out ||
+    fail "rank $rank did not start twice: $(cat out)"
+done
+! grep -q "start 2 of 2" out || fail "a third start after a success: $(cat out)"
+grep -q "rank 1 (pid [0-9]*) failed first: killed by signal SIGKILL (root cause)" err &&
+  grep -q "rank 0 (pid [0-9]*): terminated by the launcher with SIGTERM" err &&
+  [ "$(grep -c 'accel-launch: restart 1 of 2: starting every worker again (ACCEL_RESTART_COUNT=1)' err)" = 1 ] ||
+  fail "stderr: $(cat err)"
+
+# Always failing: K + 1 starts, then the failure's status.
+status=0
+"$launch" --nproc 2 --max-restarts 1 -- sh -c 'echo "start $ACCEL_RESTART_COUNT"; exit 3' >out 2>err || status=$?
+# (A rank may be stopped before it prints, once its peer has failed: count starts, not lines.)
+[ "$status" = 3 ] && grep -q '^start 0$' out && grep -q '^start 1$' out && ! grep -q '^start 2$' out &&
+  [ "$(grep -c 'restart 1 of 1' err)" = 1 ] &&
+  grep -q "giving up after 1 restart (--max-restarts 1)" err || fail "status $status: $(cat out err)"
+
+# Without --max-restarts a failure is final, as before.
+status=0
+"$launch" --nproc 2 -- sh -c 'exit 4' >out 2>err || status=$?
+[ "$status" = 4 ] && ! grep -q restart err || fail "status $status: $(cat err)"
+
+# A program that cannot start is not restarted.
+status=0
+"$launch" --nproc 2 --max-restarts 3 -- ./no-such-program >out 2>err || status=$?
+[ "$status" = 127 ] && ! grep -q "restart 1" err || fail "status $status: $(cat err)"
+
+expect_refused() {  # expect_refused MESSAGE ARGS...
+  local message="$1"; shift
+  local status=0
+  "$launch" "$@" -- true 2>err || status=$?
+  [ "$status" = 2 ] && grep -qF -- "$message" err || fail "$*: status $status: $(cat err)"
+}
+expect_refused "--max-restarts -1 is out of range" --max-restarts -1
+expect_refused "--max-restarts 'x' is not a whole number" --max-restarts x
+expect_refused "restarts are for one node in this version" --nnodes 2 --master-addr 10.0.0.1 --max-restarts 1
+echo "restarts: ok"

@@ -1,0 +1,259 @@
+// init_trackers / log / end_training on one process: the run folder, its four files, what they
+// hold while the run goes on and after it, and every misuse refused with an accel: error.
+#include <accel/accelerator.hpp>
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <limits>
+#include <regex>
+
+#include "../unit/helpers.hpp"
+#include "files.hpp"
+
+namespace fs = std::filesystem;
+using tracking_test::read_lines;
+using tracking_test::read_text;
+using tracking_test::split;
+using tracking_test::TemporaryFolder;
+
+namespace {
+
+// A JSON line with its time value replaced by T (the only field that varies between runs).
+std::string without_time(const std::string& line) {
+  return std::regex_replace(line, std::regex("\"time\": [^,}]+"), "\"time\": T");
+}
+
+}  // namespace
+
+TEST_CASE("a run folder holds config.json, run.json and the metrics, written as they are logged") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  accelerator.init_trackers("regression",
+                            {{"lr", 1e-3}, {"batch_size", 64}, {"strategy", "ddp"},
+                             {"shuffle", true}, {"note", "a \"quoted\"\nline"}},
+                            {.log_dir = logs.path(), .run_name = "first"});
+  const fs::path run = logs.path() / "regression" / "first";
+  CHECK(accelerator.tracker().run_dir() == run);
+  CHECK(read_text(run / "config.json") ==
+        "{\n  \"lr\": 0.001,\n  \"batch_size\": 64,\n  \"strategy\": \"ddp\",\n"
+        "  \"shuffle\": true,\n  \"note\": \"a \\\"quoted\\\"\\nline\"\n}\n");
+
+  const std::string started = read_text(run / "run.json");
+  CHECK(started.find("\"status\": \"running\"") != std::string::npos);
+  CHECK(started.find(fmt::format("\"libtorch\": \"{}\"", TORCH_VERSION)) != std::string::npos);
+  CHECK(started.find(fmt::format("\"accel\": \"{}.{}.{}\"", ACCEL_VERSION_MAJOR,
+                                 ACCEL_VERSION_MINOR, ACCEL_VERSION_PATCH)) != std::string::npos);
+  CHECK(started.find("\"parallelism\": \"Ddp\"") != std::string::npos);
+  CHECK(started.find("\"precision\": \"Fp32\"") != std::string::npos);
+  CHECK(started.find("\"accumulation_steps\": 2") != std::string::npos);
+  CHECK(started.find("\"processes\": 1") != std::string::npos);
+  CHECK(started.find("\"ended\"") == std::string::npos);
+
+  accelerator.log({{"loss", torch::tensor(0.5)}, {"lr", 1e-3}}, 10);
+  // Already on disk, before any end_training(): a crash now loses nothing logged.
+  REQUIRE(read_lines(run / "metrics.jsonl").size() == 1);
+  CHECK(without_time(read_lines(run / "metrics.jsonl")[0]) ==
+        R"({"step": 10, "time": T, "loss": 0.5, "lr": 0.001})");
+  accelerator.log({{"loss", 0.25F}, {"lr", 5e-4}}, 20);
+
+  const auto jsonl = read_lines(run / "metrics.jsonl");
+  REQUIRE(jsonl.size() == 2);
+  CHECK(without_time(jsonl[1]) == R"({"step": 20, "time": T, "loss": 0.25, "lr": 0.0005})");
+  const auto csv = read_lines(run / "metrics.csv");
+  REQUIRE(csv.size() == 3);
+  CHECK(csv[0] == "step,time,loss,lr");
+  const auto row = split(csv[2]);
+  REQUIRE(row.size() == 4);
+  CHECK(row[0] == "20");
+  CHECK(std::stod(row[1]) >= 0.0);
+  CHECK(row[2] == "0.25");
+  CHECK(row[3] == "0.0005");
+
+  accelerator.end_training();
+  const std::string ended = read_text(run / "run.json");
+  CHECK(ended.find("\"status\": \"finished\"") != std::string::npos);
+  CHECK(ended.find("\"ended\": \"20") != std::string::npos);
+  CHECK(ended.find("\"steps_logged\": 2") != std::string::npos);
+  // Nothing else in the folder: no partial files left behind.
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(run)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"config.json", "metrics.csv", "metrics.jsonl",
+                                          "run.json"});
+}
+
+TEST_CASE("a metric first logged later widens the CSV and earlier rows get empty cells") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("widen", {}, {.log_dir = logs.path(), .run_name = "r"});
+  accelerator.log({{"loss", 1.0}}, 1);
+  accelerator.log({{"loss", 0.5}}, 2);
+  accelerator.log({{"accuracy", 0.75}, {"loss", 0.25}}, 3);
+  accelerator.log({{"accuracy", 0.875}}, 4);
+  accelerator.end_training();
+  const auto csv = read_lines(logs.path() / "widen" / "r" / "metrics.csv");
+  REQUIRE(csv.size() == 5);
+  CHECK(csv[0] == "step,time,loss,accuracy");
+  auto cells = [&](std::size_t i) {
+    auto row = split(csv[i]);
+    row.erase(row.begin() + 1);  // the time
+    return row;
+  };
+  CHECK(cells(1) == std::vector<std::string>{"1", "1", ""});
+  CHECK(cells(2) == std::vector<std::string>{"2", "0.5", ""});
+  CHECK(cells(3) == std::vector<std::string>{"3", "0.25", "0.75"});
+  CHECK(cells(4) == std::vector<std::string>{"4", "", "0.875"});
+  CHECK_FALSE(fs::exists(logs.path() / "widen" / "r" / "metrics.csv.widening"));
+}
+
+TEST_CASE("without a step, log() takes the one after the last logged") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("steps", {}, {.log_dir = logs.path(), .run_name = "r"});
+  accelerator.log({{"a", 1}});
+  accelerator.log({{"a", 2}});
+  accelerator.log({{"a", 3}}, 100);
+  accelerator.log({{"a", 4}});
+  accelerator.end_training();
+  std::vector<std::string> steps;
+  for (const auto& line : read_lines(logs.path() / "steps" / "r" / "metrics.csv"))
+    steps.push_back(split(line)[0]);
+  CHECK(steps == std::vector<std::string>{"step", "0", "1", "100", "101"});
+}
+
+TEST_CASE("each run gets a folder of its own: a name taken gets -2, the default is the UTC time") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "same"});
+  accelerator.end_training();
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "same"});
+  CHECK(accelerator.tracker().run_dir() == logs.path() / "p" / "same-2");
+  accelerator.end_training();
+  accelerator.init_trackers("q", {}, {.log_dir = logs.path()});
+  const std::string name = accelerator.tracker().run_dir().filename();
+  CHECK(std::regex_match(name, std::regex(R"(20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2})")));
+  accelerator.end_training();
+}
+
+TEST_CASE("ACCEL_LOG_DIR is the log folder when the options name none") {
+  TemporaryFolder logs;
+  accel_test::ScopedEnv env("ACCEL_LOG_DIR", logs.path().c_str());
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("from_env", {}, {.run_name = "r"});
+  CHECK(fs::is_directory(logs.path() / "from_env" / "r"));
+  accelerator.end_training();
+}
+
+TEST_CASE("only the backends asked for are written") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers(
+      "p", {}, {.log_dir = logs.path(), .run_name = "r", .backends = {accel::tracking::Backend::csv}});
+  accelerator.log({{"loss", 1}});
+  accelerator.end_training();
+  CHECK(fs::exists(logs.path() / "p" / "r" / "metrics.csv"));
+  CHECK_FALSE(fs::exists(logs.path() / "p" / "r" / "metrics.jsonl"));
+}
+
+TEST_CASE("NaN and infinities: null in JSON lines, nan and inf in the CSV") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  accelerator.log({{"loss", std::nan("")}, {"norm", std::numeric_limits<double>::infinity()}}, 1);
+  accelerator.end_training();
+  CHECK(without_time(read_lines(logs.path() / "p" / "r" / "metrics.jsonl")[0]) ==
+        R"({"step": 1, "time": T, "loss": null, "norm": null})");
+  const auto row = split(read_lines(logs.path() / "p" / "r" / "metrics.csv")[1]);
+  CHECK(row[2] == "nan");
+  CHECK(row[3] == "inf");
+}
+
+TEST_CASE("a float (or float32 tensor) is written with a float's digits, a double with a double's") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  accelerator.log({{"tensor", torch::tensor(0.1F)},
+                   {"float", 0.1F},
+                   {"double", 0.1},
+                   {"float64", torch::tensor(0.1, torch::kDouble)},
+                   {"bf16", torch::tensor(1.5, torch::kBFloat16)},
+                   {"int", std::int64_t{1} << 40}},
+                  1);
+  accelerator.end_training();
+  CHECK(without_time(read_lines(logs.path() / "p" / "r" / "metrics.jsonl")[0]) ==
+        R"({"step": 1, "time": T, "tensor": 0.1, "float": 0.1, "double": 0.1, "float64": 0.1, )"
+        R"("bf16": 1.5, "int": 1099511627776})");
+}
+
+TEST_CASE("a process killed mid-run leaves every line it logged, and run.json says running") {
+  TemporaryFolder logs;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Only the tracker here (no torch work after fork); killed without end_training().
+    accel::tracking::Tracker tracker;
+    tracker.start("crash", {}, {.log_dir = logs.path(), .run_name = "r"}, {.parallelism = "Ddp", .precision = "Fp32", .device = "cpu"}, true);
+    for (int step = 1; step <= 5; ++step) tracker.log({{"loss", 1.0 / step}}, step);
+    ::raise(SIGKILL);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  const fs::path run = logs.path() / "crash" / "r";
+  CHECK(read_lines(run / "metrics.jsonl").size() == 5);
+  CHECK(read_lines(run / "metrics.csv").size() == 6);
+  CHECK(read_text(run / "run.json").find("\"status\": \"running\"") != std::string::npos);
+}
+
+TEST_CASE("misuse is an accel: error naming the value, and nothing is written for it") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}}),
+                       "accel: log() without an open run: init_trackers() was not called; call "
+                       "accelerator.init_trackers(\"project\", config) before logging",
+                       accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.init_trackers("a/b", {}, {.log_dir = logs.path()}),
+                       doctest::Contains("the project 'a/b' contains '/'"), accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.init_trackers("", {}, {.log_dir = logs.path()}),
+                       doctest::Contains("the project '' is empty"), accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = ".."}),
+                       doctest::Contains("the run_name '..' is not a folder name"), accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.init_trackers("p", {{"lr", 1}, {"lr", 2}}, {.log_dir = logs.path()}),
+                       doctest::Contains("the config repeats the key 'lr'"), accel::Error);
+  CHECK_THROWS_WITH_AS(
+      accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .backends = {}}),
+      doctest::Contains("TrackerOptions::backends is empty"), accel::Error);
+  CHECK(fs::is_empty(logs.path()));  // refused before anything was made
+
+  const fs::path file = logs.path() / "a-file";
+  std::ofstream(file) << "not a folder";
+  const std::string refused = "cannot create the log folder " + (file / "p").string();
+  CHECK_THROWS_WITH_AS(accelerator.init_trackers("p", {}, {.log_dir = file}),
+                       doctest::Contains(refused.c_str()), accel::Error);
+
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  CHECK_THROWS_WITH_AS(accelerator.init_trackers("other", {}, {.log_dir = logs.path()}),
+                       doctest::Contains("while the run 'p/r' is still open; call end_training()"),
+                       accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.log({{"step", 1}}),
+                       doctest::Contains("'step' is not a metric name of yours"), accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}, {"loss", 2}}),
+                       doctest::Contains("the metric 'loss' appears twice"), accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.log({{"", 1}}), doctest::Contains("a metric has an empty name"),
+                       accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.log({{"loss", torch::ones({2, 3})}}),
+                       doctest::Contains("metric 'loss' is a tensor of shape [2, 3] (6 elements)"),
+                       accel::Error);
+  accelerator.log({{"loss", 1}}, 7);  // the refused calls wrote nothing
+  CHECK(read_lines(logs.path() / "p" / "r" / "metrics.jsonl").size() == 1);
+  CHECK(read_lines(logs.path() / "p" / "r" / "metrics.csv").size() == 2);
+  accelerator.end_training();
+  accelerator.end_training();  // twice: nothing to do
+  CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}}),
+                       doctest::Contains("without an open run: end_training() has ended it"),
+                       accel::Error);
+}
