@@ -33,6 +33,17 @@ struct DdpOptions {
   double small_bucket_kb = 256.0;
 };
 
+// Fp16's dynamic loss scaling (Options::loss_scaling): PyTorch's torch.amp.GradScaler, with its
+// defaults. The loss is multiplied by the scale before backward; a step whose gradients hold an
+// inf or a nan on any rank is skipped and the scale multiplied by backoff_factor; after
+// growth_interval steps in a row without one, it is multiplied by growth_factor.
+struct LossScalingOptions {
+  double init_scale = 65536.0;  // 2^16; must be positive and finite
+  double growth_factor = 2.0;   // > 1
+  double backoff_factor = 0.5;  // in (0, 1)
+  int growth_interval = 2000;   // >= 1
+};
+
 struct Options {
   // Where the model and batches go. Default: cuda:<local rank> when CUDA is available, else CPU.
   std::optional<torch::Device> device = std::nullopt;
@@ -69,6 +80,7 @@ struct Options {
   bool split_batches = false;
 
   DdpOptions ddp = {};
+  LossScalingOptions loss_scaling = {};
 };
 
 }  // namespace accel

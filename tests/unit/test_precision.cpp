@@ -142,9 +142,29 @@ TEST_CASE("every ComputeType maps to its own torch dtype; float8 never becomes f
   }
 }
 
-TEST_CASE("Fp16 and Fp8 fail at construction with a clear message") {
-  CHECK_THROWS_WITH_AS((accel::Accelerator<accel::Ddp, accel::Fp16>()),
-                       doctest::Contains("accel: Fp16 training is not available"), accel::Error);
+TEST_CASE("Fp16 on CPU: refused at once where libtorch has no fp16 matmul, else fp16 forward") {
+  if constexpr (!accel::detail::cpu_has_half_matmul) {
+    const std::string expected = fmt::format(
+        "accel: Fp16 on CPU needs fp16 matmul and fp16 autocast on CPU, which libtorch {} lacks",
+        TORCH_VERSION);
+    CHECK_THROWS_WITH_AS((accel::Accelerator<accel::Ddp, accel::Fp16>()),
+                         doctest::Contains(expected.c_str()), accel::Error);
+    CHECK_THROWS_WITH_AS((accel::Accelerator<accel::Ddp, accel::Fp16>()),
+                         doctest::Contains("use Bf16 on CPU"), accel::Error);
+  } else {
+    accel::Accelerator<accel::Ddp, accel::Fp16> accelerator;
+    Probe probe;
+    auto model = accelerator.prepare(probe);
+    const auto out = model(torch::randn({2, 4}));
+    CHECK(accel_test::dtype_name(probe->inner_dtype) == "Half");
+    CHECK(probe->autocast_on);
+    CHECK(accel_test::dtype_name(out) == "Float");
+    CHECK(accel_test::dtype_name(probe->linear->weight) == "Float");
+    CHECK_FALSE(accel::detail::autocast_enabled(torch::kCPU));
+  }
+}
+
+TEST_CASE("Fp8 fails at construction with a clear message") {
   CHECK_THROWS_WITH_AS((accel::Accelerator<accel::Ddp, accel::Fp8>()),
                        doctest::Contains("accel: Fp8 training is not available"), accel::Error);
 }
