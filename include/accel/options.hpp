@@ -44,6 +44,19 @@ struct LossScalingOptions {
   int growth_interval = 2000;   // >= 1
 };
 
+// How a delayed-scaling fp8 tensor (Fp8, TransformerEngine's recipe) turns its amax history into
+// a scale: the largest amax in the history, or the most recent one.
+enum class AmaxAlgorithm { max, most_recent };
+
+// Fp8's delayed scaling (Options::fp8), with TransformerEngine's DelayedScaling defaults: each fp8
+// tensor keeps the amax (largest magnitude) of its last amax_history_len steps, and its scale is
+// FP8_MAX x 2^-margin / amax, updated after each step.
+struct Fp8Options {
+  int amax_history_len = 1024;  // >= 1
+  int margin = 0;               // >= 0
+  AmaxAlgorithm amax_compute_algo = AmaxAlgorithm::max;
+};
+
 struct Options {
   // Where the model and batches go. Default: cuda:<local rank> when CUDA is available, else CPU.
   std::optional<torch::Device> device = std::nullopt;
@@ -81,6 +94,7 @@ struct Options {
 
   DdpOptions ddp = {};
   LossScalingOptions loss_scaling = {};
+  Fp8Options fp8 = {};
 };
 
 }  // namespace accel
