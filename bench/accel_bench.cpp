@@ -2,7 +2,7 @@
 // Ddp with PyTorch's DistributedDataParallel (bench/reference/ddp.py takes the same flags and
 // builds the same models, parameter for parameter). bench/run.sh runs both in turns.
 //
-//   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16] [--accum 1|2|4]
+//   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16|fp16] [--accum 1|2|4]
 //               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
 //               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
 //               [--compress none|fp16|bf16] [--no-bucket-views] [--plain] [--breakdown]
@@ -68,7 +68,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
   --strategy S           ddp (default) | zero2 | zero3 | fsdp (Fsdp<FullShard>, which is zero3)
   --optimizer O          sgd (default, lr 0.01) | adam (lr 0.001): Adam's 8 bytes of state per
                          parameter are what the sharded strategies split
-  --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights)
+  --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights) |
+                         fp16 (the same, with dynamic loss scaling; on CPU from libtorch 2.x)
   --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>)
   --model M              mlp (default): 784 -> hidden x layers -> 10, ReLU (1024, 4, batch 64)
                          tiny: 32 -> hidden x layers -> 10, ReLU (32, 1, batch 8): per-step
@@ -187,8 +188,8 @@ Config parse(int argc, char** argv) {
   if (c.warmup < 0) c.warmup = std::max(3, c.steps / 10);
   if (c.accum != 1 && c.accum != 2 && c.accum != 4)
     usage_error(fmt::format("--accum {}: use 1, 2 or 4", c.accum));
-  if (c.precision != "fp32" && c.precision != "bf16")
-    usage_error(fmt::format("--precision '{}': use fp32 or bf16", c.precision));
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
+    usage_error(fmt::format("--precision '{}': use fp32, bf16 or fp16", c.precision));
   if (c.steps < 1 || c.threads < 1 || c.batch < 1 || c.hidden < 1 || c.layers < 1)
     usage_error("--steps, --threads, --batch, --hidden and --layers must be at least 1");
   if (!(c.bucket_mb > 0.0)) usage_error("--bucket-mb must be > 0");
@@ -566,6 +567,7 @@ int with_accum(const Config& c) {
 template <class Par>
 int with_precision(const Config& c) {
   if (c.precision == "bf16") return with_accum<Par, accel::Bf16>(c);
+  if (c.precision == "fp16") return with_accum<Par, accel::Fp16>(c);
   return with_accum<Par, accel::Fp32>(c);
 }
 

@@ -449,6 +449,10 @@ int train(const Args& args, const fs::path& data_dir) {
     seen += label.size(0);
   }
   accelerator.print("trained in {:.1f} s", seconds());
+  // Fp16's loss scaler: where the scale ended and how many steps it skipped on inf/nan.
+  if constexpr (Strategy::precision_policy::loss_scaling)
+    accelerator.print("loss_scale={} skipped_steps={}", accelerator.loss_scale(),
+                      accelerator.precision().skipped_steps());
   accelerator.print("test_accuracy={:.4f}", static_cast<double>(correct) / static_cast<double>(seen));
   // Zero3 and Fsdp<FullShard> keep only shards between steps: every rank gathers them to read
   // the parameters whole.

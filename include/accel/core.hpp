@@ -42,7 +42,7 @@
 #include "parallel/detail/clip.hpp"
 #include "parallel/strategies.hpp"
 #include "policy.hpp"
-#include "precision/autocast.hpp"
+#include "precision/policies.hpp"
 #include "prepared.hpp"
 #include "runtime/cpu_heap.hpp"
 #include "runtime/environment.hpp"
@@ -76,10 +76,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
             runtime::with_environment(
                 {options_.timeout, options_.rendezvous_timeout, options_.check_collectives}))),
         gradients_(accumulation_steps) {
-    if constexpr (precision_policy::compute == policy::ComputeType::float16 ||
-                  precision_policy::compute == policy::ComputeType::float8)
-      detail::fail("{} training is not available in this version of accel; use Fp32 or Bf16",
-                   precision_policy::name);
+    precision_.attach(group_.get(), options_, device_);
     if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
     strategy_.attach(group_.get(), options_);
     if (options_.seed) set_seed(*options_.seed);
@@ -118,16 +115,17 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   }
 
   // --- The training step -------------------------------------------------------------------------
-  // Backpropagates loss scaled for accumulation (1/N, or 1/k in a last window of k < N batches).
-  // Several backward() calls on one batch share its micro-step (gradient_state.hpp).
+  // Backpropagates loss scaled for accumulation (1/N, or 1/k in a last window of k < N batches),
+  // then by the precision policy (Fp16: the window's loss scale). Several backward() calls on
+  // one batch share its micro-step (gradient_state.hpp).
   void backward(const torch::Tensor& loss) {
     gradients_.on_backward();
+    precision_.on_backward(gradients_);
     const bool sync = gradients_.sync_gradients();
     strategy_.before_backward(sync);
-    if (gradients_.window_length() == 1)
-      loss.backward();
-    else
-      (loss * gradients_.accumulation_factor()).backward();
+    const torch::Tensor averaged =
+        gradients_.window_length() == 1 ? loss : loss * gradients_.accumulation_factor();
+    precision_.scale_loss(averaged).backward();
     strategy_.after_backward(sync);
   }
 
@@ -166,8 +164,36 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   }
   double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                         double norm_type = 2.0) {
+    // Loss scaling: the window's gradients are unscaled first (once); mid-window they are still
+    // scaled, and only their measure is divided back.
+    if (sync_gradients()) unscale_gradients();
     return parallel::detail::clip_grad_norm(strategy_, parameters, max_norm, norm_type,
-                                            sync_gradients());
+                                            sync_gradients()) /
+           (sync_gradients() ? 1.0 : precision_.loss_scale());
+  }
+
+  // Loss scaling (Fp16): divides the gradients of every prepared optimizer by the loss scale, at
+  // most once per window, as torch.amp.GradScaler.unscale_(); clip_grad_norm() and
+  // optimizer.step() call it, so only code that reads gradients before either needs it. Nothing
+  // under other precisions, and before the window's last micro-step.
+  void unscale_gradients() {
+    if (!sync_gradients()) return;
+    for (auto* optimizer : optimizers_) precision_.unscale(strategy_, *optimizer);
+  }
+  // Loss scaling: whether a prepared optimizer's last step was skipped because its gradients
+  // held inf or nan on some rank (then the parameters, the optimizer's state and a prepared
+  // scheduler did not move). Always false without loss scaling.
+  bool optimizer_step_was_skipped() const { return precision_.step_was_skipped(); }
+  // The factor this window's losses are multiplied by before backward (1 without loss scaling).
+  double loss_scale() const { return precision_.loss_scale(); }
+  // The precision policy's behaviour: its options and report (Fp16: skipped_steps()).
+  const precision::Precision<precision_policy>& precision() const { return precision_; }
+  // What a checkpoint saves of the precision policy (Fp16: precision::LossScaleState, the scale
+  // and growth tracker; an empty struct for Fp32 and Bf16), and how it is put back.
+  auto precision_state() const { return precision_.state(); }
+  void load_precision_state(
+      const typename precision::Precision<precision_policy>::state_type& state) {
+    precision_.load_state(state);
   }
 
   // --- Collectives: every rank calls them, in the same order. On one process they return their
@@ -340,9 +366,12 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     return outputs;
   }
 
+  // On the window's last micro-step, unless the precision policy skips it (Fp16: inf/nan in the
+  // gradients on some rank).
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
-    if (sync_gradients()) strategy_.optimizer_step(optimizer);
+    if (sync_gradients() && precision_.may_step(strategy_, optimizer))
+      strategy_.optimizer_step(optimizer);
   }
 
   // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
@@ -430,8 +459,9 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   std::unique_ptr<runtime::ProcessGroup> group_;
   detail::GradientState gradients_;
   parallel::Strategy<parallelism_policy> strategy_;
+  precision::Precision<precision_policy> precision_;
   std::vector<std::shared_ptr<torch::nn::Module>> models_;
-  std::vector<const torch::optim::Optimizer*> optimizers_;
+  std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, in order
   bool end_of_data_ = false;
   std::int64_t real_in_final_round_ = -1;
   bool trigger_ = false;

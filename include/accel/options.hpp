@@ -33,6 +33,30 @@ struct DdpOptions {
   double small_bucket_kb = 256.0;
 };
 
+// Fp16's dynamic loss scaling (Options::loss_scaling): PyTorch's torch.amp.GradScaler, with its
+// defaults. The loss is multiplied by the scale before backward; a step whose gradients hold an
+// inf or a nan on any rank is skipped and the scale multiplied by backoff_factor; after
+// growth_interval steps in a row without one, it is multiplied by growth_factor.
+struct LossScalingOptions {
+  double init_scale = 65536.0;  // 2^16; must be positive and finite
+  double growth_factor = 2.0;   // > 1
+  double backoff_factor = 0.5;  // in (0, 1)
+  int growth_interval = 2000;   // >= 1
+};
+
+// How a delayed-scaling fp8 tensor (Fp8, TransformerEngine's recipe) turns its amax history into
+// a scale: the largest amax in the history, or the most recent one.
+enum class AmaxAlgorithm { max, most_recent };
+
+// Fp8's delayed scaling (Options::fp8), with TransformerEngine's DelayedScaling defaults: each fp8
+// tensor keeps the amax (largest magnitude) of its last amax_history_len steps, and its scale is
+// FP8_MAX x 2^-margin / amax, updated after each step.
+struct Fp8Options {
+  int amax_history_len = 1024;  // >= 1
+  int margin = 0;               // >= 0
+  AmaxAlgorithm amax_compute_algo = AmaxAlgorithm::max;
+};
+
 struct Options {
   // Where the model and batches go. Default: cuda:<local rank> when CUDA is available, else CPU.
   std::optional<torch::Device> device = std::nullopt;
@@ -69,6 +93,8 @@ struct Options {
   bool split_batches = false;
 
   DdpOptions ddp = {};
+  LossScalingOptions loss_scaling = {};
+  Fp8Options fp8 = {};
 };
 
 }  // namespace accel

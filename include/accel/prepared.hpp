@@ -60,7 +60,8 @@ class PreparedOptimizer {
   Optimizer* optimizer_;
 };
 
-// step() advances the schedule only when the optimizer stepped.
+// step() advances the schedule only when the optimizer stepped: on the micro-step that ends a
+// window, and not after a step the loss scaler skipped (inf/nan gradients under Fp16).
 template <class Accel, class Scheduler>
 class PreparedScheduler {
  public:
@@ -68,7 +69,8 @@ class PreparedScheduler {
       : accelerator_(accelerator), scheduler_(scheduler) {}
 
   void step() {
-    if (accelerator_->sync_gradients()) scheduler_->step();
+    if (accelerator_->sync_gradients() && !accelerator_->optimizer_step_was_skipped())
+      scheduler_->step();
   }
   Scheduler* operator->() const { return scheduler_; }
   Scheduler& operator*() const { return *scheduler_; }

@@ -12,6 +12,9 @@ struct MyPrecision {
   static constexpr bool autocast = true;
   static constexpr bool loss_scaling = false;
 };
+// Its behaviour (precision/precision.hpp), so that the missing member is the one error.
+template <>
+struct accel::precision::Precision<MyPrecision> : accel::precision::WithoutLossScaling {};
 
 int main() {
   accel::Accelerator<accel::Ddp, MyPrecision> accelerator;

@@ -34,9 +34,13 @@ static_assert(none_polymorphic<parallel::detail::Reducer<parallel::detail::Allre
                                parallel::detail::AllreduceHook, parallel::detail::CompressHook,
                                parallel::detail::BucketCaps>);
 
-// The precision side: the autocast guard of every policy.
+// The precision side: the autocast guard and the hooks (precision/policies.hpp) of every policy,
+// and what the hooks are built from.
 static_assert(none_polymorphic<precision::Autocast<accel::Fp32>, precision::Autocast<accel::Bf16>,
                                precision::Autocast<accel::Fp16>, precision::Autocast<accel::Fp8>>);
+static_assert(none_polymorphic<precision::Precision<accel::Fp32>, precision::Precision<accel::Bf16>,
+                               precision::Precision<accel::Fp16>, precision::Precision<accel::Fp8>,
+                               precision::WithoutLossScaling, precision::DynamicLossScaling>);
 
 // And the class a training loop holds, for each kind of composition.
 static_assert(none_polymorphic<

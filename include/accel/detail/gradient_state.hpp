@@ -29,6 +29,7 @@ class GradientState {
       position_ = 0;
     }
     ++position_;
+    ++micro_steps_;
     open_ = true;
   }
   // The loader's epoch ended, or the accumulate() scope closed: the next backward() outside a
@@ -57,11 +58,15 @@ class GradientState {
   double accumulation_factor() const { return 1.0 / window_; }
   int window_length() const { return window_; }
   int position_in_window() const { return position_; }
+  // Micro-steps begun since construction: tells a new micro-step from another backward() of the
+  // same one (a new window begins where this changes and position_in_window() is 1).
+  std::uint64_t micro_steps() const { return micro_steps_; }
 
  private:
   int steps_;
   int window_ = 0;     // length of the current window
   int position_ = 0;   // micro-steps begun in it (1-based once begun)
+  std::uint64_t micro_steps_ = 0;
   bool open_ = false;  // a batch (or accumulate() scope) is in hand: backward() joins it
   bool collecting_ = false;
 };

@@ -63,6 +63,13 @@ inline constexpr std::optional<c10::ScalarType> float8_e4m3_dtype =
 #else
     std::nullopt;
 #endif
+// The float8 gradient dtype (e5m2, PyTorch's Float8_e5m2) where this libtorch has it.
+inline constexpr std::optional<c10::ScalarType> float8_e5m2_dtype =
+#if ACCEL_TORCH_AT_LEAST(2, 1)
+    c10::ScalarType::Float8_e5m2;
+#else
+    std::nullopt;
+#endif
 
 // Autocast state. 1.13 has one set of functions per device type (set_cpu_enabled,
 // set_autocast_cpu_dtype, set_enabled for CUDA, ...); 2.4+ takes the device type as an argument

@@ -48,6 +48,14 @@ struct LocalStrategy {
       if (p.grad().defined()) grads.push_back(p.grad());
     return grads;
   }
+  // The gradients `optimizer` steps with on this process, for loss scaling to unscale and check.
+  std::vector<torch::Tensor> gradients_of(const torch::optim::Optimizer& optimizer) const {
+    std::vector<torch::Tensor> grads;
+    for (const auto& group : optimizer.param_groups())
+      for (const auto& p : group.params())
+        if (p.grad().defined()) grads.push_back(p.grad());
+    return grads;
+  }
   // Combines this process's part of the gradient norm (the sum of |g|^p, or the max |g| for the
   // infinity norm) with the other ranks'; one process holds it all.
   torch::Tensor reduce_norm(torch::Tensor local, bool /*is_max*/) { return local; }

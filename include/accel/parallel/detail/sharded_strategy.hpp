@@ -100,6 +100,19 @@ class ShardedStrategy : public LocalStrategy {
     return grads;
   }
 
+  // What `optimizer` steps with on this rank, for loss scaling to unscale and check: once a
+  // window's gradients are reduce-scattered, its pieces' shard gradients (every rank checks its
+  // own shard; the ranks then combine what they found); before, the full local gradients.
+  std::vector<torch::Tensor> gradients_of(const torch::optim::Optimizer& optimizer) {
+    ShardedOptimizer* sharded = find(optimizer);
+    if (group_ == nullptr || !sharded_ || sharded == nullptr)
+      return LocalStrategy::gradients_of(optimizer);
+    std::vector<torch::Tensor> grads;
+    for (const auto& pieces : index_pieces(*sharded, optimizer).pieces)
+      for (const auto& piece : pieces) grads.push_back(piece.grad());
+    return grads;
+  }
+
   // The shards' parts of the norm add up across ranks (or their maximum is taken) once the
   // gradients are sharded; before, each rank measures its own full gradients.
   torch::Tensor reduce_norm(torch::Tensor local, bool is_max) {
@@ -335,6 +348,10 @@ class ShardedStrategy : public LocalStrategy {
       prepare_optimizer(user);  // stepped without prepare(): the same checks
       sharded = find(user);
     }
+    return index_pieces(*sharded, user);
+  }
+  ShardedOptimizer& index_pieces(ShardedOptimizer& found, const torch::optim::Optimizer& user) {
+    ShardedOptimizer* sharded = &found;
     if (sharded->indexed) return *sharded;
     const auto& groups = user.param_groups();
     sharded->flats.clear();

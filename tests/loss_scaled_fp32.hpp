@@ -1,0 +1,25 @@
+// A precision policy for tests only: fp32 arithmetic with Fp16's dynamic loss scaling. It runs
+// the scaler's whole path through the Accelerator (scaled backward, unscale, skipped steps, the
+// ranks agreeing) where fp16 cannot compute: CPU on libtorch 1.13. It is also what a user's own
+// precision policy looks like.
+#pragma once
+
+#include <accel/core.hpp>
+
+#include <string_view>
+
+namespace accel_test {
+
+struct LossScaledFp32 {
+  using category = accel::policy::precision_tag;
+  static constexpr std::string_view name = "LossScaledFp32";
+  static constexpr accel::policy::ComputeType compute = accel::policy::ComputeType::float32;
+  static constexpr bool autocast = false;
+  static constexpr bool loss_scaling = true;
+};
+
+}  // namespace accel_test
+
+template <>
+struct accel::precision::Precision<accel_test::LossScaledFp32>
+    : accel::precision::DynamicLossScaling {};
