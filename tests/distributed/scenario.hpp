@@ -5,6 +5,7 @@
 
 #include <accel/accelerator.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -24,6 +25,16 @@ using Scenarios = std::map<std::string, std::function<void()>>;
 
 inline accel::Options test_options() {
   return {.timeout = std::chrono::seconds(60), .check_collectives = true};
+}
+
+// max |a - b| / max |b| over every parameter pair of two models of the same architecture: how
+// far a distributed run is from its one-process reference.
+inline double max_relative_difference(torch::nn::Module& a, torch::nn::Module& b) {
+  double worst = 0;
+  const auto pa = a.parameters(), pb = b.parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    worst = std::max(worst, ((pa[i] - pb[i]).abs().max() / pb[i].abs().max()).item<double>());
+  return worst;
 }
 
 // Exits 0 when the scenario's checks pass on this rank; 1 naming the failed check otherwise;

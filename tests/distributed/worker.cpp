@@ -19,6 +19,7 @@ namespace {
 
 using Ddp = accel::Accelerator<accel::Ddp, accel::Fp32>;
 
+using accel_test::max_relative_difference;
 using accel_test::test_options;
 
 struct Pair {
@@ -240,16 +241,6 @@ torch::nn::Sequential regression_model() {
   return torch::nn::Sequential(torch::nn::Linear(5, 8), torch::nn::Tanh(), torch::nn::Linear(8, 1));
 }
 
-// max |a - b| / max |b| over every parameter pair.
-double accel_max_relative(torch::nn::Module& a, torch::nn::Module& b) {
-  double worst = 0;
-  for (std::size_t i = 0; i < a.parameters().size(); ++i) {
-    const auto pa = a.parameters()[i], pb = b.parameters()[i];
-    worst = std::max(worst, ((pa - pb).abs().max() / pb.abs().max()).item<double>());
-  }
-  return worst;
-}
-
 // make_model: any model of 5 inputs and 1 output; it is built twice from the same seed.
 template <class Accel, auto make_model = regression_model>
 void ddp_matches_single_process() {
@@ -292,7 +283,7 @@ void ddp_matches_single_process() {
     }
   }
   const auto full = acc.full_parameters(net);  // Zero3 gathers its shards; others: no-op
-  const double worst = accel_max_relative(*net, *reference);
+  const double worst = max_relative_difference(*net, *reference);
   fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
              acc.process_index(), worst);
   EXPECT(worst <= 1e-5);
@@ -866,7 +857,7 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
     for (const auto& p : net->parameters()) EXPECT(p.requires_grad() ? p.numel() == 0 : p.numel() > 0);
   {
     const auto full = acc.full_parameters(net);
-    const double worst = accel_max_relative(*net, *reference);
+    const double worst = max_relative_difference(*net, *reference);
     fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
                acc.process_index(), worst);
     EXPECT(worst <= 1e-5);

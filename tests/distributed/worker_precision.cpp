@@ -18,6 +18,7 @@
 
 namespace {
 
+using accel_test::max_relative_difference;
 using accel_test::test_options;
 
 // The parallelism policies that run across processes, and those that run on one process only in
@@ -105,14 +106,6 @@ torch::nn::Sequential train(Accel& accelerator, std::int64_t per_rank) {
       optimizer.zero_grad();
     }
   return net;
-}
-
-double max_relative_difference(torch::nn::Module& a, torch::nn::Module& b) {
-  double worst = 0;
-  const auto pa = a.parameters(), pb = b.parameters();
-  for (std::size_t i = 0; i < pa.size(); ++i)
-    worst = std::max(worst, ((pa[i] - pb[i]).abs().max() / pb[i].abs().max()).item<double>());
-  return worst;
 }
 
 // Tolerance of each precision against its one-process run, as max |difference| / max |weight|

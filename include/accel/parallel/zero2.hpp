@@ -52,10 +52,7 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
 
   void before_backward(bool sync) {
     if (group_ == nullptr) return;
-    check_still_trainable();
-    // A micro-step that does not end its window: the full gradients collect again, and are
-    // what clip_grad_norm measures until the window's reduce-scatter.
-    if (!sync) sharded_ = false;
+    begin_backward(sync);
     for (auto& flat : flats_) flat->attach_gradients();
   }
 

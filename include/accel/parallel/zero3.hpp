@@ -101,9 +101,8 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   void before_backward(bool sync) {
     if (group_ == nullptr) return;
-    check_still_trainable();
+    begin_backward(sync);
     sync_ = sync;
-    if (!sync) sharded_ = false;
     for (auto& unit : units_) {
       unit.waiting = unit.parameters;
       unit.reached = false;

@@ -247,6 +247,14 @@ class ShardedStrategy : public LocalStrategy {
     flat.release_gradients();
   }
 
+  // What every backward starts with: the layout still holds, and a micro-step that does not end
+  // its window collects full gradients again, which clip_grad_norm then measures until the
+  // window's reduce-scatter.
+  void begin_backward(bool sync) {
+    check_still_trainable();
+    if (!sync) sharded_ = false;
+  }
+
   // Which parameters are sharded was fixed at prepare(), and the other ranks' collectives with
   // it: freezing or unfreezing afterwards is refused.
   void check_still_trainable() const {
