@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -54,6 +55,7 @@ struct Config {
   bool breakdown = false;
   bool pin = false;
   bool plain = false;
+  std::string checkpoint;  // a folder: time save_state / load_state after training
 };
 
 constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
@@ -65,6 +67,8 @@ prints, from rank 0, as its last line:
 bench/reference/ddp.py takes the same flags and trains the same models with PyTorch's DDP.
 
   --nproc N              worker processes, through accel::launch() (default 1, or ACCEL_NPROC)
+  --checkpoint DIR       after training, time save_state and load_state into DIR/state and
+                         print checkpoint: save_s=<x> load_s=<y> bytes=<z>
   --strategy S           ddp (default) | zero2 | zero3 | fsdp (Fsdp<FullShard>, which is zero3)
   --optimizer O          sgd (default, lr 0.01) | adam (lr 0.001): Adam's 8 bytes of state per
                          parameter are what the sharded strategies split
@@ -158,6 +162,7 @@ Config parse(int argc, char** argv) {
       else if (flag == "--bucket-mb") c.bucket_mb = std::stod(value);
       else if (flag == "--small-bucket-kb") c.small_bucket_kb = std::stod(value);
       else if (flag == "--compress") c.compress = value;
+      else if (flag == "--checkpoint") c.checkpoint = value;
       else usage_error(fmt::format("unknown option '{}'", flag));
     } catch (const std::logic_error&) {
       usage_error(fmt::format("{} '{}' is not a valid number", flag, value));
@@ -507,6 +512,23 @@ int train(const Config& c) {
                  "total_mb={:.1f} (rank 0, after the last step)\n",
                  use.parameters / 1e6, use.gradients / 1e6, use.optimizer_state / 1e6,
                  use.total() / 1e6);
+    if (!c.checkpoint.empty()) {
+      // save_state and load_state of everything prepared, timed from barrier to barrier.
+      const std::filesystem::path folder = std::filesystem::path(c.checkpoint) / "state";
+      acc.wait_for_everyone();
+      const auto save_start = Clock::now();
+      acc.save_state(folder);
+      acc.wait_for_everyone();
+      const double save_s = seconds(Clock::now() - save_start);
+      const auto load_start = Clock::now();
+      acc.load_state(folder);
+      acc.wait_for_everyone();
+      const double load_s = seconds(Clock::now() - load_start);
+      std::uintmax_t bytes = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(folder)) bytes += entry.file_size();
+      if (rank == 0)
+        fmt::print("checkpoint: save_s={:.3f} load_s={:.3f} bytes={}\n", save_s, load_s, bytes);
+    }
     if (rank == 0)
       fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f}\n", steps_per_s,
                  samples_per_s, peak_rss_mb());

@@ -8,6 +8,16 @@ macro(accel_find_dependencies)
   find_dependency(fmt)
   # Boost.PFR ships with Boost 1.75 and later (Debian 12: libboost1.81-dev).
   find_dependency(Boost 1.75 CONFIG)
+  # nlohmann/json (header-only; Debian: nlohmann-json3-dev): safetensors headers, the weights'
+  # index file, checkpoint manifests.
+  find_dependency(nlohmann_json 3)
+  # xxHash, used header-only (XXH_INLINE_ALL, state/checksum.hpp): only its header is needed,
+  # and nothing is linked. Debian: libxxhash-dev.
+  find_path(ACCEL_XXHASH_INCLUDE_DIR xxhash.h)
+  if(NOT ACCEL_XXHASH_INCLUDE_DIR)
+    message(FATAL_ERROR "accel: xxhash.h not found; install libxxhash-dev (Debian) or set "
+                        "ACCEL_XXHASH_INCLUDE_DIR to the folder that holds it")
+  endif()
   # c10d's ProcessGroupGloo.hpp includes Gloo's headers: Debian ships them in libgloo-dev,
   # the libtorch zip and the Python wheel in torch's own include folder.
   find_path(ACCEL_GLOO_INCLUDE_DIR gloo/config.h HINTS "${TORCH_INSTALL_PREFIX}/include")
@@ -19,7 +29,8 @@ endmacro()
 
 function(accel_link_dependencies target)
   # fmt first: a libtorch that bundles its own fmt headers must not shadow the one we link.
-  target_link_libraries(${target} INTERFACE fmt::fmt-header-only torch Boost::headers)
+  target_link_libraries(${target} INTERFACE fmt::fmt-header-only torch Boost::headers
+                                             nlohmann_json::nlohmann_json)
   # Absolute paths found on this machine stay out of the exported target: accel-config.cmake
   # finds Gloo again on the consumer's machine.
   if(ACCEL_GLOO_INCLUDE_DIR)
@@ -29,6 +40,12 @@ function(accel_link_dependencies target)
   endif()
   if(ACCEL_GLOO_LIBRARY)
     target_link_libraries(${target} INTERFACE "$<BUILD_INTERFACE:${ACCEL_GLOO_LIBRARY}>")
+  endif()
+  # xxhash.h: a SYSTEM include unless it is in the compiler's own search path (/usr/include),
+  # which must never be passed again (it would break #include_next in the C++ headers).
+  if(NOT ACCEL_XXHASH_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+    target_include_directories(${target} SYSTEM INTERFACE
+      "$<BUILD_INTERFACE:${ACCEL_XXHASH_INCLUDE_DIR}>")
   endif()
 endfunction()
 

@@ -31,6 +31,8 @@ packages=(
   libpng-dev            # the accel-plot test decodes the charts it draws
   libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML
   iproute2              # dist.two_nodes_netns: two network namespaces joined by a veth pair
+  nlohmann-json3-dev    # JSON: safetensors headers, the weights' index file, checkpoint manifests
+  libxxhash-dev         # xxHash, header-only (XXH_INLINE_ALL): checkpoint file checksums
   cmake g++ make ninja-build
 )
 

@@ -62,6 +62,11 @@ def parse():
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
                    help="sgd (lr 0.01) or adam (lr 0.001), as accel_bench")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--checkpoint", default="",
+                   help="after training, time torch.save of the model's and the optimizer's "
+                        "state_dict into this folder from rank 0 (as Accelerate's save_state "
+                        "under DDP), then torch.load and load_state_dict on every rank; prints "
+                        "checkpoint: save_s=... load_s=... bytes=...")
     p.add_argument("--accum", type=int, default=1, choices=[1, 2, 4])
     p.add_argument("--model", default="mlp", choices=["mlp", "tiny", "xfmr"])
     p.add_argument("--hidden", type=int, default=0)
@@ -172,6 +177,34 @@ def peak_rss_mb():
     return -1.0
 
 
+def checkpoint(a, net, optimizer, rank, world):
+    """torch.save / torch.load of the training state, timed from barrier to barrier."""
+    import torch.distributed as dist
+
+    def barrier():
+        if world > 1:
+            dist.barrier()
+
+    os.makedirs(a.checkpoint, exist_ok=True)
+    path = os.path.join(a.checkpoint, "state.pt")
+    barrier()
+    start = time.perf_counter()
+    if rank == 0:
+        torch.save({"model": net.state_dict(), "optimizer": optimizer.state_dict()}, path)
+    barrier()
+    save_s = time.perf_counter() - start
+    barrier()
+    start = time.perf_counter()
+    state = torch.load(path, map_location="cpu")
+    net.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    barrier()
+    load_s = time.perf_counter() - start
+    if rank == 0:
+        print(f"checkpoint: save_s={save_s:.3f} load_s={load_s:.3f} "
+              f"bytes={os.path.getsize(path)}", flush=True)
+
+
 def train(a):
     import torch.distributed as dist
 
@@ -266,6 +299,8 @@ def train(a):
                 print(f"breakdown: rank={r} forward={v[0]:.3f} backward={v[1]:.3f} "
                       f"optimizer_step={v[2]:.3f} zero_grad={v[3]:.3f} "
                       f"other={v[4] - sum(v[:4]):.3f} total={v[4]:.3f}")
+    if a.checkpoint:
+        checkpoint(a, net, optimizer, rank, world)
     if rank == 0:
         print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f} "
               f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)

@@ -78,6 +78,9 @@ struct Args {
   std::string run_name;              // empty: the UTC start time
   std::int64_t log_every = 10;       // optimizer steps between two rows of metrics
   bool progress = true;
+  std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
+  std::int64_t checkpoint_every = 0;       // optimizer steps between checkpoints; 0: at the end
+  bool resume = false;                     // from the newest checkpoint under checkpoint_dir
   bool help = false;
 };
 
@@ -110,7 +113,13 @@ std::string usage_text() {
       "  --run-name NAME   the run's folder name, implies --with-tracking (default: the UTC\n"
       "                    start time)\n"
       "  --log-every N     optimizer steps between two logged rows, at least 1 (default 10)\n"
-      "  --no-progress     no progress bar or progress lines\n",
+      "  --no-progress     no progress bar or progress lines\n"
+      "  --checkpoint-dir DIR  save_state() into DIR/checkpoint_<n> every --checkpoint-every\n"
+      "                    steps and at the end\n"
+      "  --checkpoint-every N  optimizer steps between checkpoints, at least 1 (default: only at\n"
+      "                    the end)\n"
+      "  --resume          continue from the newest checkpoint in --checkpoint-dir; --steps stays\n"
+      "                    the run's total\n",
       joined(flags_of(std::type_identity<Parallelisms>{})),
       joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
       kTrainSize, kTestSize, std::numeric_limits<std::uint64_t>::max());
@@ -190,8 +199,15 @@ Args parse(int argc, char** argv) {
     else if (flag == "--run-name") args.tracking = true, args.run_name = value();
     else if (flag == "--log-every") args.log_every = whole_number<std::int64_t>(flag, value(), 1);
     else if (flag == "--no-progress") args.progress = false;
+    else if (flag == "--checkpoint-dir") args.checkpoint_dir = fs::path(value());
+    else if (flag == "--checkpoint-every")
+      args.checkpoint_every = whole_number<std::int64_t>(flag, value(), 1);
+    else if (flag == "--resume") args.resume = true;
     else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
+  if ((args.resume || args.checkpoint_every > 0) && !args.checkpoint_dir && !args.help)
+    throw BadArgument(fmt::format("{} needs --checkpoint-dir DIR (where the checkpoints are)",
+                                  args.resume ? "--resume" : "--checkpoint-every"));
   return args;
 }
 
@@ -366,7 +382,9 @@ TORCH_MODULE(Classifier);
 
 template <class Strategy>
 int train(const Args& args, const fs::path& data_dir) {
-  Strategy accelerator({.seed = args.seed});
+  accel::Options options{.seed = args.seed};
+  if (args.checkpoint_dir) options.checkpoints.directory = *args.checkpoint_dir;
+  Strategy accelerator(options);
 
   Classifier net;
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(args.lr));
@@ -384,7 +402,17 @@ int train(const Args& args, const fs::path& data_dir) {
   const std::int64_t steps_per_epoch = (train_batches.size() + args.accum - 1) / args.accum;
   const std::int64_t total_steps =
       args.steps ? *args.steps : steps_per_epoch * static_cast<std::int64_t>(args.epochs);
-  std::int64_t step = 0;
+  // Resuming brings back the model, Adam's state, both loaders' positions, the RNG and the step
+  // count: the run continues exactly where the checkpoint was taken.
+  if (args.resume) {
+    const fs::path from = accelerator.load_state();
+    accelerator.print("resumed from {} at step {}", from.string(), accelerator.completed_steps());
+  }
+  std::int64_t step = accelerator.completed_steps();
+  auto checkpoint = [&] {
+    if (args.checkpoint_dir)
+      accelerator.print("saved {}", accelerator.save_state().string());
+  };
   accelerator.print("training {} steps: {} x {} x {}, batch {}, {} process(es) on {}", total_steps,
                     Strategy::parallelism_policy::name, Strategy::precision_policy::name,
                     Strategy::accumulation_steps, args.batch_size, accelerator.num_processes(),
@@ -433,10 +461,13 @@ int train(const Args& args, const fs::path& data_dir) {
         logged_at = now;
         loss_sum.zero_();
       }
+      if (args.checkpoint_every > 0 && step % args.checkpoint_every == 0 && step != total_steps)
+        checkpoint();
       if (step == total_steps) break;
     }
   }
   progress.close();
+  checkpoint();
 
   torch::NoGradGuard no_grad;
   net->eval();

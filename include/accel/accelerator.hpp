@@ -1,11 +1,13 @@
 // Everything a training program uses: the Accelerator (core.hpp) with its policies, options,
-// DataLoader and collectives; accel::launch (launch.hpp); parameter digests (state/digest.hpp);
+// DataLoader and collectives; checkpoints (state/checkpoint.hpp: save_state, load_state,
+// save_model, load_model); accel::launch (launch.hpp); parameter digests (state/digest.hpp);
 // run tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
 // library's version.
 #pragma once
 
 #include "core.hpp"
 #include "launch.hpp"
+#include "state/checkpoint.hpp"
 #include "state/digest.hpp"
 #include "tracking.hpp"
 #include "variants.hpp"

@@ -25,7 +25,9 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <unordered_set>
@@ -49,11 +51,21 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
+#include "state/custom_objects.hpp"
+#include "state/loader_position.hpp"
 #include "tracking/accelerator_tracking.hpp"
 
 namespace accel {
 
 using runtime::ReduceOp;
+
+namespace state {
+// save_state / load_state / save_model / load_model (state/checkpoint.hpp, which
+// <accel/accelerator.hpp> includes): defined there, to keep their dependencies (safetensors,
+// JSON) out of translation units that never checkpoint.
+template <class Accel>
+struct CheckpointIO;
+}  // namespace state
 
 
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
@@ -195,6 +207,54 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
       const typename precision::Precision<precision_policy>::state_type& state) {
     precision_.load_state(state);
   }
+
+  // --- Checkpoints (state/checkpoint.hpp; docs/checkpoints.md) ----------------------------------
+  // Every rank calls them: under the sharded strategies each rank saves and loads its own
+  // shards, so guarding save_state() with is_main_process() is a bug.
+  //
+  // Saves every prepared model, optimizer and scheduler, the precision state, each rank's RNG
+  // states, every prepared loader's position, the accumulation window (and, mid-window, the
+  // gradients collected so far), completed_steps() and the registered objects into `folder`,
+  // committed atomically (a crash leaves the previous checkpoint whole). Without a folder: the
+  // next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
+  // Returns the folder written.
+  std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {}) {
+    return state::CheckpointIO<Accelerator>::save_state(*this, folder);
+  }
+  // Loads what save_state() wrote; every file is read and checked before any object changes, so
+  // on an error the objects are as they were and the message names the file (and tensor).
+  // Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
+  // Returns the folder loaded.
+  std::filesystem::path load_state(const std::optional<std::filesystem::path>& folder = {}) {
+    return state::CheckpointIO<Accelerator>::load_state(*this, folder);
+  }
+  // Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
+  // process writes), split into files of at most max_shard_bytes with an index, as the
+  // HuggingFace ecosystem lays them out.
+  template <class Model>
+  void save_model(Model& model, const std::filesystem::path& folder,
+                  std::uint64_t max_shard_bytes = 10ULL << 30) {
+    state::CheckpointIO<Accelerator>::save_model(
+        *this, static_cast<torch::nn::Module&>(*model), folder, max_shard_bytes);
+  }
+  // Weights from such a folder (or one other tools wrote) into a prepared model. strict: every
+  // parameter and buffer must be there and nothing else (the error lists what is missing and
+  // unexpected); otherwise the names found are loaded and the others left as they are.
+  template <class Model>
+  void load_model(Model& model, const std::filesystem::path& folder, bool strict = true) {
+    state::CheckpointIO<Accelerator>::load_model(*this, static_cast<torch::nn::Module&>(*model),
+                                                 folder, strict);
+  }
+  // An object of yours saved with every checkpoint (by the main process) and loaded on every
+  // rank: anything with torch's save(OutputArchive&) / load(InputArchive&), or a trivially
+  // copyable struct. Register in the same order before load_state(); it must outlive this.
+  template <state::Checkpointable T>
+  void register_for_checkpointing(T& object) {
+    custom_objects_.push_back(state::custom_object(object));
+  }
+  // Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
+  // skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
+  std::int64_t completed_steps() const { return completed_steps_; }
 
   // --- Collectives: every rank calls them, in the same order. On one process they return their
   // argument (gather: as if gathered from one rank). Tensors may sit in any aggregate. --------------
@@ -370,8 +430,12 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // gradients on some rank).
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
-    if (sync_gradients() && precision_.may_step(strategy_, optimizer))
-      strategy_.optimizer_step(optimizer);
+    if (!sync_gradients()) return;
+    if (counted_micro_step_ != gradients_.micro_steps()) {  // once per window, for all optimizers
+      counted_micro_step_ = gradients_.micro_steps();
+      ++completed_steps_;
+    }
+    if (precision_.may_step(strategy_, optimizer)) strategy_.optimizer_step(optimizer);
   }
 
   // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
@@ -383,9 +447,21 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
   // samples of the last round are not wrap-around duplicates (-1: none are). Evaluation loops
   // run under torch::NoGradGuard and do not count as micro-steps.
+  // A prepared loader's iteration begins epoch `epoch`: returns how many of its batches to pass
+  // over (skip_first_batches, or a loaded checkpoint's position).
+  std::int64_t on_epoch_begin(std::size_t loader, std::int64_t epoch, std::int64_t batches) {
+    state::LoaderPosition& position = loaders_[loader];
+    position.epoch = epoch;
+    position.batches = batches;
+    position.consumed = std::exchange(position.skip, 0);
+    return position.consumed;
+  }
+  void skip_first_batches(std::size_t loader, std::int64_t batches) { loaders_[loader].skip = batches; }
+
   template <class Batch>
-  Batch on_batch(const Batch& batch, std::int64_t index, std::int64_t count,
+  Batch on_batch(std::size_t loader, const Batch& batch, std::int64_t index, std::int64_t count,
                  std::int64_t real_in_final_round) {
+    loaders_[loader].consumed = index + 1;
     if (torch::GradMode::is_enabled()) gradients_.begin_micro_step(count - index, index == 0);
     end_of_data_ = index + 1 == count;
     real_in_final_round_ = real_in_final_round;
@@ -417,13 +493,15 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
       static_assert(std::is_lvalue_reference_v<T>,
                     "accel: prepare() keeps a pointer to the scheduler; pass a named scheduler "
                     "that outlives the Accelerator, not a temporary");
+      if (std::find(schedulers_.begin(), schedulers_.end(), &object) == schedulers_.end())
+        schedulers_.push_back(&object);
       return PreparedScheduler<Accelerator, Object>(this, &object);
     } else if constexpr (detail::is_data_loader<Object>) {
       static_assert(std::is_lvalue_reference_v<T>,
                     "accel: prepare() keeps a pointer to the DataLoader; pass a named loader "
                     "that outlives the Accelerator, not a temporary");
       return PreparedLoader<Accelerator, Object>(
-          this, &object,
+          this, &object, register_loader(object),
           data::Shard{process_.rank, process_.world_size, options_.even_batches,
                       options_.split_batches});
     } else {
@@ -441,6 +519,14 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     strategy_.prepare_model(*module, fmt::format("prepared model #{} ({})", models_.size() + 1,
                                                  module->name()));
     models_.push_back(module);
+  }
+
+  template <class Loader>
+  std::size_t register_loader(Loader& loader) {
+    for (std::size_t i = 0; i < loaders_.size(); ++i)
+      if (loaders_[i].identity == &loader) return i;
+    loaders_.push_back(state::loader_position(loader));
+    return loaders_.size() - 1;
   }
 
   std::vector<torch::Tensor> prepared_parameters() const {
@@ -462,9 +548,17 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   precision::Precision<precision_policy> precision_;
   std::vector<std::shared_ptr<torch::nn::Module>> models_;
   std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, in order
+  std::vector<torch::optim::LRScheduler*> schedulers_;
   bool end_of_data_ = false;
   std::int64_t real_in_final_round_ = -1;
   bool trigger_ = false;
+  std::vector<state::LoaderPosition> loaders_;  // per prepared loader, in preparation order
+  std::vector<state::CustomObject> custom_objects_;
+  std::int64_t completed_steps_ = 0;
+  std::uint64_t counted_micro_step_ = 0;
+
+  template <class>
+  friend struct state::CheckpointIO;
 };
 
 }  // namespace accel

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 
 namespace accel {
@@ -57,6 +58,16 @@ struct Fp8Options {
   AmaxAlgorithm amax_compute_algo = AmaxAlgorithm::max;
 };
 
+// Where save_state() and load_state() without a folder go (Options::checkpoints): automatic
+// naming, checkpoint_<n> under `directory`, n counting up from 0, as Accelerate's
+// ProjectConfiguration(automatic_checkpoint_naming=True).
+struct CheckpointOptions {
+  std::filesystem::path directory = "checkpoints";
+  // After a save commits, only the newest total_limit checkpoints under `directory` are kept;
+  // 0 keeps all.
+  int total_limit = 0;
+};
+
 struct Options {
   // Where the model and batches go. Default: cuda:<local rank> when CUDA is available, else CPU.
   std::optional<torch::Device> device = std::nullopt;
@@ -95,6 +106,7 @@ struct Options {
   DdpOptions ddp = {};
   LossScalingOptions loss_scaling = {};
   Fp8Options fp8 = {};
+  CheckpointOptions checkpoints = {};
 };
 
 }  // namespace accel

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -88,8 +89,8 @@ class PreparedLoader {
  public:
   using batch_type = typename Loader::batch_type;
 
-  PreparedLoader(Accel* accelerator, Loader* loader, data::Shard shard)
-      : accelerator_(accelerator), loader_(loader), shard_(shard) {
+  PreparedLoader(Accel* accelerator, Loader* loader, std::size_t slot, data::Shard shard)
+      : accelerator_(accelerator), loader_(loader), slot_(slot), shard_(shard) {
     shard_.check(loader_->options().batch_size, loader_->num_samples(),
                  loader_->options().drop_last);
   }
@@ -110,12 +111,14 @@ class PreparedLoader {
 
    private:
     friend class PreparedLoader;
-    iterator(const PreparedLoader* owner, std::int64_t skip)
+    explicit iterator(const PreparedLoader* owner)
         : owner_(owner),
-          order_(owner->loader_->order(owner->loader_->next_epoch())),
+          epoch_(owner->loader_->next_epoch()),
+          order_(owner->loader_->order(epoch_)),
           global_(owner->loader_->size()),
           count_(owner->size()),
-          step_(std::min(skip, count_)) {
+          step_(std::min(owner->accelerator_->on_epoch_begin(owner->slot_, epoch_, owner->size()),
+                         owner->size())) {
       arrive();
     }
     void arrive() {
@@ -131,10 +134,12 @@ class PreparedLoader {
       const std::int64_t real = last ? shard.final_round_real_samples(
                                            global_, loader.num_samples(), loader.options().batch_size)
                                      : -1;
-      batch_.emplace(owner_->accelerator_->on_batch(shard.slice(global_batch), step_, count_, real));
+      batch_.emplace(owner_->accelerator_->on_batch(owner_->slot_, shard.slice(global_batch), step_,
+                                                    count_, real));
     }
 
     const PreparedLoader* owner_;
+    std::int64_t epoch_;
     std::vector<std::int64_t> order_;
     std::int64_t global_;
     std::int64_t count_;
@@ -142,21 +147,22 @@ class PreparedLoader {
     std::optional<batch_type> batch_;
   };
 
-  // One epoch; the first skip_first_batches(n) batches of it are passed over (for resuming).
-  iterator begin() { return iterator(this, std::exchange(skip_, 0)); }
+  // One epoch; the first skip_first_batches(n) batches of it are passed over (for resuming;
+  // load_state() sets this from the checkpoint).
+  iterator begin() { return iterator(this); }
   std::default_sentinel_t end() const { return {}; }
 
   // This rank's batches per epoch.
   std::int64_t size() const { return shard_.count(loader_->size()); }
   // The next iteration starts at this rank's batch n of its epoch, as if n had been consumed.
-  void skip_first_batches(std::int64_t n) { skip_ = n; }
+  void skip_first_batches(std::int64_t n) { accelerator_->skip_first_batches(slot_, n); }
   Loader& loader() const { return *loader_; }
 
  private:
   Accel* accelerator_;
   Loader* loader_;
+  std::size_t slot_;  // the Accelerator's record of where this loader stands
   data::Shard shard_;
-  std::int64_t skip_ = 0;
 };
 
 

@@ -62,6 +62,20 @@ class GradientState {
   // same one (a new window begins where this changes and position_in_window() is 1).
   std::uint64_t micro_steps() const { return micro_steps_; }
 
+  // Where the window stands, for checkpoints: a resumed run continues the window it was saved in.
+  struct Saved {
+    int window = 0;
+    int position = 0;
+    bool collecting = false;
+  };
+  Saved saved() const { return {window_, position_, collecting_}; }
+  void restore(const Saved& saved) {
+    window_ = saved.window;
+    position_ = saved.position;
+    collecting_ = saved.collecting;
+    open_ = false;
+  }
+
  private:
   int steps_;
   int window_ = 0;     // length of the current window

@@ -11,6 +11,9 @@
 #include <torch/version.h>
 
 #include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 // c10d's Gloo header is empty without USE_C10D_GLOO, which torch's CMake target defines.
 #ifndef USE_C10D_GLOO
@@ -115,6 +118,17 @@ inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtyp
     at::autocast::set_autocast_cpu_dtype(dtype);
   }
 #endif
+}
+
+// The key an optimizer keeps a parameter's state under: 1.13 spells the TensorImpl's address as a
+// string, 2.x (from 2.1) keys by the address itself. Told apart by the map's own key type.
+template <class Key = typename std::remove_cvref_t<
+              decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type>
+Key optimizer_state_key(const torch::Tensor& parameter) {
+  if constexpr (std::is_same_v<Key, std::string>)
+    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+  else
+    return static_cast<Key>(parameter.unsafeGetTensorImpl());
 }
 
 }  // namespace accel::detail

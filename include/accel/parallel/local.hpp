@@ -5,6 +5,9 @@
 
 #include <torch/torch.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +69,58 @@ struct LocalStrategy {
   void count_memory(state::MemoryCounter& /*counter*/) const {}
   void gather_full(torch::nn::Module& /*module*/) {}
   void release_full(torch::nn::Module& /*module*/) {}
+
+  // --- Checkpoints (state/checkpoint.hpp) --------------------------------------------------------
+  // A checkpoint stores each parameter, and each piece of element-wise optimizer state, as
+  // flattened slices named by the element they start at, so that any strategy at any world size
+  // can read what any other wrote. Replicated here: rank 0 writes whole parameters and state,
+  // and every rank reads them whole.
+  struct ParameterSlice {
+    std::int64_t begin = 0;  // in the flattened parameter
+    torch::Tensor data;      // 1-D, aliasing the live parameter (writable under NoGradGuard)
+  };
+  // One parameter's state in the optimizer that holds it on this rank.
+  struct StateSlot {
+    torch::optim::Optimizer* holder = nullptr;
+    torch::Tensor key;        // the tensor `holder` keeps the state under
+    std::size_t group = 0;    // where the parameter sits in the user's optimizer
+    std::size_t index = 0;
+    std::int64_t begin = 0;   // the slice of the flattened parameter this state covers
+    std::int64_t numel = 0;
+  };
+  // The parameter's shape (sharded strategies keep it while the parameter itself is empty).
+  std::vector<std::int64_t> parameter_shape(const torch::Tensor& parameter) const {
+    return parameter.sizes().vec();
+  }
+  std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const {
+    if (rank != 0) return std::nullopt;
+    return ParameterSlice{0, parameter.detach().reshape({-1})};
+  }
+  std::optional<ParameterSlice> loaded_slice(const torch::Tensor& parameter) const {
+    return ParameterSlice{0, parameter.detach().view({-1})};
+  }
+  // saving: the slots this rank writes (rank 0's, the state being replicated); loading: the
+  // slots this rank fills (all of them).
+  std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank) {
+    std::vector<StateSlot> slots;
+    if (saving && rank != 0) return slots;
+    const auto& groups = user.param_groups();
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      for (std::size_t k = 0; k < groups[g].params().size(); ++k) {
+        const torch::Tensor& p = groups[g].params()[k];
+        slots.push_back({&user, p, g, k, 0, p.numel()});
+      }
+    return slots;
+  }
+  // Whether a parameter's gradient lives in a flat gradient buffer of the strategy (saved as
+  // such mid-window) rather than in its own .grad.
+  bool is_flattened(const torch::Tensor& /*parameter*/) const { return false; }
+  // Mid-window: the full local gradient buffers the strategy collects into (one per flat
+  // parameter; undefined where none is held), and how they are put back.
+  std::vector<torch::Tensor> flat_gradients() const { return {}; }
+  void restore_flat_gradients(const std::vector<torch::Tensor>& /*gradients*/) {}
+  // After a checkpoint was loaded into the parameters and optimizer state.
+  void after_state_loaded() {}
 };
 
 // A policy whose multi-process path is not built yet runs on one process only, and says so

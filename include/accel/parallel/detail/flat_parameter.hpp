@@ -121,6 +121,8 @@ class FlatParameter {
 
   const std::vector<torch::Tensor>& parameters() const { return parameters_; }
   const std::vector<std::string>& names() const { return names_; }
+  // Parameter i's shape as flattened (at rest the parameter itself has no elements).
+  const std::vector<std::int64_t>& shape(std::size_t i) const { return shapes_[i]; }
   const FlatLayout& layout() const { return layout_; }
   int world_size() const { return world_; }
   int rank() const { return rank_; }

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -142,6 +143,70 @@ class ShardedStrategy : public LocalStrategy {
       if (sharded.shard) counter.optimizer_state(*sharded.shard);
   }
 
+  // --- Checkpoints (LocalStrategy's hooks): each rank writes its pieces of the flattened
+  // parameters and their optimizer state; parameters left out of the flat ones (frozen) are
+  // replicated, as under Ddp. Replicated residency (Zero2) reads parameters whole, sharded
+  // residency (Zero3) only this rank's pieces.
+  bool is_flattened(const torch::Tensor& parameter) const {
+    return where_.count(parameter.unsafeGetTensorImpl()) != 0;
+  }
+  std::vector<std::int64_t> parameter_shape(const torch::Tensor& parameter) const {
+    const auto found = where_.find(parameter.unsafeGetTensorImpl());
+    if (found == where_.end()) return parameter.sizes().vec();
+    return flats_[found->second.flat]->shape(found->second.index);
+  }
+  std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const {
+    const auto found = where_.find(parameter.unsafeGetTensorImpl());
+    if (group_ == nullptr || found == where_.end()) return LocalStrategy::saved_slice(parameter, rank);
+    const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
+    if (piece == nullptr) return std::nullopt;
+    return ParameterSlice{piece->begin, piece->data.detach()};
+  }
+  std::optional<ParameterSlice> loaded_slice(const torch::Tensor& parameter) const {
+    const auto found = where_.find(parameter.unsafeGetTensorImpl());
+    if (group_ == nullptr || found == where_.end() ||
+        flats_[found->second.flat]->residency() == Residency::replicated)
+      return LocalStrategy::loaded_slice(parameter);
+    return saved_slice(parameter, group_->rank());
+  }
+  // The shard optimizer's slots (building it if it has not stepped yet): saved and loaded by
+  // every rank.
+  std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank) {
+    ShardedOptimizer* found = find(user);
+    if (group_ == nullptr || found == nullptr) return LocalStrategy::state_slots(user, saving, rank);
+    ShardedOptimizer& sharded = found->build(*this, user);
+    std::vector<StateSlot> slots;
+    auto& shard_groups = sharded.shard->param_groups();
+    for (std::size_t g = 0; g < sharded.pieces.size(); ++g)
+      for (std::size_t j = 0; j < sharded.pieces[g].size(); ++j) {
+        const torch::Tensor& piece = shard_groups[g].params()[j];
+        slots.push_back({sharded.shard.get(), piece, g, sharded.piece_of[g][j].index,
+                         sharded.piece_of[g][j].begin, piece.numel()});
+      }
+    return slots;
+  }
+  std::vector<torch::Tensor> flat_gradients() const {
+    std::vector<torch::Tensor> gradients;
+    for (const auto& flat : flats_) gradients.push_back(flat->gradient());
+    return gradients;
+  }
+  // The gradients collected so far in the window, as saved; they count at its end as if this
+  // process had collected them (pending: the reduce-scatter sends them).
+  void restore_flat_gradients(const std::vector<torch::Tensor>& gradients) {
+    torch::NoGradGuard no_grad;
+    for (std::size_t f = 0; f < flats_.size() && f < gradients.size(); ++f) {
+      if (!gradients[f].defined()) continue;
+      flats_[f]->attach_gradients();
+      flats_[f]->gradient().copy_(gradients[f]);
+      pending_[f] = 1;
+    }
+  }
+  // Parameters sharded at rest go back to rest: a full copy gathered before the load is stale.
+  void after_state_loaded() {
+    for (auto& flat : flats_)
+      if (flat->residency() == Residency::sharded) flat->to_rest();
+  }
+
   // The flat parameters, in preparation order (Zero2: one per prepared model and dtype; Zero3:
   // one per unit and dtype).
   const std::vector<std::unique_ptr<FlatParameter>>& flat_parameters() const { return flats_; }
@@ -165,6 +230,14 @@ class ShardedStrategy : public LocalStrategy {
     std::vector<std::vector<torch::Tensor>> pieces;  // per user param group
     std::size_t parameters = 0;                      // in all its groups, when indexed
     std::unique_ptr<torch::optim::Optimizer> shard;
+    // Per user param group, beside pieces: which of its parameters each piece is, and where.
+    struct PieceOf {
+      std::size_t index;
+      std::int64_t begin;
+    };
+    std::vector<std::vector<PieceOf>> piece_of;
+    // build_shard() for the user's type, which only register_optimizer() knows.
+    ShardedOptimizer& (*build)(ShardedStrategy&, torch::optim::Optimizer&) = nullptr;
   };
 
   // Before a model is flattened: its parameters and buffers from rank 0, and no optimizer
@@ -180,11 +253,6 @@ class ShardedStrategy : public LocalStrategy {
     torch::NoGradGuard no_grad;
     broadcast_from_root(*group_, module.parameters());
     broadcast_from_root(*group_, module.buffers());
-  }
-
-  // Whether this parameter is flattened already (with a model or unit prepared earlier).
-  bool is_flattened(const torch::Tensor& parameter) const {
-    return where_.count(parameter.unsafeGetTensorImpl()) != 0;
   }
 
   // Flattens the trainable parameters among `named` (by dtype and device, in order; a parameter
@@ -298,16 +366,8 @@ class ShardedStrategy : public LocalStrategy {
     // The shards are cut from the param groups as they are at the first step.
     if (ShardedOptimizer* existing = find(optimizer); existing != nullptr && !existing->shard)
       existing->indexed = false;
-    ShardedOptimizer& sharded = index(optimizer);
+    ShardedOptimizer& sharded = build_shard(optimizer);
     const auto& groups = optimizer.param_groups();
-    if (!sharded.shard) {
-      std::vector<torch::optim::OptimizerParamGroup> shard_groups;
-      for (std::size_t g = 0; g < groups.size(); ++g)
-        shard_groups.emplace_back(sharded.pieces[g], groups[g].options().clone());
-      using Options = typename ShardableOptimizer<Optimizer>::options;
-      sharded.shard = std::make_unique<Optimizer>(
-          std::move(shard_groups), static_cast<const Options&>(optimizer.defaults()));
-    }
     auto& shard_groups = sharded.shard->param_groups();
     if (groups.size() != shard_groups.size() || count_parameters(optimizer) != sharded.parameters)
       accel::detail::fail("{}: the {} had {} param groups of {} parameters when it first stepped "
@@ -320,6 +380,22 @@ class ShardedStrategy : public LocalStrategy {
       shard_groups[g].set_options(groups[g].options().clone());
     sharded.shard->step();
     derived().after_shard_step(sharded.flats);
+  }
+
+  // The optimizer over this rank's shard, built from the param groups as they are now unless it
+  // exists already.
+  template <class Optimizer>
+  ShardedOptimizer& build_shard(Optimizer& optimizer) {
+    ShardedOptimizer& sharded = index(optimizer);
+    if (sharded.shard) return sharded;
+    const auto& groups = optimizer.param_groups();
+    std::vector<torch::optim::OptimizerParamGroup> shard_groups;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      shard_groups.emplace_back(sharded.pieces[g], groups[g].options().clone());
+    using Options = typename ShardableOptimizer<Optimizer>::options;
+    sharded.shard = std::make_unique<Optimizer>(std::move(shard_groups),
+                                                static_cast<const Options&>(optimizer.defaults()));
+    return sharded;
   }
 
   template <class Optimizer>
@@ -340,6 +416,9 @@ class ShardedStrategy : public LocalStrategy {
     optimizer.state().clear();
     ShardedOptimizer& sharded = optimizers_.emplace_back();
     sharded.user = &optimizer;
+    sharded.build = [](ShardedStrategy& self, torch::optim::Optimizer& user) -> ShardedOptimizer& {
+      return self.build_shard(static_cast<Optimizer&>(user));
+    };
   }
 
   ShardedOptimizer* find(const torch::optim::Optimizer& user) {
@@ -364,6 +443,7 @@ class ShardedStrategy : public LocalStrategy {
     const auto& groups = user.param_groups();
     sharded->flats.clear();
     sharded->pieces.assign(groups.size(), {});
+    sharded->piece_of.assign(groups.size(), {});
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const auto& params = groups[g].params();
       for (std::size_t k = 0; k < params.size(); ++k) {
@@ -379,7 +459,10 @@ class ShardedStrategy : public LocalStrategy {
         const auto [f, i] = found->second;
         if (std::find(sharded->flats.begin(), sharded->flats.end(), f) == sharded->flats.end())
           sharded->flats.push_back(f);
-        if (const auto* piece = flats_[f]->piece_of(i)) sharded->pieces[g].push_back(piece->data);
+        if (const auto* piece = flats_[f]->piece_of(i)) {
+          sharded->pieces[g].push_back(piece->data);
+          sharded->piece_of[g].push_back({k, piece->begin});
+        }
       }
     }
     std::sort(sharded->flats.begin(), sharded->flats.end());

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# save_state / load_state against PyTorch's torch.save / torch.load of the same training state
+# (the mlp of accel_bench with Adam; default 3072 x 6, 49.6M parameters), at world size 2.
+#
+#   bench/checkpoint.sh [--turns N] [--strategies "ddp zero2 zero3"] [--hidden H] [--layers L]
+#                       [--build-dir DIR] [--dir FOLDER]
+#
+# In alternating turns (accel under each strategy, then PyTorch; --turns each, default 3) it runs
+# build/bench/accel_bench --checkpoint and bench/reference/ddp.py --checkpoint, takes the median
+# save and load times of each, and prints them with the ratio PyTorch / accel (above 1: accel is
+# faster). PyTorch's side is what Accelerate's save_state does under DDP: rank 0 torch.save()s the
+# model's and the optimizer's state_dict (no fsync), every rank torch.load()s it and calls
+# load_state_dict. accel's side is the whole crash-safe protocol: every rank writes its file,
+# fsyncs it, the manifest is written and fsynced, the folder renamed; on load every file is read,
+# checksummed and staged before anything changes. --dir picks the folder (default: a new one in
+# the build folder, on the same disk as a real run's checkpoints would be).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir="$repo/build"
+turns=3
+strategies="ddp zero2 zero3"
+hidden=3072
+layers=6
+dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --turns) turns=$2; shift 2 ;;
+    --strategies) strategies=$2; shift 2 ;;
+    --hidden) hidden=$2; shift 2 ;;
+    --layers) layers=$2; shift 2 ;;
+    --build-dir) build_dir=$(cd "$2" && pwd); shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    *) echo "bench/checkpoint.sh: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$dir" ] || dir=$(mktemp -d "$build_dir/checkpoint-bench.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+common=(--nproc 2 --optimizer adam --model mlp --hidden "$hidden" --layers "$layers" --batch 32
+        --steps 1 --warmup 1)
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+field() { grep -o "$1=[0-9.]*" | cut -d= -f2; }
+
+declare -A save load
+for turn in $(seq "$turns"); do
+  for s in $strategies; do
+    rm -rf "${dir:?}"/*
+    out=$("$build_dir/bench/accel_bench" "${common[@]}" --strategy "$s" --checkpoint "$dir")
+    save[$s]+="$(field save_s <<<"$out") "
+    load[$s]+="$(field load_s <<<"$out") "
+    echo "turn $turn accel $s: $(grep '^checkpoint:' <<<"$out")"
+  done
+  rm -rf "${dir:?}"/*
+  out=$(/usr/bin/python3 "$repo/bench/reference/ddp.py" "${common[@]}" --checkpoint "$dir")
+  save[torch]+="$(field save_s <<<"$out") "
+  load[torch]+="$(field load_s <<<"$out") "
+  echo "turn $turn torch.save/torch.load: $(grep '^checkpoint:' <<<"$out")"
+done
+
+m() { tr ' ' '\n' <<<"$1" | grep . | median; }
+torch_save=$(m "${save[torch]}") torch_load=$(m "${load[torch]}")
+printf '\n| %-28s | %8s | %8s | %14s | %14s |\n' "2 ranks, median of $turns" "save s" "load s" "save vs torch" "load vs torch"
+printf '|%s|%s|%s|%s|%s|\n' "------------------------------" "----------" "----------" "----------------" "----------------"
+printf '| %-28s | %8.3f | %8.3f | %14s | %14s |\n' "torch.save / torch.load" "$torch_save" "$torch_load" "1.00x" "1.00x"
+for s in $strategies; do
+  a_save=$(m "${save[$s]}") a_load=$(m "${load[$s]}")
+  printf '| %-28s | %8.3f | %8.3f | %13.2fx | %13.2fx |\n' "accel $s" "$a_save" "$a_load" \
+    "$(awk -v t="$torch_save" -v a="$a_save" 'BEGIN { print t / a }')" \
+    "$(awk -v t="$torch_load" -v a="$a_load" 'BEGIN { print t / a }')"
+done

@@ -1,0 +1,741 @@
+// Accelerator::save_state / load_state / save_model / load_model (docs/checkpoints.md).
+//
+// A checkpoint is a folder:
+//   rank_<r>.safetensors   what rank r holds: its slices of the parameters and of the optimizer
+//                          state (state/slice_catalog.hpp), its RNG states, mid-window its
+//                          gradients, and on rank 0 the buffers and registered objects
+//   manifest.json          written last by the main process: format version, accel and libtorch
+//                          versions, world size, policies, every file's size and XXH3-64, the
+//                          models' parameter names, shapes and dtypes, the optimizers' types and
+//                          options, schedulers, loader positions, the window, step counters
+// committed as state/checkpoint_folder.hpp describes. Loading is staged: every file is read and
+// its checksum verified, and every value the live objects will take is built and checked, on
+// every rank, before anything changes; the ranks then agree that all of them succeeded, and only
+// then copy the values in.
+#pragma once
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core.hpp"
+#include "../detail/error.hpp"
+#include "../detail/torch_compat.hpp"
+#include "../version.hpp"
+#include "checkpoint_folder.hpp"
+#include "checksum.hpp"
+#include "optimizer_state.hpp"
+#include "posix_file.hpp"
+#include "safetensors.hpp"
+#include "slice_catalog.hpp"
+#include "weights.hpp"
+
+namespace accel::state {
+
+inline constexpr int checkpoint_format_version = 1;
+
+namespace detail {
+
+inline std::string rank_file(int rank) { return fmt::format("rank_{}.safetensors", rank); }
+
+// torch::optim::LRScheduler keeps its step count protected; a checkpoint must read and set it.
+struct SchedulerAccess : torch::optim::LRScheduler {
+  static unsigned& step_count(torch::optim::LRScheduler& scheduler) {
+    return scheduler.*(&SchedulerAccess::step_count_);
+  }
+};
+
+inline std::string libtorch_version() {
+  return fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+}
+
+inline torch::Tensor bytes_tensor(const std::string& bytes) {
+  torch::Tensor t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+inline std::string tensor_bytes(const torch::Tensor& t) {
+  const torch::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+}
+
+inline std::vector<torch::Generator> generators() {
+  std::vector<torch::Generator> all{at::detail::getDefaultCPUGenerator()};
+  if (torch::cuda::is_available())
+    for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i)
+      all.push_back(at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, i)));
+  return all;
+}
+inline std::string generator_name(int rank, std::size_t index) {
+  return index == 0 ? fmt::format("rng/rank{}/cpu", rank)
+                    : fmt::format("rng/rank{}/cuda{}", rank, index - 1);
+}
+
+// Every rank's outcome of a step that may fail on some ranks only: all of them learn of the
+// first failure and throw it, so that no rank goes on alone (into a collective the others never
+// reach, or applying a checkpoint the others refused).
+inline void agree(runtime::ProcessGroup* group, const std::string& error, const char* what) {
+  std::vector<std::string> errors{error};
+  if (group != nullptr) errors = runtime::gather_object(group, error);
+  for (std::size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) {
+      if (static_cast<int>(r) == (group ? group->rank() : 0)) throw Error(errors[r]);
+      throw Error(fmt::format("accel: {}: rank {} failed: {}", what, r, errors[r]));
+    }
+}
+template <class F>
+std::string error_of(F&& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+inline std::string broadcast_string(runtime::ProcessGroup* group, const std::string& value) {
+  if (group == nullptr) return value;
+  return runtime::gather_object(group, value).front();
+}
+
+}  // namespace detail
+
+template <class Accel>
+struct CheckpointIO {
+  using Path = std::filesystem::path;
+
+  // --- save_state ----------------------------------------------------------------------------
+  static Path save_state(Accel& acc, const std::optional<Path>& requested) {
+    runtime::ProcessGroup* group = acc.group_.get();
+    const int rank = acc.process_index();
+    const Path root = acc.options_.checkpoints.directory;
+    std::string target_text;
+    std::string error = detail::error_of([&] {
+      if (rank != 0) return;
+      const Path target = requested ? *requested : next_automatic_checkpoint(root);
+      begin_staging(target);
+      target_text = target.string();
+    });
+    detail::agree(group, error, "save_state: preparing the folder");
+    const Path target = detail::broadcast_string(group, target_text);
+    const Path staging = staging_folder(target);
+
+    // Every rank writes its file; the sizes and checksums go to the main process's manifest.
+    std::string record;
+    error = detail::error_of([&] {
+      const std::string bytes = safetensors::serialize(rank_tensors(acc));
+      posix::write_file_synced(staging / detail::rank_file(rank), bytes);
+      record = nlohmann::json{{"name", detail::rank_file(rank)},
+                              {"bytes", bytes.size()},
+                              {"xxh3", checksum_hex(checksum(bytes.data(), bytes.size()))}}
+                   .dump();
+    });
+    detail::agree(group, error, "save_state: writing the rank files");
+    std::vector<std::string> records{record};
+    if (group != nullptr) records = runtime::gather_object(group, record);
+
+    error = detail::error_of([&] {
+      if (rank != 0) return;
+      nlohmann::json manifest = describe(acc);
+      manifest["files"] = nlohmann::json::array();
+      for (const auto& r : records) manifest["files"].push_back(nlohmann::json::parse(r));
+      posix::write_file_synced(staging / manifest_name, manifest.dump(1));
+      commit_staging(staging, target);
+      if (!requested || target.parent_path() == root)
+        prune_checkpoints(root, acc.options_.checkpoints.total_limit);
+    });
+    detail::agree(group, error, "save_state: committing");
+    return target;
+  }
+
+  // --- load_state ----------------------------------------------------------------------------
+  static Path load_state(Accel& acc, const std::optional<Path>& requested) {
+    runtime::ProcessGroup* group = acc.group_.get();
+    std::string chosen;
+    std::string error = detail::error_of([&] {
+      if (acc.process_index() != 0) return;
+      if (requested) {
+        chosen = requested->string();
+        return;
+      }
+      const Path root = acc.options_.checkpoints.directory;
+      const auto newest = newest_committed_checkpoint(root);
+      if (!newest)
+        accel::detail::fail("load_state: no committed checkpoint_<n> under '{}' (a folder "
+                            "with {}); pass the folder to load_state(), or check "
+                            "Options::checkpoints.directory",
+                            root.string(), manifest_name);
+      chosen = newest->string();
+    });
+    detail::agree(group, error, "load_state: finding the checkpoint");
+    const Path folder = detail::broadcast_string(group, chosen);
+
+    std::vector<std::function<void()>> apply;
+    error = detail::error_of([&] { apply = stage(acc, folder); });
+    detail::agree(group, error, "load_state");
+    torch::NoGradGuard no_grad;
+    for (auto& step : apply) step();
+    acc.strategy_.after_state_loaded();
+    return folder;
+  }
+
+  // --- save_model / load_model ---------------------------------------------------------------
+  static void save_model(Accel& acc, torch::nn::Module& model, const Path& folder,
+                         std::uint64_t max_shard_bytes) {
+    std::string error;
+    {
+      typename Accel::FullParameters full(acc, model);
+      error = detail::error_of([&] {
+        if (!acc.is_main_process()) return;
+        std::vector<std::pair<std::string, torch::Tensor>> named;
+        for (const auto& item : model.named_parameters())
+          named.emplace_back(item.key(), item.value().detach().to(torch::kCPU));
+        for (const auto& item : model.named_buffers())
+          named.emplace_back(item.key(), item.value().detach().to(torch::kCPU));
+        std::filesystem::create_directories(folder);
+        save_weights(folder, named, max_shard_bytes);
+      });
+    }
+    detail::agree(acc.group_.get(), error, "save_model");
+  }
+
+  static void load_model(Accel& acc, torch::nn::Module& model, const Path& folder, bool strict) {
+    std::vector<std::pair<std::string, torch::Tensor>> found;
+    std::string error = detail::error_of([&] {
+      found = load_weights(folder);
+      std::vector<std::string> expected, names;
+      for (const auto& item : model.named_parameters()) expected.push_back(item.key());
+      for (const auto& item : model.named_buffers()) expected.push_back(item.key());
+      for (const auto& [name, t] : found) names.push_back(name);
+      if (strict) {
+        const NameCheck check = compare_names(expected, names);
+        if (!check.missing.empty() || !check.unexpected.empty())
+          accel::detail::fail("load_model: '{}' does not match the model: {}; pass strict = false "
+                              "to load the names that match",
+                              folder.string(), describe(check));
+      }
+    });
+    detail::agree(acc.group_.get(), error, "load_model");
+    typename Accel::FullParameters full(acc, model);
+    error = detail::error_of([&] {
+      std::map<std::string, torch::Tensor> live;
+      for (const auto& item : model.named_parameters()) live.emplace(item.key(), item.value());
+      for (const auto& item : model.named_buffers()) live.emplace(item.key(), item.value());
+      for (const auto& [name, t] : found) {
+        const auto it = live.find(name);
+        if (it == live.end()) continue;
+        if (it->second.sizes() != t.sizes())
+          accel::detail::fail("load_model: '{}' in '{}' has shape [{}], the model's is [{}]", name,
+                              folder.string(), fmt::join(t.sizes(), ", "),
+                              fmt::join(it->second.sizes(), ", "));
+      }
+      torch::NoGradGuard no_grad;
+      for (const auto& [name, t] : found)
+        if (const auto it = live.find(name); it != live.end()) it->second.copy_(t);
+    });
+    detail::agree(acc.group_.get(), error, "load_model");
+  }
+
+ private:
+  // --- What one rank writes ------------------------------------------------------------------
+  static std::vector<std::pair<std::string, torch::Tensor>> rank_tensors(Accel& acc) {
+    const int rank = acc.process_index();
+    auto& strategy = acc.strategy_;
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    auto cpu = [](const torch::Tensor& t) { return t.detach().to(torch::kCPU).contiguous(); };
+    for (std::size_t m = 0; m < acc.models_.size(); ++m) {
+      const auto& model = *acc.models_[m];
+      for (const auto& item : model.named_parameters())
+        if (const auto slice = strategy.saved_slice(item.value(), rank))
+          named.emplace_back(slice_name(model_tensor(m, item.key()), slice->begin), cpu(slice->data));
+      if (rank == 0)
+        for (const auto& item : model.named_buffers())
+          named.emplace_back(slice_name(model_tensor(m, item.key()), 0),
+                             cpu(item.value().reshape({-1})));
+    }
+    for (std::size_t o = 0; o < acc.optimizers_.size(); ++o) {
+      torch::optim::Optimizer& user = *acc.optimizers_[o];
+      const OptimizerKind kind = kind_of(user);
+      if (kind == OptimizerKind::other) {
+        if (rank != 0) continue;
+        torch::serialize::OutputArchive archive;
+        user.save(archive);
+        std::ostringstream out;
+        archive.save_to(out);
+        named.emplace_back(fmt::format("optimizer{}/archive", o), detail::bytes_tensor(out.str()));
+        continue;
+      }
+      for (const auto& slot : strategy.state_slots(user, /*saving=*/true, rank)) {
+        const auto& state = slot.holder->state();
+        const auto found = state.find(accel::detail::optimizer_state_key(slot.key));
+        if (found == state.end()) continue;  // not stepped yet
+        for (auto& [field, t] : param_state_tensors(kind, *found->second)) {
+          const std::string base = state_tensor(o, slot.group, slot.index, field);
+          if (field == "step")
+            named.emplace_back(base, cpu(t));
+          else
+            named.emplace_back(slice_name(base, slot.begin), cpu(t));
+        }
+      }
+    }
+    const auto generators = detail::generators();
+    for (std::size_t i = 0; i < generators.size(); ++i)
+      named.emplace_back(detail::generator_name(rank, i), generators[i].get_state());
+    if (acc.gradients_.collecting()) {
+      for (std::size_t m = 0; m < acc.models_.size(); ++m)
+        for (const auto& item : acc.models_[m]->named_parameters())
+          if (!strategy.is_flattened(item.value()) && item.value().grad().defined())
+            named.emplace_back(gradient_tensor(rank, model_tensor(m, item.key())),
+                               cpu(item.value().grad()));
+      const auto flats = strategy.flat_gradients();
+      for (std::size_t f = 0; f < flats.size(); ++f)
+        if (flats[f].defined())
+          named.emplace_back(gradient_tensor(rank, fmt::format("flat{}", f)), cpu(flats[f]));
+    }
+    if (rank == 0)
+      for (std::size_t i = 0; i < acc.custom_objects_.size(); ++i)
+        named.emplace_back(fmt::format("custom/{}", i),
+                           detail::bytes_tensor(acc.custom_objects_[i].save()));
+    return named;
+  }
+
+  static std::string model_tensor(std::size_t m, const std::string& name) {
+    return fmt::format("model{}/{}", m, name);
+  }
+  static std::string state_tensor(std::size_t o, std::size_t g, std::size_t k,
+                                  const std::string& field) {
+    return fmt::format("optimizer{}/{}/{}/{}", o, g, k, field);
+  }
+  static std::string gradient_tensor(int rank, const std::string& name) {
+    return fmt::format("gradients/rank{}/{}", rank, name);
+  }
+
+  // --- The manifest (main process) -----------------------------------------------------------
+  static nlohmann::json describe(Accel& acc) {
+    using json = nlohmann::json;
+    json manifest{{"format", "accel-checkpoint"},
+                  {"format_version", checkpoint_format_version},
+                  {"accel_version", fmt::format("{}.{}.{}", ACCEL_VERSION_MAJOR,
+                                                ACCEL_VERSION_MINOR, ACCEL_VERSION_PATCH)},
+                  {"libtorch_version", detail::libtorch_version()},
+                  {"world_size", acc.num_processes()},
+                  {"parallelism", std::string(Accel::parallelism_policy::name)},
+                  {"precision", std::string(Accel::precision_policy::name)},
+                  {"accumulation_steps", Accel::accumulation_steps},
+                  {"split_batches", acc.options_.split_batches},
+                  {"completed_steps", acc.completed_steps_}};
+    json models = json::array();
+    for (const auto& model : acc.models_) {
+      json parameters = json::array(), buffers = json::array();
+      for (const auto& item : model->named_parameters())
+        parameters.push_back({{"name", item.key()},
+                              {"shape", acc.strategy_.parameter_shape(item.value())},
+                              {"dtype", c10::toString(item.value().scalar_type())}});
+      for (const auto& item : model->named_buffers())
+        buffers.push_back({{"name", item.key()},
+                           {"shape", item.value().sizes().vec()},
+                           {"dtype", c10::toString(item.value().scalar_type())}});
+      models.push_back({{"parameters", parameters}, {"buffers", buffers}});
+    }
+    manifest["models"] = models;
+    json optimizers = json::array();
+    for (const auto* optimizer : acc.optimizers_) {
+      const OptimizerKind kind = kind_of(*optimizer);
+      json groups = json::array();
+      for (const auto& group : optimizer->param_groups())
+        groups.push_back({{"parameters", group.params().size()},
+                          {"options", options_json(kind, group.options())}});
+      optimizers.push_back({{"type", std::string(kind_name(kind))}, {"groups", groups}});
+    }
+    manifest["optimizers"] = optimizers;
+    json schedulers = json::array();
+    for (auto* scheduler : acc.schedulers_)
+      schedulers.push_back({{"step_count", detail::SchedulerAccess::step_count(*scheduler)}});
+    manifest["schedulers"] = schedulers;
+    json loaders = json::array();
+    for (const auto& position : acc.loaders_) {
+      // An epoch served to its end resumes at the next one; before any iteration (since a
+      // load), the position still to be skipped to.
+      std::int64_t epoch = position.next_epoch(), consumed = position.skip;
+      if (position.epoch >= 0) {
+        consumed = position.consumed < position.batches ? position.consumed : 0;
+        if (consumed > 0) epoch = position.epoch;
+      }
+      const std::int64_t global =
+          acc.options_.split_batches ? consumed : consumed * acc.num_processes();
+      loaders.push_back({{"epoch", epoch},
+                         {"batches_consumed", consumed},
+                         {"global_batches_consumed", global},
+                         {"samples", position.samples},
+                         {"batch_size", position.batch_size},
+                         {"shuffle", position.shuffle},
+                         {"seed", position.seed}});
+    }
+    manifest["loaders"] = loaders;
+    const auto window = acc.gradients_.saved();
+    manifest["window"] = {{"length", window.window},
+                          {"position", window.position},
+                          {"collecting", window.collecting}};
+    const auto precision = acc.precision_state();
+    if constexpr (requires { precision.scale; precision.growth_tracker; })
+      manifest["precision_state"] = {{"scale", precision.scale},
+                                     {"growth_tracker", precision.growth_tracker}};
+    else
+      manifest["precision_state"] = json::object();
+    manifest["custom_objects"] = acc.custom_objects_.size();
+    return manifest;
+  }
+
+  // --- Staged loading: everything checked, nothing changed; returns what changes it ----------
+  static std::vector<std::function<void()>> stage(Accel& acc, const Path& folder) {
+    using json = nlohmann::json;
+    const int rank = acc.process_index();
+    const Path manifest_path = folder / manifest_name;
+    if (!std::filesystem::is_regular_file(manifest_path))
+      accel::detail::fail("load_state: '{}' has no {}: it is not a checkpoint, or its save did not "
+                          "complete (the manifest is written last)",
+                          folder.string(), manifest_name);
+    json manifest;
+    try {
+      manifest = json::parse(posix::read_file(manifest_path));
+    } catch (const json::exception& e) {
+      accel::detail::fail("load_state: '{}' is not valid JSON ({})", manifest_path.string(), e.what());
+    }
+    auto field = [&](const char* key) -> const json& {
+      const auto found = manifest.find(key);
+      if (found == manifest.end())
+        accel::detail::fail("load_state: '{}' has no '{}'", manifest_path.string(), key);
+      return *found;
+    };
+    try {
+      return stage_from(acc, folder, field, rank);
+    } catch (const json::exception& e) {
+      accel::detail::fail("load_state: '{}' does not have the layout of format version {} ({})",
+                          manifest_path.string(), checkpoint_format_version, e.what());
+    }
+  }
+
+  template <class Field>
+  static std::vector<std::function<void()>> stage_from(Accel& acc, const Path& folder,
+                                                       Field&& field, int rank) {
+    const std::string where = (folder / manifest_name).string();
+    if (field("format") != "accel-checkpoint" ||
+        field("format_version").template get<int>() != checkpoint_format_version)
+      accel::detail::fail("load_state: '{}' is format {} version {}; this accel reads "
+                          "accel-checkpoint version {}",
+                          where, field("format").dump(), field("format_version").dump(),
+                          checkpoint_format_version);
+    const int saved_world = field("world_size").template get<int>();
+    const std::string saved_parallelism = field("parallelism").template get<std::string>();
+    const std::string saved_precision = field("precision").template get<std::string>();
+    const auto& window = field("window");
+    const bool mid_window = window.at("collecting").template get<bool>();
+    const std::string here = fmt::format("{} on {} processes", Accel::parallelism_policy::name,
+                                         acc.num_processes());
+    if (mid_window && (saved_world != acc.num_processes() ||
+                       saved_parallelism != Accel::parallelism_policy::name ||
+                       field("accumulation_steps").template get<int>() != Accel::accumulation_steps))
+      accel::detail::fail("load_state: '{}' was saved mid-window (micro-step {} of {}) by {} on {} "
+                          "processes with GradAccum<{}>; its collected gradients belong to that "
+                          "layout, so load it with the same, not {} with GradAccum<{}> (or save at "
+                          "the end of a window, when sync_gradients() is true)",
+                          where, window.at("position").template get<int>(),
+                          window.at("length").template get<int>(), saved_parallelism, saved_world,
+                          field("accumulation_steps").template get<int>(), here,
+                          Accel::accumulation_steps);
+    const bool scaled_here = !field("precision_state").empty() || saved_precision == "Fp16";
+    if (saved_precision != Accel::precision_policy::name && scaled_here)
+      accel::detail::fail("load_state: '{}' was saved under {} and this Accelerator is {}; the "
+                          "loss scaler's state does not carry over between them, so load it "
+                          "with {}",
+                          where, saved_precision, Accel::precision_policy::name, saved_precision);
+
+    // Every rank file, read whole and checked against the manifest.
+    SliceCatalog catalog;
+    for (const auto& file : field("files")) {
+      const std::string name = file.at("name").template get<std::string>();
+      const Path path = folder / name;
+      std::string bytes = posix::read_file(path);
+      const auto expected_bytes = file.at("bytes").template get<std::uint64_t>();
+      if (bytes.size() != expected_bytes)
+        accel::detail::fail("load_state: '{}' holds {} bytes, the manifest says {}; the file was "
+                            "truncated or replaced",
+                            path.string(), bytes.size(), expected_bytes);
+      const std::string sum = checksum_hex(checksum(bytes.data(), bytes.size()));
+      if (sum != file.at("xxh3").template get<std::string>())
+        accel::detail::fail("load_state: '{}' has checksum {}, the manifest says {}; the file is "
+                            "corrupt",
+                            path.string(), sum, file.at("xxh3").template get<std::string>());
+      catalog.add(safetensors::File::from_bytes(std::move(bytes), path.string()), path.string());
+    }
+
+    std::vector<std::function<void()>> apply;
+    auto& strategy = acc.strategy_;
+
+    // Models: parameters (this rank's slices) and buffers.
+    const auto& models = field("models");
+    if (models.size() != acc.models_.size())
+      accel::detail::fail("load_state: '{}' holds {} models, {} are prepared; prepare the same "
+                          "models, in the same order, before load_state()",
+                          where, models.size(), acc.models_.size());
+    for (std::size_t m = 0; m < acc.models_.size(); ++m) {
+      auto& model = *acc.models_[m];
+      std::vector<std::string> expected, saved;
+      std::map<std::string, const nlohmann::json*> described;
+      for (const auto* list : {&models[m].at("parameters"), &models[m].at("buffers")})
+        for (const auto& entry : *list) {
+          saved.push_back(entry.at("name").template get<std::string>());
+          described[saved.back()] = &entry;
+        }
+      for (const auto& item : model.named_parameters()) expected.push_back(item.key());
+      for (const auto& item : model.named_buffers()) expected.push_back(item.key());
+      const NameCheck check = compare_names(expected, saved);
+      if (!check.missing.empty() || !check.unexpected.empty())
+        accel::detail::fail("load_state: model #{} in '{}' does not match prepared model #{}: {}",
+                            m, where, m, describe(check));
+      auto check_shape = [&](const std::string& name, const std::vector<std::int64_t>& shape,
+                             c10::ScalarType dtype) {
+        const auto& entry = *described.at(name);
+        const auto saved_shape = entry.at("shape").template get<std::vector<std::int64_t>>();
+        if (saved_shape != shape || entry.at("dtype").template get<std::string>() != c10::toString(dtype))
+          accel::detail::fail("load_state: '{}' of model #{} was saved as {} [{}], the live one is "
+                              "{} [{}] ({})",
+                              name, m, entry.at("dtype").template get<std::string>(),
+                              fmt::join(saved_shape, ", "), c10::toString(dtype),
+                              fmt::join(shape, ", "), where);
+      };
+      for (const auto& item : model.named_parameters()) {
+        const torch::Tensor& p = item.value();
+        check_shape(item.key(), strategy.parameter_shape(p), p.scalar_type());
+        const auto slice = strategy.loaded_slice(p);
+        if (!slice) continue;
+        torch::Tensor value = catalog.read(model_tensor(m, item.key()), slice->begin,
+                                           slice->data.numel(), p.scalar_type());
+        apply.push_back([data = slice->data, value] { data.copy_(value); });
+      }
+      for (const auto& item : model.named_buffers()) {
+        const torch::Tensor& b = item.value();
+        check_shape(item.key(), b.sizes().vec(), b.scalar_type());
+        torch::Tensor value =
+            catalog.read(model_tensor(m, item.key()), 0, b.numel(), b.scalar_type()).view(b.sizes());
+        apply.push_back([b, value] { b.copy_(value); });
+      }
+    }
+
+    // Optimizers: options of every param group, and the state this rank holds.
+    const auto& optimizers = field("optimizers");
+    if (optimizers.size() != acc.optimizers_.size())
+      accel::detail::fail("load_state: '{}' holds {} optimizers, {} are prepared", where,
+                          optimizers.size(), acc.optimizers_.size());
+    for (std::size_t o = 0; o < acc.optimizers_.size(); ++o) {
+      torch::optim::Optimizer& user = *acc.optimizers_[o];
+      const OptimizerKind kind = kind_of(user);
+      const auto& saved = optimizers[o];
+      const std::string label = fmt::format("optimizer #{} in '{}'", o, where);
+      if (saved.at("type").template get<std::string>() != kind_name(kind))
+        accel::detail::fail("load_state: {} is {}, the prepared one is {}", label,
+                            saved.at("type").template get<std::string>(), kind_name(kind));
+      auto& groups = user.param_groups();
+      const auto& saved_groups = saved.at("groups");
+      if (saved_groups.size() != groups.size())
+        accel::detail::fail("load_state: {} has {} param groups, the prepared one {}", label,
+                            saved_groups.size(), groups.size());
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        const auto count = saved_groups[g].at("parameters").template get<std::size_t>();
+        if (count != groups[g].params().size())
+          accel::detail::fail("load_state: param group {} of {} has {} parameters, the prepared "
+                              "one {}",
+                              g, label, count, groups[g].params().size());
+        std::shared_ptr<torch::optim::OptimizerOptions> options = options_from_json(
+            kind, groups[g].options(), saved_groups[g].at("options"),
+            fmt::format("param group {} of {}", g, label));
+        apply.push_back([&group = groups[g], options] { group.set_options(options->clone()); });
+      }
+      if (kind == OptimizerKind::other) {
+        auto archive = std::make_shared<torch::serialize::InputArchive>();
+        std::istringstream in(detail::tensor_bytes(catalog.whole(fmt::format("optimizer{}/archive", o))));
+        archive->load_from(in);
+        apply.push_back([&user, archive] { user.load(*archive); });
+        continue;
+      }
+      struct Staged {
+        torch::optim::Optimizer* holder;
+        decltype(accel::detail::optimizer_state_key(torch::Tensor())) key;
+        std::shared_ptr<torch::optim::OptimizerParamState> state;
+      };
+      auto staged = std::make_shared<std::vector<Staged>>();
+      std::vector<torch::optim::Optimizer*> holders;
+      for (const auto& slot : strategy.state_slots(user, /*saving=*/false, rank)) {
+        if (std::find(holders.begin(), holders.end(), slot.holder) == holders.end())
+          holders.push_back(slot.holder);
+        const std::string prefix = fmt::format("optimizer{}/{}/{}/", o, slot.group, slot.index);
+        std::map<std::string, torch::Tensor> fields;
+        for (const auto& base : catalog.sliced_under(prefix))
+          fields[base.substr(prefix.size())] =
+              catalog.read(base, slot.begin, slot.numel, slot.key.scalar_type());
+        if (catalog.has(prefix + "step")) fields["step"] = catalog.whole(prefix + "step");
+        if (fields.empty()) continue;  // the parameter had no state when saved
+        const std::string name = fmt::format("state of parameter {} of param group {} of {}",
+                                             slot.index, slot.group, label);
+        std::shared_ptr<torch::optim::OptimizerParamState> state =
+            make_param_state(kind, fields, slot.key.sizes(), slot.key.options(), name);
+        staged->push_back({slot.holder, accel::detail::optimizer_state_key(slot.key),
+                           std::move(state)});
+      }
+      apply.push_back([holders, staged] {
+        for (auto* holder : holders) holder->state().clear();
+        for (auto& s : *staged) s.holder->state()[s.key] = s.state->clone();
+      });
+    }
+
+    // Schedulers.
+    const auto& schedulers = field("schedulers");
+    if (schedulers.size() != acc.schedulers_.size())
+      accel::detail::fail("load_state: '{}' holds {} LR schedulers, {} are prepared", where,
+                          schedulers.size(), acc.schedulers_.size());
+    for (std::size_t s = 0; s < acc.schedulers_.size(); ++s) {
+      const auto count = schedulers[s].at("step_count").template get<unsigned>();
+      apply.push_back([scheduler = acc.schedulers_[s], count] {
+        detail::SchedulerAccess::step_count(*scheduler) = count;
+      });
+    }
+
+    // Loaders: the same data, and where to continue in it.
+    const auto& loaders = field("loaders");
+    if (loaders.size() != acc.loaders_.size())
+      accel::detail::fail("load_state: '{}' holds {} data loader positions, {} loaders are "
+                          "prepared",
+                          where, loaders.size(), acc.loaders_.size());
+    for (std::size_t l = 0; l < acc.loaders_.size(); ++l) {
+      const auto& saved = loaders[l];
+      auto& position = acc.loaders_[l];
+      const auto samples = saved.at("samples").template get<std::int64_t>();
+      const auto batch_size = saved.at("batch_size").template get<std::int64_t>();
+      const auto shuffle = saved.at("shuffle").template get<bool>();
+      const auto seed = saved.at("seed").template get<std::uint64_t>();
+      if (samples != position.samples || batch_size != position.batch_size ||
+          shuffle != position.shuffle || seed != position.seed)
+        accel::detail::fail("load_state: loader #{} was saved over {} samples in batches of {} "
+                            "(shuffle {}, seed {}), the prepared one serves {} in batches of {} "
+                            "(shuffle {}, seed {}); a resume continues the same data",
+                            l, samples, batch_size, shuffle, seed, position.samples,
+                            position.batch_size, position.shuffle, position.seed);
+      const auto epoch = saved.at("epoch").template get<std::int64_t>();
+      const auto global = saved.at("global_batches_consumed").template get<std::int64_t>();
+      const int world = acc.num_processes();
+      const std::int64_t per_rank = acc.options_.split_batches ? 1 : world;
+      if (global % per_rank != 0)
+        accel::detail::fail("load_state: loader #{} was saved {} batches into epoch {}, which {} "
+                            "processes cannot split evenly; resume on {} processes, or from a "
+                            "checkpoint at the end of an epoch",
+                            l, global, epoch, world, saved_world);
+      apply.push_back([&position, epoch, skip = global / per_rank] {
+        position.set_epoch(epoch);
+        position.skip = skip;
+        position.epoch = -1;
+        position.consumed = 0;
+      });
+    }
+
+    // RNG: rank r takes saved rank r's states (at another world size, ranks beyond keep theirs).
+    if (rank < saved_world) {
+      const auto generators = detail::generators();
+      for (std::size_t i = 0; i < generators.size(); ++i) {
+        const std::string name = detail::generator_name(rank, i);
+        if (!catalog.has(name)) continue;
+        torch::Tensor value = catalog.whole(name);
+        apply.push_back([generator = generators[i], value]() mutable {
+          std::lock_guard<std::mutex> lock(generator.mutex());
+          generator.set_state(value);
+        });
+      }
+    }
+
+    // The window, and mid-window the gradients collected so far.
+    const detail_window saved_window{window.at("length").template get<int>(),
+                                     window.at("position").template get<int>(), mid_window};
+    apply.push_back([&acc, saved_window] {
+      acc.gradients_.restore({saved_window.length, saved_window.position, saved_window.collecting});
+    });
+    if (mid_window) {
+      for (std::size_t m = 0; m < acc.models_.size(); ++m)
+        for (const auto& item : acc.models_[m]->named_parameters()) {
+          const std::string name = gradient_tensor(rank, model_tensor(m, item.key()));
+          if (strategy.is_flattened(item.value()) || !catalog.has(name)) continue;
+          torch::Tensor value = catalog.whole(name);
+          apply.push_back([p = item.value(), value]() mutable {
+            if (p.grad().defined())
+              p.mutable_grad().copy_(value);
+            else
+              p.mutable_grad() = value.to(p.device()).clone();
+          });
+        }
+      const auto flats = strategy.flat_gradients();
+      std::vector<torch::Tensor> gradients(flats.size());
+      for (std::size_t f = 0; f < flats.size(); ++f) {
+        const std::string name = gradient_tensor(rank, fmt::format("flat{}", f));
+        if (catalog.has(name)) gradients[f] = catalog.whole(name);
+      }
+      apply.push_back([&strategy, gradients] { strategy.restore_flat_gradients(gradients); });
+    }
+
+    // The loss scaler, the step count, the registered objects.
+    if constexpr (requires { acc.precision_state().scale; }) {
+      const auto& saved = field("precision_state");
+      typename std::remove_cvref_t<decltype(acc.precision())>::state_type state;
+      state.scale = saved.at("scale").template get<float>();
+      state.growth_tracker = saved.at("growth_tracker").template get<int>();
+      apply.push_back([&acc, state] { acc.load_precision_state(state); });
+    }
+    const auto steps = field("completed_steps").template get<std::int64_t>();
+    apply.push_back([&acc, steps] { acc.completed_steps_ = steps; });
+    const auto custom = field("custom_objects").template get<std::size_t>();
+    if (custom != acc.custom_objects_.size())
+      accel::detail::fail("load_state: '{}' holds {} registered objects, {} are registered; "
+                          "register_for_checkpointing() the same objects, in the same order",
+                          where, custom, acc.custom_objects_.size());
+    for (std::size_t i = 0; i < custom; ++i)
+      apply.push_back(acc.custom_objects_[i].stage(
+          detail::tensor_bytes(catalog.whole(fmt::format("custom/{}", i))),
+          fmt::format("registered object #{} in '{}'", i, folder.string())));
+    return apply;
+  }
+
+  struct detail_window {
+    int length;
+    int position;
+    bool collecting;
+  };
+
+  static std::string describe(const NameCheck& check) {
+    auto some = [](const std::vector<std::string>& names) {
+      const std::size_t shown = std::min<std::size_t>(names.size(), 10);
+      std::string text = fmt::format("{}", fmt::join(names.begin(), names.begin() + shown, ", "));
+      if (names.size() > shown) text += fmt::format(" and {} more", names.size() - shown);
+      return text;
+    };
+    std::string text;
+    if (!check.missing.empty()) text += fmt::format("missing {}", some(check.missing));
+    if (!check.unexpected.empty())
+      text += fmt::format("{}unexpected {}", text.empty() ? "" : "; ", some(check.unexpected));
+    return text;
+  }
+};
+
+}  // namespace accel::state

@@ -1,0 +1,227 @@
+// torch::optim's optimizers as a checkpoint sees them: the per-parameter state as named tensors
+// and the param groups' options as JSON, for the five element-wise optimizers (SGD, Adam, AdamW,
+// Adagrad, RMSprop). Element-wise state ("exp_avg", "momentum_buffer", ...) is stored flattened,
+// so that a piece of it belongs to a piece of its parameter: that is what lets a state saved by
+// a sharded strategy load at another world size or under another strategy. "step" is a 0-dim
+// int64 tensor. Any other optimizer (Ddp only: the sharded strategies refuse them at compile
+// time) is saved whole through its own torch::serialize archive.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../detail/error.hpp"
+
+namespace accel::state {
+
+enum class OptimizerKind { sgd, adam, adamw, adagrad, rmsprop, other };
+
+inline OptimizerKind kind_of(const torch::optim::Optimizer& optimizer) {
+  const auto* p = &optimizer;
+  if (dynamic_cast<const torch::optim::SGD*>(p) != nullptr) return OptimizerKind::sgd;
+  if (dynamic_cast<const torch::optim::Adam*>(p) != nullptr) return OptimizerKind::adam;
+  if (dynamic_cast<const torch::optim::AdamW*>(p) != nullptr) return OptimizerKind::adamw;
+  if (dynamic_cast<const torch::optim::Adagrad*>(p) != nullptr) return OptimizerKind::adagrad;
+  if (dynamic_cast<const torch::optim::RMSprop*>(p) != nullptr) return OptimizerKind::rmsprop;
+  return OptimizerKind::other;
+}
+
+inline std::string_view kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::sgd: return "torch::optim::SGD";
+    case OptimizerKind::adam: return "torch::optim::Adam";
+    case OptimizerKind::adamw: return "torch::optim::AdamW";
+    case OptimizerKind::adagrad: return "torch::optim::Adagrad";
+    case OptimizerKind::rmsprop: return "torch::optim::RMSprop";
+    case OptimizerKind::other: break;
+  }
+  return "another optimizer type";
+}
+
+namespace detail {
+
+// f(name, torch::Tensor&) for each element-wise state tensor, step(int64_t&) for the step count.
+template <class Tensors, class Step>
+void visit_state(OptimizerKind kind, torch::optim::OptimizerParamState& state, Tensors&& f,
+                 Step&& step) {
+  using namespace torch::optim;
+  switch (kind) {
+    case OptimizerKind::sgd: {
+      auto& s = static_cast<SGDParamState&>(state);
+      f("momentum_buffer", s.momentum_buffer());
+      return;
+    }
+    case OptimizerKind::adam: {
+      auto& s = static_cast<AdamParamState&>(state);
+      step(s.step());
+      f("exp_avg", s.exp_avg());
+      f("exp_avg_sq", s.exp_avg_sq());
+      f("max_exp_avg_sq", s.max_exp_avg_sq());
+      return;
+    }
+    case OptimizerKind::adamw: {
+      auto& s = static_cast<AdamWParamState&>(state);
+      step(s.step());
+      f("exp_avg", s.exp_avg());
+      f("exp_avg_sq", s.exp_avg_sq());
+      f("max_exp_avg_sq", s.max_exp_avg_sq());
+      return;
+    }
+    case OptimizerKind::adagrad: {
+      auto& s = static_cast<AdagradParamState&>(state);
+      step(s.step());
+      f("sum", s.sum());
+      return;
+    }
+    case OptimizerKind::rmsprop: {
+      auto& s = static_cast<RMSpropParamState&>(state);
+      step(s.step());
+      f("square_avg", s.square_avg());
+      f("momentum_buffer", s.momentum_buffer());
+      f("grad_avg", s.grad_avg());
+      return;
+    }
+    case OptimizerKind::other: break;
+  }
+  accel::detail::fail("optimizer state of another optimizer type has no named tensors");
+}
+
+inline std::unique_ptr<torch::optim::OptimizerParamState> empty_state(OptimizerKind kind) {
+  using namespace torch::optim;
+  switch (kind) {
+    case OptimizerKind::sgd: return std::make_unique<SGDParamState>();
+    case OptimizerKind::adam: return std::make_unique<AdamParamState>();
+    case OptimizerKind::adamw: return std::make_unique<AdamWParamState>();
+    case OptimizerKind::adagrad: return std::make_unique<AdagradParamState>();
+    case OptimizerKind::rmsprop: return std::make_unique<RMSpropParamState>();
+    case OptimizerKind::other: break;
+  }
+  accel::detail::fail("no parameter state type for another optimizer type");
+}
+
+// f(name, value&) for each option; value is double, bool or (Adam's betas) a pair of doubles.
+template <class F>
+void visit_options(OptimizerKind kind, torch::optim::OptimizerOptions& options, F&& f) {
+  using namespace torch::optim;
+  switch (kind) {
+    case OptimizerKind::sgd: {
+      auto& o = static_cast<SGDOptions&>(options);
+      f("lr", o.lr()), f("momentum", o.momentum()), f("dampening", o.dampening());
+      f("weight_decay", o.weight_decay()), f("nesterov", o.nesterov());
+      return;
+    }
+    case OptimizerKind::adam: {
+      auto& o = static_cast<AdamOptions&>(options);
+      f("lr", o.lr()), f("beta1", std::get<0>(o.betas())), f("beta2", std::get<1>(o.betas()));
+      f("eps", o.eps()), f("weight_decay", o.weight_decay()), f("amsgrad", o.amsgrad());
+      return;
+    }
+    case OptimizerKind::adamw: {
+      auto& o = static_cast<AdamWOptions&>(options);
+      f("lr", o.lr()), f("beta1", std::get<0>(o.betas())), f("beta2", std::get<1>(o.betas()));
+      f("eps", o.eps()), f("weight_decay", o.weight_decay()), f("amsgrad", o.amsgrad());
+      return;
+    }
+    case OptimizerKind::adagrad: {
+      auto& o = static_cast<AdagradOptions&>(options);
+      f("lr", o.lr()), f("lr_decay", o.lr_decay()), f("weight_decay", o.weight_decay());
+      f("initial_accumulator_value", o.initial_accumulator_value()), f("eps", o.eps());
+      return;
+    }
+    case OptimizerKind::rmsprop: {
+      auto& o = static_cast<RMSpropOptions&>(options);
+      f("lr", o.lr()), f("alpha", o.alpha()), f("eps", o.eps());
+      f("weight_decay", o.weight_decay()), f("momentum", o.momentum());
+      f("centered", o.centered());
+      return;
+    }
+    case OptimizerKind::other: break;
+  }
+  // Another type: the learning rate is all a scheduler changes, and every options type has it.
+  double lr = options.get_lr();
+  f("lr", lr);
+  options.set_lr(lr);
+}
+
+}  // namespace detail
+
+// One parameter's state: the element-wise tensors flattened (defined ones only) and "step".
+inline std::vector<std::pair<std::string, torch::Tensor>> param_state_tensors(
+    OptimizerKind kind, const torch::optim::OptimizerParamState& state) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  auto& mutable_state = const_cast<torch::optim::OptimizerParamState&>(state);  // visit only reads
+  detail::visit_state(
+      kind, mutable_state,
+      [&](const char* name, torch::Tensor& t) {
+        if (t.defined()) named.emplace_back(name, t.detach().reshape({-1}));
+      },
+      [&](std::int64_t& step) { named.emplace_back("step", torch::tensor(step, torch::kInt64)); });
+  return named;
+}
+
+// A new parameter state from named tensors (element-wise ones reshaped to `shape`, on `options`'
+// device and dtype). `where` names the parameter in errors.
+inline std::unique_ptr<torch::optim::OptimizerParamState> make_param_state(
+    OptimizerKind kind, const std::map<std::string, torch::Tensor>& fields,
+    torch::IntArrayRef shape, const torch::TensorOptions& options, const std::string& where) {
+  auto state = detail::empty_state(kind);
+  detail::visit_state(
+      kind, *state,
+      [&](const char* name, torch::Tensor& t) {
+        const auto found = fields.find(name);
+        if (found != fields.end()) t = found->second.reshape(shape).to(options).clone();
+      },
+      [&](std::int64_t& step) {
+        const auto found = fields.find("step");
+        if (found == fields.end())
+          accel::detail::fail("{}: the {} state has no 'step'", where, kind_name(kind));
+        step = found->second.item<std::int64_t>();
+      });
+  for (const auto& [name, tensor] : fields) {
+    bool known = name == "step";
+    detail::visit_state(
+        kind, *state, [&](const char* field, torch::Tensor&) { known = known || name == field; },
+        [](std::int64_t&) {});
+    if (!known)
+      accel::detail::fail("{}: '{}' is not part of the state of {}; was it saved by another "
+                          "optimizer type?",
+                          where, name, kind_name(kind));
+  }
+  return state;
+}
+
+inline nlohmann::json options_json(OptimizerKind kind,
+                                   const torch::optim::OptimizerOptions& options) {
+  nlohmann::json json = nlohmann::json::object();
+  auto copy = options.clone();  // visit_options takes a mutable reference
+  detail::visit_options(kind, *copy, [&](const char* name, auto& value) { json[name] = value; });
+  return json;
+}
+
+// `options` with every option set from `json`, which must hold each of them with its type.
+inline std::unique_ptr<torch::optim::OptimizerOptions> options_from_json(
+    OptimizerKind kind, const torch::optim::OptimizerOptions& options, const nlohmann::json& json,
+    const std::string& where) {
+  auto result = options.clone();
+  detail::visit_options(kind, *result, [&](const char* name, auto& value) {
+    using Value = std::remove_reference_t<decltype(value)>;
+    const auto found = json.find(name);
+    const bool typed = found != json.end() &&
+                       (std::is_same_v<Value, bool> ? found->is_boolean() : found->is_number());
+    if (!typed)
+      accel::detail::fail("{}: option '{}' is missing or not a {} in the checkpoint ({})", where,
+                          name, std::is_same_v<Value, bool> ? "boolean" : "number", json.dump());
+    value = found->template get<Value>();
+  });
+  return result;
+}
+
+}  // namespace accel::state
