@@ -8,9 +8,8 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -41,6 +40,7 @@ namespace accel::state::safetensors {
 
 // libtorch's dtype for a safetensors dtype; none for F8 before libtorch 2.1.
 inline std::optional<c10::ScalarType> to_scalar_type(Dtype dtype) {
+  // clang-format off
   switch (dtype) {
     case Dtype::F64: return c10::ScalarType::Double;
     case Dtype::F32: return c10::ScalarType::Float;
@@ -55,6 +55,7 @@ inline std::optional<c10::ScalarType> to_scalar_type(Dtype dtype) {
     case Dtype::F8_E4M3: return accel::detail::float8_e4m3_dtype;  // e4m3fn, as the format means
     case Dtype::F8_E5M2: return accel::detail::float8_e5m2_dtype;
   }
+  // clang-format on
   return std::nullopt;
 }
 
@@ -139,19 +140,22 @@ inline Plan plan(const std::vector<std::pair<std::string, torch::Tensor>>& tenso
   std::vector<Dtype> dtypes;
   for (const auto& [name, tensor] : tensors) {
     if (!names.insert(name).second)
-      accel::detail::fail("cannot write safetensors: two tensors are named {}; names must be "
-                          "unique", show_name(name));
+      accel::detail::fail(
+          "cannot write safetensors: two tensors are named {}; names must be unique",
+          show_name(name));
     if (!tensor.defined())
       accel::detail::fail("cannot write safetensors: tensor {} is undefined", show_name(name));
     if (tensor.layout() != c10::kStrided || tensor.is_quantized())
-      accel::detail::fail("cannot write safetensors: tensor {} is {}; safetensors holds dense "
-                          "tensors only (convert it with .to_dense() or .dequantize())",
-                          show_name(name), tensor.is_quantized() ? "quantized" : "sparse");
+      accel::detail::fail(
+          "cannot write safetensors: tensor {} is {}; safetensors holds dense tensors only "
+          "(convert it with .to_dense() or .dequantize())",
+          show_name(name), tensor.is_quantized() ? "quantized" : "not strided (sparse or mkldnn)");
     const std::optional<Dtype> dtype = to_dtype(tensor.scalar_type());
     if (!dtype)
-      accel::detail::fail("cannot write safetensors: tensor {} is {}, which safetensors (as accel "
-                          "writes it) has no dtype for; convert it to one of {}", show_name(name),
-                          c10::toString(tensor.scalar_type()), dtype_names());
+      accel::detail::fail(
+          "cannot write safetensors: tensor {} is {}, which safetensors (as accel writes it) has "
+          "no dtype for; convert it to one of {}",
+          show_name(name), c10::toString(tensor.scalar_type()), dtype_names());
     dtypes.push_back(*dtype);
     p.order.push_back(p.order.size());
   }
@@ -209,27 +213,29 @@ class File {
       std::vector<std::string> some;
       for (std::size_t i = 0; i < header_.by_name.size() && i < 5; ++i)
         some.push_back(detail::show_name(header_.entries[header_.by_name[i]].name));
-      accel::detail::fail("'{}' has no tensor {}; it has {} tensor{}{}{}{}", source_,
-                          detail::show_name(name), header_.entries.size(),
-                          header_.entries.size() == 1 ? "" : "s", some.empty() ? "" : ": ",
-                          fmt::join(some, ", "), header_.entries.size() > some.size() ? ", ..." : "");
+      accel::detail::fail(
+          "'{}' has no tensor {}; it has {} tensor{}{}{}{}", source_, detail::show_name(name),
+          header_.entries.size(), header_.entries.size() == 1 ? "" : "s", some.empty() ? "" : ": ",
+          fmt::join(some, ", "), header_.entries.size() > some.size() ? ", ..." : "");
     }
     return tensor(*entry);
   }
   torch::Tensor tensor(const Entry& entry) const {
     const std::optional<c10::ScalarType> type = to_scalar_type(entry.dtype);
     if (!type)
-      accel::detail::fail("'{}': tensor {} is {}, which libtorch {} has no dtype for (float8 needs "
-                          "libtorch 2.1 or newer)", source_, detail::show_name(entry.name),
-                          name(entry.dtype), TORCH_VERSION);
+      accel::detail::fail(
+          "'{}': tensor {} is {}, which libtorch {} has no dtype for (float8 needs libtorch 2.1 or "
+          "newer)",
+          source_, detail::show_name(entry.name), name(entry.dtype), TORCH_VERSION);
     const std::span<const std::byte> bytes = data(entry);
     // A torch bool must be 0 or 1; any other byte is undefined behaviour in its kernels.
     if (entry.dtype == Dtype::BOOL)
       for (std::size_t i = 0; i < bytes.size(); ++i)
         if (static_cast<std::uint8_t>(bytes[i]) > 1)
-          accel::detail::fail("'{}': tensor {} is BOOL, but its element {} is byte {:#04x}; BOOL "
-                              "elements are 0 or 1", source_, detail::show_name(entry.name), i,
-                              static_cast<std::uint8_t>(bytes[i]));
+          accel::detail::fail(
+              "'{}': tensor {} is BOOL, but its element {} is byte {:#04x}; BOOL elements are 0 or "
+              "1",
+              source_, detail::show_name(entry.name), i, static_cast<std::uint8_t>(bytes[i]));
     torch::Tensor out = torch::empty(entry.shape, torch::TensorOptions().dtype(*type));
     if (!bytes.empty()) std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
     return out;

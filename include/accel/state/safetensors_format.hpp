@@ -13,14 +13,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <span>
@@ -36,66 +35,52 @@ namespace accel::state::safetensors {
 
 // The dtypes libtorch can hold (F8 from libtorch 2.1). The format has more (U16, U32, U64, F4,
 // ...); a file that uses them is refused by name rather than read into the wrong type.
-enum class Dtype : std::uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
+// clang-format off
+enum class Dtype : std::uint8_t {
+  F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2
+};
+
+namespace detail {
+struct DtypeInfo {
+  Dtype dtype;
+  std::string_view name;
+  std::size_t size;
+  // The reference writer orders tensors by this (its Rust enum's order, by increasing alignment),
+  // largest first, then by name: every tensor then starts at a multiple of its element size, and
+  // our bytes equal the reference's.
+  int reference_rank;
+};
+inline constexpr std::array<DtypeInfo, 12> dtype_table = {{
+    {Dtype::F64, "F64", 8, 12},  {Dtype::F32, "F32", 4, 11},          {Dtype::F16, "F16", 2, 7},
+    {Dtype::BF16, "BF16", 2, 8}, {Dtype::I64, "I64", 8, 13},          {Dtype::I32, "I32", 4, 9},
+    {Dtype::I16, "I16", 2, 5},   {Dtype::I8, "I8", 1, 2},             {Dtype::U8, "U8", 1, 1},
+    {Dtype::BOOL, "BOOL", 1, 0}, {Dtype::F8_E4M3, "F8_E4M3", 1, 4},
+    {Dtype::F8_E5M2, "F8_E5M2", 1, 3},
+}};
+// clang-format on
+constexpr const DtypeInfo& info(Dtype dtype) {
+  return dtype_table[static_cast<std::size_t>(dtype)];
+}
+constexpr bool table_in_enum_order() {
+  for (std::size_t i = 0; i < dtype_table.size(); ++i)
+    if (static_cast<std::size_t>(dtype_table[i].dtype) != i) return false;
+  return true;
+}
+static_assert(table_in_enum_order(), "dtype_table must list the dtypes in Dtype's order");
+}  // namespace detail
 
 inline constexpr std::array<Dtype, 12> all_dtypes = {
     Dtype::F64, Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::I64,     Dtype::I32,
     Dtype::I16, Dtype::I8,  Dtype::U8,  Dtype::BOOL, Dtype::F8_E4M3, Dtype::F8_E5M2};
 
-constexpr std::string_view name(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::F64: return "F64";
-    case Dtype::F32: return "F32";
-    case Dtype::F16: return "F16";
-    case Dtype::BF16: return "BF16";
-    case Dtype::I64: return "I64";
-    case Dtype::I32: return "I32";
-    case Dtype::I16: return "I16";
-    case Dtype::I8: return "I8";
-    case Dtype::U8: return "U8";
-    case Dtype::BOOL: return "BOOL";
-    case Dtype::F8_E4M3: return "F8_E4M3";
-    case Dtype::F8_E5M2: return "F8_E5M2";
-  }
-  return "?";
-}
-
-constexpr std::size_t element_size(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::F64: case Dtype::I64: return 8;
-    case Dtype::F32: case Dtype::I32: return 4;
-    case Dtype::F16: case Dtype::BF16: case Dtype::I16: return 2;
-    case Dtype::I8: case Dtype::U8: case Dtype::BOOL: case Dtype::F8_E4M3: case Dtype::F8_E5M2:
-      return 1;
-  }
-  return 0;
-}
+constexpr std::string_view name(Dtype dtype) { return detail::info(dtype).name; }
+constexpr std::size_t element_size(Dtype dtype) { return detail::info(dtype).size; }
+constexpr int reference_rank(Dtype dtype) { return detail::info(dtype).reference_rank; }
 
 constexpr std::optional<Dtype> parse_dtype(std::string_view text) {
-  for (const Dtype dtype : all_dtypes)
-    if (name(dtype) == text) return dtype;
+  for (const auto& entry : detail::dtype_table)
+    if (entry.name == text) return entry.dtype;
   return std::nullopt;
-}
-
-// The reference writer's order (its Rust enum, by increasing alignment): files are written with
-// the largest first, then by name, so every tensor starts at a multiple of its element size and
-// our bytes equal the reference's.
-constexpr int reference_rank(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::BOOL: return 0;
-    case Dtype::U8: return 1;
-    case Dtype::I8: return 2;
-    case Dtype::F8_E5M2: return 3;
-    case Dtype::F8_E4M3: return 4;
-    case Dtype::I16: return 5;
-    case Dtype::F16: return 7;
-    case Dtype::BF16: return 8;
-    case Dtype::I32: return 9;
-    case Dtype::F32: return 11;
-    case Dtype::F64: return 12;
-    case Dtype::I64: return 13;
-  }
-  return 0;
 }
 
 // One tensor of the header. Offsets are relative to the data section, which starts at 8 + N.
@@ -128,8 +113,9 @@ struct Header {
         if (entry.name == name) return &entry;
       return nullptr;
     }
-    const auto at = std::lower_bound(by_name.begin(), by_name.end(), name,
-                                     [&](std::size_t i, std::string_view n) { return entries[i].name < n; });
+    const auto at =
+        std::lower_bound(by_name.begin(), by_name.end(), name,
+                         [&](std::size_t i, std::string_view n) { return entries[i].name < n; });
     return at != by_name.end() && entries[*at].name == name ? &entries[*at] : nullptr;
   }
 };
@@ -158,14 +144,21 @@ inline std::string shown(const json& value) {
 }
 inline std::string_view kind(const json& value) {
   switch (value.type()) {
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a non-integer number";
-    default: return "null";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a non-integer number";
+    default:
+      return "null";
   }
 }
 inline std::string dtype_names() {
@@ -178,8 +171,10 @@ inline std::string printable(std::string_view text) {
   std::string out;
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) out += c;
-    else out += fmt::format("\\x{:02x}", byte);
+    if (byte >= 0x20 && byte < 0x7f)
+      out += c;
+    else
+      out += fmt::format("\\x{:02x}", byte);
   }
   return out;
 }
@@ -196,21 +191,25 @@ inline std::optional<std::uint64_t> byte_size(Dtype dtype, std::span<const std::
 inline void check_entry(const Entry& e, std::string_view context) {
   for (std::size_t i = 0; i < e.shape.size(); ++i)
     if (e.shape[i] < 0)
-      accel::detail::fail("{}: tensor {}: shape dimension {} is {}; dimensions are integers from 0 "
-                          "to {}", context, show_name(e.name), i, e.shape[i], max_dimension);
+      accel::detail::fail(
+          "{}: tensor {}: shape dimension {} is {}; dimensions are integers from 0 to {}", context,
+          show_name(e.name), i, e.shape[i], max_dimension);
   if (e.begin > e.end)
-    accel::detail::fail("{}: tensor {}: data_offsets [{}, {}] begin after they end; begin must be "
-                        "at most end", context, show_name(e.name), e.begin, e.end);
+    accel::detail::fail(
+        "{}: tensor {}: data_offsets [{}, {}] begin after they end; begin must be at most end",
+        context, show_name(e.name), e.begin, e.end);
   const auto size = byte_size(e.dtype, e.shape);
   if (!size)
-    accel::detail::fail("{}: tensor {}: shape [{}] of {} has more than 2^64 bytes (the size "
-                        "overflows); no file can hold it", context, show_name(e.name),
-                        fmt::join(e.shape, ", "), name(e.dtype));
+    accel::detail::fail(
+        "{}: tensor {}: shape [{}] of {} has more than 2^64 bytes (the size overflows); no file "
+        "can hold it",
+        context, show_name(e.name), fmt::join(e.shape, ", "), name(e.dtype));
   if (*size != e.bytes())
-    accel::detail::fail("{}: tensor {}: shape [{}] of {} is {} bytes ({} per element), but "
-                        "data_offsets [{}, {}] span {} bytes; they must span exactly its size",
-                        context, show_name(e.name), fmt::join(e.shape, ", "), name(e.dtype), *size,
-                        element_size(e.dtype), e.begin, e.end, e.bytes());
+    accel::detail::fail(
+        "{}: tensor {}: shape [{}] of {} is {} bytes ({} per element), but data_offsets [{}, {}] "
+        "span {} bytes; they must span exactly its size",
+        context, show_name(e.name), fmt::join(e.shape, ", "), name(e.dtype), *size,
+        element_size(e.dtype), e.begin, e.end, e.bytes());
 }
 
 // The entries, sorted by offset, tile [0, data_bytes) exactly: no overlap, no hole, nothing after.
@@ -220,28 +219,33 @@ inline void check_tiling(const std::vector<Entry>& sorted, std::uint64_t data_by
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const Entry& e = sorted[i];
     if (e.begin < at)
-      accel::detail::fail("{}: tensor {} (data_offsets [{}, {}]) overlaps tensor {} (data_offsets "
-                          "[{}, {}]); each tensor must begin where the previous one ends", context,
-                          show_name(e.name), e.begin, e.end, show_name(sorted[i - 1].name),
-                          sorted[i - 1].begin, sorted[i - 1].end);
+      accel::detail::fail(
+          "{}: tensor {} (data_offsets [{}, {}]) overlaps tensor {} (data_offsets [{}, {}]); each "
+          "tensor must begin where the previous one ends",
+          context, show_name(e.name), e.begin, e.end, show_name(sorted[i - 1].name),
+          sorted[i - 1].begin, sorted[i - 1].end);
     if (e.begin > at && i == 0)
-      accel::detail::fail("{}: the first tensor {} begins at data offset {}, not 0: bytes [0, {}) "
-                          "belong to no tensor; the tensors must tile the data from offset 0",
-                          context, show_name(e.name), e.begin, e.begin);
+      accel::detail::fail(
+          "{}: the first tensor {} begins at data offset {}, not 0: bytes [0, {}) belong to no "
+          "tensor; the tensors must tile the data from offset 0",
+          context, show_name(e.name), e.begin, e.begin);
     if (e.begin > at)
-      accel::detail::fail("{}: a hole: bytes [{}, {}) of the data belong to no tensor (tensor {} "
-                          "ends at {}, tensor {} begins at {}); each tensor must begin where the "
-                          "previous one ends", context, at, e.begin, show_name(sorted[i - 1].name), at,
-                          show_name(e.name), e.begin);
+      accel::detail::fail(
+          "{}: a hole: bytes [{}, {}) of the data belong to no tensor (tensor {} ends at {}, "
+          "tensor {} begins at {}); each tensor must begin where the previous one ends",
+          context, at, e.begin, show_name(sorted[i - 1].name), at, show_name(e.name), e.begin);
     at = e.end;
   }
   if (at > data_bytes)
-    accel::detail::fail("{}: tensor {} ends at data offset {}, past the end of the data ({} bytes); "
-                        "the file is truncated", context, show_name(sorted.back().name), at, data_bytes);
+    accel::detail::fail(
+        "{}: tensor {} ends at data offset {}, past the end of the data ({} bytes); the file is "
+        "truncated",
+        context, show_name(sorted.back().name), at, data_bytes);
   if (at < data_bytes)
-    accel::detail::fail("{}: {} trailing bytes: the data is {} bytes but the tensors end at {}; "
-                        "the last tensor must end exactly at the end of the file", context,
-                        data_bytes - at, data_bytes, at);
+    accel::detail::fail(
+        "{}: {} trailing bytes: the data is {} bytes but the tensors end at {}; the last tensor "
+        "must end exactly at the end of the file",
+        context, data_bytes - at, data_bytes, at);
 }
 
 inline std::optional<std::uint64_t> as_unsigned(const json& value) {
@@ -255,16 +259,22 @@ inline Entry parse_entry(const std::string& tensor, const json& value, std::stri
   const std::string who = show_name(tensor);
   constexpr std::string_view shape_rule = "an array of integers from 0 to 9223372036854775807";
   if (!value.is_object())
-    accel::detail::fail("{}: tensor {} is {} ({}); a tensor is an object with exactly \"dtype\", "
-                        "\"shape\" and \"data_offsets\"", context, who, kind(value), shown(value));
+    accel::detail::fail(
+        "{}: tensor {} is {} ({}); a tensor is an object with exactly \"dtype\", \"shape\" and "
+        "\"data_offsets\"",
+        context, who, kind(value), shown(value));
   for (const auto& [field, _] : value.items())
     if (field != "dtype" && field != "shape" && field != "data_offsets")
-      accel::detail::fail("{}: tensor {} has an unexpected field {}; a tensor has exactly "
-                          "\"dtype\", \"shape\" and \"data_offsets\"", context, who, show_name(field));
+      accel::detail::fail(
+          "{}: tensor {} has an unexpected field {}; a tensor has exactly \"dtype\", \"shape\" and "
+          "\"data_offsets\"",
+          context, who, show_name(field));
   for (const char* field : {"dtype", "shape", "data_offsets"})
     if (!value.contains(field))
-      accel::detail::fail("{}: tensor {} has no \"{}\"; a tensor has exactly \"dtype\", \"shape\" "
-                          "and \"data_offsets\"", context, who, field);
+      accel::detail::fail(
+          "{}: tensor {} has no \"{}\"; a tensor has exactly \"dtype\", \"shape\" and "
+          "\"data_offsets\"",
+          context, who, field);
   Entry entry{tensor, Dtype::F32, {}, 0, 0};
   const json& dtype = value.at("dtype");
   const std::optional<Dtype> parsed =
@@ -290,13 +300,15 @@ inline Entry parse_entry(const std::string& tensor, const json& value, std::stri
   }
   const json& offsets = value.at("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2)
-    accel::detail::fail("{}: tensor {}: data_offsets is {}; it must be [begin, end], two unsigned "
-                        "integers", context, who, shown(offsets));
+    accel::detail::fail(
+        "{}: tensor {}: data_offsets is {}; it must be [begin, end], two unsigned integers",
+        context, who, shown(offsets));
   const auto begin = as_unsigned(offsets[0]), end = as_unsigned(offsets[1]);
   if (!begin || !end)
-    accel::detail::fail("{}: tensor {}: data_offsets {} are not unsigned integers; they must be "
-                        "[begin, end], two integers from 0 to 18446744073709551615", context, who,
-                        shown(offsets));
+    accel::detail::fail(
+        "{}: tensor {}: data_offsets {} are not unsigned integers; they must be [begin, end], two "
+        "integers from 0 to 18446744073709551615",
+        context, who, shown(offsets));
   entry.begin = *begin;
   entry.end = *end;
   check_entry(entry, context);
@@ -311,8 +323,9 @@ inline void order(Header& header) {
   });
   header.by_name.resize(header.entries.size());
   for (std::size_t i = 0; i < header.by_name.size(); ++i) header.by_name[i] = i;
-  std::sort(header.by_name.begin(), header.by_name.end(),
-            [&](std::size_t a, std::size_t b) { return header.entries[a].name < header.entries[b].name; });
+  std::sort(header.by_name.begin(), header.by_name.end(), [&](std::size_t a, std::size_t b) {
+    return header.entries[a].name < header.entries[b].name;
+  });
 }
 
 // JSON with every object's keys unique (nlohmann keeps the last duplicate silently) and nesting
@@ -330,10 +343,12 @@ inline json parse_json(std::string_view text, std::string_view context) {
       const auto& key = parsed.get_ref<const std::string&>();
       if (!open.back().insert(key).second) {
         if (depth == 1)
-          accel::detail::fail("{}: key {} appears twice; each tensor name (and __metadata__) must "
-                              "appear once", context, show_name(key));
-        accel::detail::fail("{}: key {} appears twice in the object of {}; each key must appear "
-                            "once", context, show_name(key), show_name(tensor));
+          accel::detail::fail(
+              "{}: key {} appears twice; each tensor name (and __metadata__) must appear once",
+              context, show_name(key));
+        accel::detail::fail(
+            "{}: key {} appears twice in the object of {}; each key must appear once", context,
+            show_name(key), show_name(tensor));
       }
       if (depth == 1) tensor = key;
     }
@@ -345,11 +360,12 @@ inline json parse_json(std::string_view text, std::string_view context) {
     const std::string_view what = error.what();
     const auto* parse_error = dynamic_cast<const json::parse_error*>(&error);
     if (parse_error && what.ends_with("expected end of input"))
-      accel::detail::fail("{}: unexpected byte {:#04x} after the JSON object, at byte {} of the "
-                          "header; only spaces (0x20) may follow it", context,
-                          static_cast<unsigned char>(
-                              text[std::min(parse_error->byte - 1, text.size() - 1)]),
-                          parse_error->byte - 1);
+      accel::detail::fail(
+          "{}: unexpected byte {:#04x} after the JSON object, at byte {} of the header; only "
+          "spaces (0x20) may follow it",
+          context,
+          static_cast<unsigned char>(text[std::min(parse_error->byte - 1, text.size() - 1)]),
+          parse_error->byte - 1);
     const auto at = std::min(what.find("parse error"), what.find("number overflow"));
     accel::detail::fail("{}: the header is not valid JSON: {}", context,
                         printable(what.substr(at == std::string_view::npos ? 0 : at)));
@@ -365,33 +381,38 @@ inline Header parse_header(std::span<const std::byte> file, std::string_view sou
   using detail::json;
   const std::string context = fmt::format("'{}' is not a valid safetensors file", source);
   if (file.size() < 8)
-    accel::detail::fail("{}: it is {} bytes, too short: a safetensors file begins with an 8-byte "
-                        "header length", context, file.size());
+    accel::detail::fail(
+        "{}: it is {} bytes, too short: a safetensors file begins with an 8-byte header length",
+        context, file.size());
   std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<std::uint8_t>(file[static_cast<std::size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    n = n << 8 | static_cast<std::uint8_t>(file[static_cast<std::size_t>(i)]);
   if (n > limits.max_header_bytes)
-    accel::detail::fail("{}: its header length N = {} is over the limit of {} bytes (Limits::"
-                        "max_header_bytes; the format allows 100000000)", context, n,
-                        limits.max_header_bytes);
+    accel::detail::fail(
+        "{}: its header length N = {} is over the limit of {} bytes (Limits::max_header_bytes; the "
+        "format allows 100000000)",
+        context, n, limits.max_header_bytes);
   if (n > file.size() - 8)
-    accel::detail::fail("{}: its header length N = {} runs past the end of the file ({} bytes, so "
-                        "N can be at most {}); the file is truncated or not safetensors", context,
-                        n, file.size(), file.size() - 8);
+    accel::detail::fail(
+        "{}: its header length N = {} runs past the end of the file ({} bytes, so N can be at most "
+        "{}); the file is truncated or not safetensors",
+        context, n, file.size(), file.size() - 8);
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
   if (text.empty() || text.front() != '{')
-    accel::detail::fail("{}: its header {}; the header is a JSON object and must begin with '{{' "
-                        "(0x7B)", context,
-                        text.empty() ? std::string("is empty (N = 0)")
-                                     : fmt::format("begins with byte {:#04x}",
-                                                   static_cast<unsigned char>(text.front())));
+    accel::detail::fail(
+        "{}: its header {}; the header is a JSON object and must begin with '{{' (0x7B)", context,
+        text.empty()
+            ? std::string("is empty (N = 0)")
+            : fmt::format("begins with byte {:#04x}", static_cast<unsigned char>(text.front())));
   // Padding: the spec allows trailing spaces, and nothing else, after the object.
   const std::size_t last = text.find_last_not_of(' ');
   const json root = detail::parse_json(text.substr(0, last + 1), context);
   if (text[last] != '}')  // the JSON parsed, so this is whitespace other than a space
-    accel::detail::fail("{}: unexpected byte {:#04x} after the JSON object, at byte {} of the "
-                        "header; only spaces (0x20) may follow it", context,
-                        static_cast<unsigned char>(text[text.find_last_of('}') + 1]),
-                        text.find_last_of('}') + 1);
+    accel::detail::fail(
+        "{}: unexpected byte {:#04x} after the JSON object, at byte {} of the header; only spaces "
+        "(0x20) may follow it",
+        context, static_cast<unsigned char>(text[text.find_last_of('}') + 1]),
+        text.find_last_of('}') + 1);
   if (!root.is_object())
     accel::detail::fail("{}: the header is {}, not a JSON object", context, detail::kind(root));
 
@@ -416,8 +437,9 @@ inline Header parse_header(std::span<const std::byte> file, std::string_view sou
   }
   detail::order(header);
   if (header.entries.empty() && header.data_bytes > 0)
-    accel::detail::fail("{}: {} trailing bytes: the header names no tensor, so nothing may follow "
-                        "it", context, header.data_bytes);
+    accel::detail::fail(
+        "{}: {} trailing bytes: the header names no tensor, so nothing may follow it", context,
+        header.data_bytes);
   detail::check_tiling(header.entries, header.data_bytes, context);
   return header;
 }
@@ -471,7 +493,8 @@ inline std::string serialize_header(const std::vector<Entry>& entries,
   out += '}';
   out.append((8 - out.size() % 8) % 8, ' ');
   const std::uint64_t n = out.size() - 8;
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(n >> (8 * i) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>(n >> (8 * i) & 0xff);
   return out;
 }
 

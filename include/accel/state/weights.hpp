@@ -12,21 +12,19 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "../detail/error.hpp"
 #include "safetensors.hpp"
@@ -59,7 +57,8 @@ inline std::vector<std::vector<std::size_t>> plan_shards(const std::vector<std::
   std::vector<std::vector<std::size_t>> shards(1);
   std::uint64_t filled = 0;
   for (std::size_t i = 0; i < bytes.size(); ++i) {
-    if (!shards.back().empty() && (bytes[i] > max_shard_bytes - filled || filled > max_shard_bytes)) {
+    if (!shards.back().empty() &&
+        (bytes[i] > max_shard_bytes - filled || filled > max_shard_bytes)) {
       shards.emplace_back();
       filled = 0;
     }
@@ -74,7 +73,8 @@ class TemporaryFile {
  public:
   explicit TemporaryFile(std::filesystem::path final_path)
       : final_(std::move(final_path)),
-        path_(final_.parent_path() / fmt::format(".{}.tmp.{}", final_.filename().string(), ::getpid())) {}
+        path_(final_.parent_path() /
+              fmt::format(".{}.tmp.{}", final_.filename().string(), ::getpid())) {}
   ~TemporaryFile() {
     if (!committed_) ::unlink(path_.c_str());
   }
@@ -112,8 +112,9 @@ inline std::map<std::string, std::string> read_weight_map(const std::filesystem:
   const std::string context = fmt::format("'{}' is not a valid weights index", path.string());
   const json index = safetensors::detail::parse_json(read_text(path), context);
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
-    accel::detail::fail("{}: it must be a JSON object with a \"weight_map\" object of tensor name "
-                        "-> file name", context);
+    accel::detail::fail(
+        "{}: it must be a JSON object with a \"weight_map\" object of tensor name -> file name",
+        context);
   std::map<std::string, std::string> map;
   for (const auto& [tensor, file] : index.at("weight_map").items()) {
     if (!file.is_string())
@@ -122,9 +123,9 @@ inline std::map<std::string, std::string> read_weight_map(const std::filesystem:
     const auto& name = file.get_ref<const std::string&>();
     // A name from the file must not reach outside the folder.
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-      accel::detail::fail("{}: tensor {} maps to {}; the index names files in its own folder, "
-                          "without '/'", context, safetensors::detail::show_name(tensor),
-                          safetensors::detail::show_name(name));
+      accel::detail::fail(
+          "{}: tensor {} maps to {}; the index names files in its own folder, without '/'", context,
+          safetensors::detail::show_name(tensor), safetensors::detail::show_name(name));
     map.emplace(tensor, name);
   }
   return map;
@@ -140,8 +141,9 @@ inline void save_weights(const std::filesystem::path& dir,
                          const std::vector<std::pair<std::string, torch::Tensor>>& named,
                          std::uint64_t max_shard_bytes) {
   if (max_shard_bytes == 0)
-    accel::detail::fail("save_weights: max_shard_bytes is 0; it must be at least 1 (for example "
-                        "5'000'000'000, transformers' default of 5 GB)");
+    accel::detail::fail(
+        "save_weights: max_shard_bytes is 0; it must be at least 1 (for example 5'000'000'000, "
+        "transformers' default of 5 GB)");
   // Everything that can be refused is refused before a file is written.
   std::vector<std::uint64_t> bytes;
   std::set<std::string_view> names;
@@ -149,7 +151,8 @@ inline void save_weights(const std::filesystem::path& dir,
     if (!names.insert(name).second)
       accel::detail::fail("save_weights: two tensors are named {}; names must be unique",
                           safetensors::detail::show_name(name));
-    bytes.push_back(tensor.defined() ? static_cast<std::uint64_t>(tensor.numel()) * tensor.element_size() : 0);
+    bytes.push_back(
+        tensor.defined() ? static_cast<std::uint64_t>(tensor.numel()) * tensor.element_size() : 0);
   }
   const auto shards = detail::plan_shards(bytes, max_shard_bytes);
   std::vector<std::vector<std::pair<std::string, torch::Tensor>>> files;
@@ -177,7 +180,8 @@ inline void save_weights(const std::filesystem::path& dir,
     }
   }
   if (files.size() > 1) {
-    const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    const nlohmann::json index = {{"metadata", {{"total_size", total}}},
+                                  {"weight_map", weight_map}};
     const std::string text = index.dump(2) + "\n";  // as transformers writes it (sorted keys)
     detail::TemporaryFile temporary(dir / weights_index_file);
     {
@@ -192,7 +196,8 @@ inline void save_weights(const std::filesystem::path& dir,
   // The other layout's files, and shards of an earlier save with another count.
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    const bool ours = name == weights_file || name == weights_index_file || detail::is_shard_name(name);
+    const bool ours =
+        name == weights_file || name == weights_index_file || detail::is_shard_name(name);
     if (ours && !written.contains(name)) std::filesystem::remove(entry.path());
   }
   detail::sync_folder(dir);
@@ -201,12 +206,14 @@ inline void save_weights(const std::filesystem::path& dir,
 // Reads either layout: the index when there is one (every file it names must exist and hold
 // exactly the tensors it maps to it), else model.safetensors. Tensors come in file order, each
 // file's in its own (offset) order.
-inline std::vector<std::pair<std::string, torch::Tensor>> load_weights(const std::filesystem::path& dir) {
+inline std::vector<std::pair<std::string, torch::Tensor>> load_weights(
+    const std::filesystem::path& dir) {
   const auto index_path = dir / weights_index_file, single_path = dir / weights_file;
   const bool has_index = std::filesystem::exists(index_path);
   if (has_index && std::filesystem::exists(single_path))
-    accel::detail::fail("'{}' holds both {} and {}, two layouts of the weights; remove the one "
-                        "that is stale", dir.string(), weights_file, weights_index_file);
+    accel::detail::fail(
+        "'{}' holds both {} and {}, two layouts of the weights; remove the one that is stale",
+        dir.string(), weights_file, weights_index_file);
   if (!has_index) {
     if (!std::filesystem::exists(single_path))
       accel::detail::fail("'{}' holds neither {} nor {}; it is not a weights folder", dir.string(),
@@ -219,7 +226,8 @@ inline std::vector<std::pair<std::string, torch::Tensor>> load_weights(const std
   for (const auto& [file_name, tensors] : by_file)
     if (!std::filesystem::exists(dir / file_name))
       accel::detail::fail("'{}' maps tensor {} to '{}', which does not exist", index_path.string(),
-                          safetensors::detail::show_name(tensors.front()), (dir / file_name).string());
+                          safetensors::detail::show_name(tensors.front()),
+                          (dir / file_name).string());
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& [file_name, tensors] : by_file) {
     const auto path = dir / file_name;
@@ -232,14 +240,15 @@ inline std::vector<std::pair<std::string, torch::Tensor>> load_weights(const std
     for (const safetensors::Entry& entry : file.header().entries) {
       const auto mapped = weight_map.find(entry.name);
       if (mapped == weight_map.end())
-        accel::detail::fail("'{}' holds tensor {}, which '{}' does not list; the index and the "
-                            "files disagree", path.string(), safetensors::detail::show_name(entry.name),
-                            index_path.string());
+        accel::detail::fail(
+            "'{}' holds tensor {}, which '{}' does not list; the index and the files disagree",
+            path.string(), safetensors::detail::show_name(entry.name), index_path.string());
       if (mapped->second != file_name)
-        accel::detail::fail("tensor {} is in '{}', but the index maps it to '{}'; a tensor must be "
-                            "in one file only, the one the index names",
-                            safetensors::detail::show_name(entry.name), path.string(),
-                            (dir / mapped->second).string());
+        accel::detail::fail(
+            "tensor {} is in '{}', but the index maps it to '{}'; a tensor must be in one file "
+            "only, the one the index names",
+            safetensors::detail::show_name(entry.name), path.string(),
+            (dir / mapped->second).string());
       out.emplace_back(entry.name, file.tensor(entry));
     }
   }
@@ -258,8 +267,9 @@ struct NameCheck {
       std::vector<std::string> shown;
       for (std::size_t i = 0; i < names.size() && i < limit; ++i)
         shown.push_back(safetensors::detail::show_name(names[i]));
-      return fmt::format("{} {}: {}{}", what, names.size(), fmt::join(shown, ", "),
-                         names.size() > limit ? fmt::format(" and {} more", names.size() - limit) : "");
+      return fmt::format(
+          "{} {}: {}{}", what, names.size(), fmt::join(shown, ", "),
+          names.size() > limit ? fmt::format(" and {} more", names.size() - limit) : "");
     };
     std::vector<std::string> parts;
     if (!missing.empty()) parts.push_back(list("missing", missing));
