@@ -103,6 +103,11 @@ struct Options {
   // taking whole batches (the global batch is then batch_size, not batch_size x world size).
   bool split_batches = false;
 
+  // prepare() checkpoints every child with parameters of the model's Sequentials (as FSDP's
+  // apply_activation_checkpointing): their activations are recomputed in backward instead of
+  // kept (memory/checkpoint_children.hpp, docs/memory.md).
+  bool activation_checkpointing = false;
+
   DdpOptions ddp = {};
   LossScalingOptions loss_scaling = {};
   Fp8Options fp8 = {};

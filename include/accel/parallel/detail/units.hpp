@@ -79,11 +79,15 @@ class UnitCallImpl : public torch::nn::Module {
   torch::nn::AnyModule inner_;
 };
 
-// Routes the Sequential's call of `child` through `owner`'s unit `unit`.
+// Routes the Sequential's call of `child` through `owner`'s unit `unit`. The entry is found by
+// position (a Sequential registers its children in the order of its entries), since it may call
+// the child through a wrapper already (Options::activation_checkpointing's).
 template <class Owner>
 void intercept_calls(const SequentialChild& child, Owner* owner, std::size_t unit) {
-  for (auto entry = child.parent->begin(); entry != child.parent->end(); ++entry)
-    if (entry->ptr().get() == child.module.get()) {
+  const auto children = child.parent->children();
+  for (std::size_t i = 0; i < children.size() && i < child.parent->size(); ++i)
+    if (children[i].get() == child.module.get()) {
+      auto entry = child.parent->begin() + static_cast<std::ptrdiff_t>(i);
       *entry = torch::nn::AnyModule(
           std::make_shared<UnitCallImpl<Owner>>(owner, unit, std::move(*entry)));
       return;

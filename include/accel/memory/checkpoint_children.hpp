@@ -1,0 +1,68 @@
+// Options::activation_checkpointing: prepare() checkpoints every child of the model's
+// Sequentials, as FSDP's apply_activation_checkpointing wraps each block. Libtorch modules have
+// no forward hooks, so, as Zero3's units do (parallel/detail/units.hpp), the wrapper replaces
+// the Sequential's call entry (AnyModule) and not the registered child: parameter names, state
+// dicts and checkpoints stay as they were. The children taken are the units' (the outermost
+// Sequentials' children), and the wrapping comes before the strategy's, so a Zero3 unit
+// gathers, then runs its child checkpointed.
+//
+// Limits, said in docs/memory.md: a child is called with one tensor and returns one (Zero3's
+// unit rule); a child without parameters (an activation, dropout) is left alone, since its
+// recompute would save nothing; ModuleList elements are called by the model's own forward, which
+// accel cannot intercept: declare those as accel::Checkpointed<Block>.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+#include "../parallel/detail/units.hpp"
+#include "checkpoint.hpp"
+#include "checkpointed.hpp"
+
+namespace accel::memory {
+
+namespace detail {
+
+// What a Sequential calls in place of a checkpointed child.
+class CheckpointCallImpl : public torch::nn::Module {
+ public:
+  CheckpointCallImpl(torch::nn::AnyModule inner, TensorNames names)
+      : inner_(std::move(inner)), names_(std::move(names)) {}
+
+  torch::Tensor forward(torch::Tensor input) {
+    return memory::detail::checkpoint(
+        &names_, [this](const torch::Tensor& x) { return inner_.forward(x); }, std::move(input));
+  }
+
+ private:
+  torch::nn::AnyModule inner_;
+  TensorNames names_;
+};
+
+}  // namespace detail
+
+// Checkpoints every child with parameters of the Sequentials in `model` (see above) and returns
+// how many it wrapped. A child that is a Checkpointed<...> already would then be checkpointed
+// twice (correct, but recomputed twice): use one or the other.
+inline std::size_t checkpoint_sequential_children(const std::shared_ptr<torch::nn::Module>& model) {
+  std::size_t wrapped = 0;
+  for (const auto& child : parallel::detail::sequential_children(model)) {
+    if (child.module->parameters().empty()) continue;
+    for (auto entry = child.parent->begin(); entry != child.parent->end(); ++entry) {
+      if (entry->ptr().get() != child.module.get()) continue;
+      TensorNames names;
+      for (const auto& item : child.module->named_parameters())
+        names.emplace(item.value().unsafeGetTensorImpl(), child.name + "." + item.key());
+      *entry = torch::nn::AnyModule(
+          std::make_shared<detail::CheckpointCallImpl>(std::move(*entry), std::move(names)));
+      ++wrapped;
+      break;
+    }
+  }
+  return wrapped;
+}
+
+}  // namespace accel::memory
