@@ -629,6 +629,10 @@ TEST_CASE("safetensors: save_weights refuses bad input before writing anything")
                  }),
                  "tensor \"c\" is ComplexDouble"));
   CHECK_FALSE(std::filesystem::exists(folder.path / "w"));
+  write_text(folder.path / "file", "");
+  CHECK(contains(
+      error_of([&] { accel::state::save_weights(folder.path / "file" / "w", some_weights(), 10); }),
+      "cannot create the folder '" + (folder.path / "file" / "w").string() + "': "));
 }
 
 TEST_CASE("safetensors: an index that disagrees with its files is refused, naming both") {

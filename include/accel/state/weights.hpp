@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -91,6 +92,18 @@ class TemporaryFile {
   std::filesystem::path final_, path_;
   bool committed_ = false;
 };
+
+// std::filesystem calls whose failures become accel errors naming the path.
+inline void check_filesystem(const std::error_code& error, std::string_view what,
+                             const std::filesystem::path& path) {
+  if (error) accel::detail::fail("cannot {} '{}': {}", what, path.string(), error.message());
+}
+inline bool path_exists(const std::filesystem::path& path) {
+  std::error_code error;
+  const bool found = std::filesystem::exists(path, error);
+  check_filesystem(error, "look for", path);
+  return found;
+}
 
 inline void sync_folder(const std::filesystem::path& folder) {
   safetensors::detail::Descriptor directory(folder, O_RDONLY | O_DIRECTORY);
@@ -162,7 +175,9 @@ inline void save_weights(const std::filesystem::path& dir,
     safetensors::detail::plan(file, {});  // checks dtypes and layouts
   }
 
-  std::filesystem::create_directories(dir);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  detail::check_filesystem(error, "create the folder", dir);
   const std::map<std::string, std::string> metadata{{"format", "pt"}};
   std::set<std::string> written;
   nlohmann::json weight_map = nlohmann::json::object();
@@ -194,11 +209,16 @@ inline void save_weights(const std::filesystem::path& dir,
     written.insert(std::string(weights_index_file));
   }
   // The other layout's files, and shards of an earlier save with another count.
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+  std::filesystem::directory_iterator listing(dir, error);
+  detail::check_filesystem(error, "list", dir);
+  for (const auto& entry : listing) {
     const std::string name = entry.path().filename().string();
     const bool ours =
         name == weights_file || name == weights_index_file || detail::is_shard_name(name);
-    if (ours && !written.contains(name)) std::filesystem::remove(entry.path());
+    if (ours && !written.contains(name)) {
+      std::filesystem::remove(entry.path(), error);
+      detail::check_filesystem(error, "remove the stale", entry.path());
+    }
   }
   detail::sync_folder(dir);
 }
@@ -209,13 +229,13 @@ inline void save_weights(const std::filesystem::path& dir,
 inline std::vector<std::pair<std::string, torch::Tensor>> load_weights(
     const std::filesystem::path& dir) {
   const auto index_path = dir / weights_index_file, single_path = dir / weights_file;
-  const bool has_index = std::filesystem::exists(index_path);
-  if (has_index && std::filesystem::exists(single_path))
+  const bool has_index = detail::path_exists(index_path);
+  if (has_index && detail::path_exists(single_path))
     accel::detail::fail(
         "'{}' holds both {} and {}, two layouts of the weights; remove the one that is stale",
         dir.string(), weights_file, weights_index_file);
   if (!has_index) {
-    if (!std::filesystem::exists(single_path))
+    if (!detail::path_exists(single_path))
       accel::detail::fail("'{}' holds neither {} nor {}; it is not a weights folder", dir.string(),
                           weights_file, weights_index_file);
     return safetensors::File::read(single_path).tensors();
@@ -224,7 +244,7 @@ inline std::vector<std::pair<std::string, torch::Tensor>> load_weights(
   std::map<std::string, std::vector<std::string>> by_file;
   for (const auto& [tensor, file] : weight_map) by_file[file].push_back(tensor);
   for (const auto& [file_name, tensors] : by_file)
-    if (!std::filesystem::exists(dir / file_name))
+    if (!detail::path_exists(dir / file_name))
       accel::detail::fail("'{}' maps tensor {} to '{}', which does not exist", index_path.string(),
                           safetensors::detail::show_name(tensors.front()),
                           (dir / file_name).string());
