@@ -210,6 +210,8 @@ void after_kill() {
   EXPECT(acc.load_state() == shared_folder() / "auto" / "checkpoint_0");
   EXPECT(!killer.armed && acc.completed_steps() == 1);
   EXPECT(acc.save_state() == shared_folder() / "auto" / "checkpoint_2");
+  // The crashed save's staging folder is cleared once a newer checkpoint is committed.
+  EXPECT(!fs::exists(shared_folder() / "auto" / ".checkpoint_1.partial"));
 }
 
 }  // namespace

@@ -466,8 +466,10 @@ struct CheckpointIO {
                           "with {}",
                           where, saved_precision, Accel::precision_policy::name, saved_precision);
 
-    // Every rank file, read whole and checked against the manifest.
-    SliceCatalog catalog;
+    // Every rank file, read whole and checked against the manifest. The staged values may be
+    // views of its bytes: the catalog lives as long as the steps that copy them in.
+    auto owned_catalog = std::make_shared<SliceCatalog>();
+    SliceCatalog& catalog = *owned_catalog;
     for (const auto& file : field("files")) {
       const std::string name = file.at("name").template get<std::string>();
       const Path path = folder / name;
@@ -485,7 +487,7 @@ struct CheckpointIO {
       catalog.add(safetensors::File::from_bytes(std::move(bytes), path.string()), path.string());
     }
 
-    std::vector<std::function<void()>> apply;
+    std::vector<std::function<void()>> apply{[owned_catalog] {}};
     auto& strategy = acc.strategy_;
 
     // Models: parameters (this rank's slices) and buffers.

@@ -112,9 +112,19 @@ inline void commit_staging(const std::filesystem::path& staging,
 
 // Keeps the newest `limit` committed checkpoints under root (0: keep all); runs after a new one
 // is committed, so the limit never leaves fewer committed checkpoints than it names.
+// Staging folders of automatic names older than the newest committed checkpoint (crashed saves)
+// go too: nothing will ever complete them.
 inline void prune_checkpoints(const std::filesystem::path& root, int limit) {
-  if (limit <= 0) return;
   auto found = committed_checkpoints(root);
+  if (found.empty()) return;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= 9 || name.front() != '.' || !name.ends_with(".partial")) continue;
+    const auto n = automatic_index(name.substr(1, name.size() - 9));
+    if (n && *n < found.back().first) std::filesystem::remove_all(entry.path(), error);
+  }
+  if (limit <= 0) return;
   const auto excess = static_cast<std::ptrdiff_t>(found.size()) - limit;
   for (std::ptrdiff_t i = 0; i < excess; ++i) std::filesystem::remove_all(found[i].second);
 }

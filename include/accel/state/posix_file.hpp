@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -19,16 +20,18 @@
 
 namespace accel::state::posix {
 
+// "cannot <what> '<path>': <the system's reason>".
 [[noreturn]] inline void fail_errno(std::string_view what, const std::filesystem::path& path) {
   const int code = errno;
-  accel::detail::fail("{} '{}': {}", what, path.string(), std::strerror(code));
+  accel::detail::fail("cannot {} '{}': {}", what, path.string(), std::strerror(code));
 }
 
+// A file descriptor that is closed however the scope ends (close() to see its error).
 class Descriptor {
  public:
-  Descriptor(const std::filesystem::path& path, int flags, mode_t mode = 0600)
+  Descriptor(const std::filesystem::path& path, int flags, mode_t mode = 0644)
       : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
-    if (fd_ < 0) fail_errno("cannot open", path);
+    if (fd_ < 0) fail_errno("open", path);
   }
   ~Descriptor() {
     if (fd_ >= 0) ::close(fd_);
@@ -36,28 +39,30 @@ class Descriptor {
   Descriptor(const Descriptor&) = delete;
   Descriptor& operator=(const Descriptor&) = delete;
 
-  // Writes all of it, through partial writes and signals.
+  int get() const { return fd_; }
+  // All of it, through partial writes and signals; at most 1 GiB a call (Linux moves at most
+  // 2 GiB - 4 KiB in one).
   void write_all(const void* data, std::size_t size) {
     const char* at = static_cast<const char*>(data);
     while (size > 0) {
-      const ssize_t n = ::write(fd_, at, size);
+      const ssize_t n = ::write(fd_, at, std::min<std::size_t>(size, std::size_t{1} << 30));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno("cannot write", path_);
+      if (n < 0) fail_errno("write", path_);
       at += n;
       size -= static_cast<std::size_t>(n);
     }
   }
   void sync() {
-    if (::fsync(fd_) != 0) fail_errno("cannot fsync", path_);
+    if (::fsync(fd_) != 0) fail_errno("fsync", path_);
   }
   void close() {
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0) fail_errno("cannot close", path_);
+    if (::close(fd) != 0) fail_errno("close", path_);
   }
   std::size_t size() const {
     struct stat info {};
-    if (::fstat(fd_, &info) != 0) fail_errno("cannot stat", path_);
+    if (::fstat(fd_, &info) != 0) fail_errno("stat", path_);
     return static_cast<std::size_t>(info.st_size);
   }
   // Reads exactly `size` bytes, or fails naming how many the file had.
@@ -65,9 +70,9 @@ class Descriptor {
     char* at = static_cast<char*>(data);
     std::size_t done = 0;
     while (done < size) {
-      const ssize_t n = ::read(fd_, at + done, size - done);
+      const ssize_t n = ::read(fd_, at + done, std::min<std::size_t>(size - done, std::size_t{1} << 30));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno("cannot read", path_);
+      if (n < 0) fail_errno("read", path_);
       if (n == 0)
         accel::detail::fail("'{}' ended after {} bytes, {} expected", path_.string(), done, size);
       done += static_cast<std::size_t>(n);
@@ -105,12 +110,12 @@ inline void sync_folder(const std::filesystem::path& folder) {
 // each name holds a complete folder.
 inline void exchange(const std::filesystem::path& a, const std::filesystem::path& b) {
   if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0)
-    fail_errno(fmt::format("cannot exchange '{}' with", a.string()), b);
+    fail_errno(fmt::format("exchange '{}' with", a.string()), b);
 }
 
 inline void rename(const std::filesystem::path& from, const std::filesystem::path& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
-    fail_errno(fmt::format("cannot rename '{}' to", from.string()), to);
+    fail_errno(fmt::format("rename '{}' to", from.string()), to);
 }
 
 }  // namespace accel::state::posix

@@ -30,6 +30,7 @@
 
 #include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
+#include "posix_file.hpp"
 #include "safetensors_format.hpp"
 
 static_assert(std::endian::native == std::endian::little,
@@ -68,61 +69,6 @@ inline std::optional<Dtype> to_dtype(c10::ScalarType type) {
 }
 
 namespace detail {
-
-[[noreturn]] inline void fail_errno(std::string_view what, const std::filesystem::path& path) {
-  const int code = errno;
-  accel::detail::fail("cannot {} '{}': {}", what, path.string(), std::strerror(code));
-}
-
-// A file descriptor that is closed however the scope ends (close() to see its error).
-class Descriptor {
- public:
-  Descriptor(const std::filesystem::path& path, int flags, mode_t mode = 0644)
-      : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
-    if (fd_ < 0) fail_errno("open", path);
-  }
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-
-  int get() const { return fd_; }
-  // All of it, through partial writes and signals; at most 1 GiB a call (Linux writes at most
-  // 2 GiB - 4 KiB in one).
-  void write_all(const void* data, std::size_t size) {
-    const char* at = static_cast<const char*>(data);
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, at, std::min<std::size_t>(size, std::size_t{1} << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno("write", path_);
-      at += n;
-      size -= static_cast<std::size_t>(n);
-    }
-  }
-  void read_exactly(void* data, std::size_t size) {
-    char* at = static_cast<char*>(data);
-    while (size > 0) {
-      const ssize_t n = ::read(fd_, at, std::min<std::size_t>(size, std::size_t{1} << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_errno("read", path_);
-      if (n == 0) accel::detail::fail("'{}' got shorter while it was read", path_.string());
-      at += n;
-      size -= static_cast<std::size_t>(n);
-    }
-  }
-  void sync() {
-    if (::fsync(fd_) != 0) fail_errno("fsync", path_);
-  }
-  void close() {
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) fail_errno("close", path_);
-  }
-
- private:
-  std::filesystem::path path_;
-  int fd_;
-};
 
 // What serialize and write_file write: the header, then tensors[order[i]] in turn, which
 // `entries` describe in the same order.
@@ -180,9 +126,9 @@ class File {
  public:
   // The whole file, read into one buffer, and its header checked.
   static File read(const std::filesystem::path& path, Limits limits = {}) {
-    detail::Descriptor file(path, O_RDONLY);
+    posix::Descriptor file(path, O_RDONLY);
     struct stat info {};
-    if (::fstat(file.get(), &info) != 0) detail::fail_errno("stat", path);
+    if (::fstat(file.get(), &info) != 0) posix::fail_errno("stat", path);
     if (!S_ISREG(info.st_mode))
       accel::detail::fail("'{}' is not a regular file; a safetensors file was expected",
                           path.string());
@@ -294,7 +240,7 @@ inline void write_file(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {}) {
   const detail::Plan plan = detail::plan(tensors, metadata);
-  detail::Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC);
+  posix::Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC);
   try {
     file.write_all(plan.header.data(), plan.header.size());
     for (const std::size_t i : plan.order) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -31,7 +32,9 @@ class SliceCatalog {
   // Takes a parsed rank file; `label` names it in errors (its path).
   void add(safetensors::File file, std::string label) {
     const std::size_t f = files_.size();
-    for (const auto& entry : file.header().entries) {
+    const auto& entries = file.header().entries;
+    for (std::size_t e = 0; e < entries.size(); ++e) {
+      const auto& entry = entries[e];
       const std::string& name = entry.name;
       const auto at = name.rfind('@');
       std::int64_t begin = 0;
@@ -42,7 +45,7 @@ class SliceCatalog {
         if (error == std::errc() && end == last && begin >= 0) {
           std::int64_t numel = 1;
           for (const auto d : entry.shape) numel *= d;
-          slices_[name.substr(0, at)].push_back({f, name, begin, numel});
+          slices_[name.substr(0, at)].push_back({f, e, begin, numel});
           continue;
         }
       }
@@ -76,7 +79,10 @@ class SliceCatalog {
   }
 
   // Elements [begin, begin + numel) of the flattened `tensor`, as `dtype`, from every slice that
-  // covers part of them; an element no slice covers is an error naming the tensor.
+  // covers part of them; an element no slice covers is an error naming the tensor. Where one
+  // slice covers them all (a checkpoint loaded with the layout it was saved with) the result is
+  // a read-only view of the file's bytes, valid while this catalog lives: loading then copies
+  // each element once, into the live tensor.
   torch::Tensor read(const std::string& tensor, std::int64_t begin, std::int64_t numel,
                      c10::ScalarType dtype) const {
     const auto found = slices_.find(tensor);
@@ -89,16 +95,14 @@ class SliceCatalog {
       if (slice.begin < begin + numel && slice.begin + slice.numel > begin) covering.push_back(&slice);
     std::sort(covering.begin(), covering.end(),
               [](const Slice* a, const Slice* b) { return a->begin < b->begin; });
+    if (covering.size() == 1 && covering.front()->begin <= begin &&
+        covering.front()->begin + covering.front()->numel >= begin + numel)
+      return stored(*covering.front(), dtype).narrow(0, begin - covering.front()->begin, numel);
     torch::Tensor out = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
     std::int64_t next = begin;  // the first element not yet filled
     for (const Slice* slice : covering) {
       if (slice->begin > next) break;
-      const torch::Tensor stored = files_[slice->file].tensor(slice->entry).reshape({-1});
-      if (stored.scalar_type() != dtype)
-        accel::detail::fail("checkpoint: '{}' in {} is {}, the live tensor is {}; load into a "
-                            "model of the dtype it was saved with",
-                            slice->entry, labels_[slice->file], c10::toString(stored.scalar_type()),
-                            c10::toString(dtype));
+      const torch::Tensor stored = this->stored(*slice, dtype);
       const std::int64_t from = std::max(next, slice->begin);
       const std::int64_t to = std::min(begin + numel, slice->begin + slice->numel);
       if (to <= from) continue;
@@ -116,10 +120,30 @@ class SliceCatalog {
  private:
   struct Slice {
     std::size_t file;
-    std::string entry;
+    std::size_t entry;  // in its file's header
     std::int64_t begin;
     std::int64_t numel;
   };
+
+  // A slice's elements, flattened: a view of the file's bytes where their dtype and alignment
+  // allow, a copy otherwise.
+  torch::Tensor stored(const Slice& slice, c10::ScalarType dtype) const {
+    const safetensors::File& file = files_[slice.file];
+    const safetensors::Entry& entry = file.header().entries[slice.entry];
+    const auto type = safetensors::to_scalar_type(entry.dtype);
+    if (type != dtype)
+      accel::detail::fail("checkpoint: '{}' in {} is {}, the live tensor is {}; load into a "
+                          "model of the dtype it was saved with",
+                          entry.name, labels_[slice.file], safetensors::name(entry.dtype),
+                          c10::toString(dtype));
+    const auto bytes = file.data(entry);
+    const auto address = reinterpret_cast<std::uintptr_t>(bytes.data());
+    if (entry.dtype == safetensors::Dtype::BOOL ||
+        address % static_cast<std::uintptr_t>(c10::elementSize(dtype)) != 0)
+      return file.tensor(entry).reshape({-1});
+    return torch::from_blob(const_cast<std::byte*>(bytes.data()), {slice.numel},
+                            torch::TensorOptions().dtype(dtype));
+  }
   std::vector<safetensors::File> files_;
   std::vector<std::string> labels_;
   std::map<std::string, std::vector<Slice>> slices_;

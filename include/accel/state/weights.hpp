@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../detail/error.hpp"
+#include "posix_file.hpp"
 #include "safetensors.hpp"
 
 namespace accel::state {
@@ -84,7 +85,7 @@ class TemporaryFile {
   const std::filesystem::path& path() const { return path_; }
   void commit() {
     if (::rename(path_.c_str(), final_.c_str()) != 0)
-      safetensors::detail::fail_errno(fmt::format("rename '{}' to", path_.string()), final_);
+      posix::fail_errno(fmt::format("rename '{}' to", path_.string()), final_);
     committed_ = true;
   }
 
@@ -105,25 +106,11 @@ inline bool path_exists(const std::filesystem::path& path) {
   return found;
 }
 
-inline void sync_folder(const std::filesystem::path& folder) {
-  safetensors::detail::Descriptor directory(folder, O_RDONLY | O_DIRECTORY);
-  directory.sync();
-}
-
-inline std::string read_text(const std::filesystem::path& path) {
-  safetensors::detail::Descriptor file(path, O_RDONLY);
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0) safetensors::detail::fail_errno("stat", path);
-  std::string text(static_cast<std::size_t>(info.st_size), '\0');
-  file.read_exactly(text.data(), text.size());
-  return text;
-}
-
 // The index's weight_map, checked: an object of tensor name -> plain file name in the folder.
 inline std::map<std::string, std::string> read_weight_map(const std::filesystem::path& path) {
   using json = nlohmann::json;
   const std::string context = fmt::format("'{}' is not a valid weights index", path.string());
-  const json index = safetensors::detail::parse_json(read_text(path), context);
+  const json index = safetensors::detail::parse_json(posix::read_file(path), context);
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
     accel::detail::fail(
         "{}: it must be a JSON object with a \"weight_map\" object of tensor name -> file name",
@@ -200,7 +187,7 @@ inline void save_weights(const std::filesystem::path& dir,
     const std::string text = index.dump(2) + "\n";  // as transformers writes it (sorted keys)
     detail::TemporaryFile temporary(dir / weights_index_file);
     {
-      safetensors::detail::Descriptor file(temporary.path(), O_WRONLY | O_CREAT | O_TRUNC);
+      posix::Descriptor file(temporary.path(), O_WRONLY | O_CREAT | O_TRUNC);
       file.write_all(text.data(), text.size());
       file.sync();
       file.close();
@@ -220,7 +207,7 @@ inline void save_weights(const std::filesystem::path& dir,
       detail::check_filesystem(error, "remove the stale", entry.path());
     }
   }
-  detail::sync_folder(dir);
+  posix::sync_folder(dir);
 }
 
 // Reads either layout: the index when there is one (every file it names must exist and hold
