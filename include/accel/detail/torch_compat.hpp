@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -125,9 +126,12 @@ inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtyp
 template <class Key = typename std::remove_cvref_t<
               decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type>
 Key optimizer_state_key(const torch::Tensor& parameter) {
-  if constexpr (std::is_same_v<Key, std::string>)
-    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
-  else
+  if constexpr (std::is_same_v<Key, std::string>) {
+    // As 1.13's c10::guts::to_string spells it (an ostream's pointer form).
+    std::ostringstream text;
+    text << static_cast<const void*>(parameter.unsafeGetTensorImpl());
+    return text.str();
+  } else
     return static_cast<Key>(parameter.unsafeGetTensorImpl());
 }
 
