@@ -1,6 +1,6 @@
 // accel-launch [--config FILE] [--threads-per-process T] --nproc N [--nnodes M --node-rank K
 //              --master-addr H --master-port P] [--grace S] [--rank-prefix] -- CMD ARGS...
-// accel-launch env | test [--nproc N]   (launch/subcommands.hpp)
+// accel-launch env | test [--nproc N] | estimate-memory --params N ...   (launch/subcommands.hpp)
 // accel-launch config [-o FILE] [flags] (launch/config_file.hpp)
 // Everything is in accel/launch.hpp; see docs/launching.md.
 #include <accel/launch.hpp>

@@ -2,6 +2,7 @@
 //
 //   accel-launch env                         what a bug report needs (versions, devices, BLAS, ...)
 //   accel-launch test [--nproc N] [options]  a short self-check on N local processes (default 2)
+//   accel-launch estimate-memory --params N ...   bytes per rank by the ZeRO formulas (no torch)
 //
 // Both need torch, which accel-launch does not link: they run accel-check (tools/accel-check.cpp),
 // found beside the accel-launch executable, else on PATH. A subcommand is recognised only as
@@ -10,6 +11,8 @@
 
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -17,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../memory/memory_formulas.hpp"
 #include "command_line.hpp"
 #include "error.hpp"
 #include "supervisor.hpp"
@@ -29,6 +33,20 @@ inline constexpr std::string_view launch_test_usage =
     "Runs accel's self-check on N local processes (default: ACCEL_NPROC, else 2): every\n"
     "collective the library uses, then a few Ddp and Zero2 steps compared with one process.\n"
     "Prints PASS or FAIL per check; exits 0 only when every check passed on every process.\n";
+
+inline constexpr std::string_view estimate_memory_usage =
+    "usage: accel-launch estimate-memory --params N [--strategy S] [--world W]\n"
+    "                                    [--optimizer O] [--bytes-per-param B]\n"
+    "\n"
+    "Bytes each rank holds for a model of N trainable parameters (suffixes K, M, B: 350M, 7B),\n"
+    "between steps, by the ZeRO formulas with accel's flat-parameter padding (docs/memory.md):\n"
+    "  --strategy   ddp, zero2, zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard\n"
+    "               (default: ddp, zero2 and zero3 side by side)\n"
+    "  --world      processes (default 1)\n"
+    "  --optimizer  adam, adamw, sgd, sgd-momentum, adagrad, rmsprop (default adam)\n"
+    "  --bytes-per-param  4 for fp32 master weights (default; accel keeps them fp32), 2, 8\n"
+    "The parameters count as one flat parameter (Zero3: one unit); activations depend on the\n"
+    "batch and are not included: accel::estimate_memory measures them on a real model.\n";
 
 namespace launcher {
 
@@ -62,6 +80,92 @@ inline std::string accel_check_program(std::string_view subcommand) {
   return found;
 }
 
+// "7B", "350M", "1.5K", "1000": a count of parameters.
+inline std::int64_t parameter_count(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  double scale = 1;
+  const std::string suffix = end != nullptr ? std::string(end) : std::string();
+  if (suffix == "K" || suffix == "k") scale = 1e3;
+  else if (suffix == "M" || suffix == "m") scale = 1e6;
+  else if (suffix == "B" || suffix == "b" || suffix == "G" || suffix == "g") scale = 1e9;
+  else if (!suffix.empty()) scale = -1;
+  if (end == text.c_str() || scale <= 0 || !(value > 0))
+    fail("accel-launch estimate-memory: --params '" + text +
+         "' is not a positive count; give one like 125000, 350M or 7B");
+  return static_cast<std::int64_t>(value * scale + 0.5);
+}
+
+inline std::string bytes_text(std::int64_t bytes) {
+  char out[64];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) std::snprintf(out, sizeof out, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) std::snprintf(out, sizeof out, "%.2f MiB", b / (1024.0 * 1024));
+  else if (b >= 1024.0) std::snprintf(out, sizeof out, "%.2f KiB", b / 1024.0);
+  else std::snprintf(out, sizeof out, "%lld B", static_cast<long long>(bytes));
+  return out;
+}
+
+inline int estimate_memory(int argc, const char* const* argv) {
+  std::int64_t params = 0;
+  int world = 1, bytes_per_param = 4;
+  std::vector<std::string> strategies;
+  std::string optimizer = "adam";
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fwrite(estimate_memory_usage.data(), 1, estimate_memory_usage.size(), stdout);
+      return 0;
+    }
+    if (arg != "--params" && arg != "--strategy" && arg != "--world" && arg != "--optimizer" &&
+        arg != "--bytes-per-param")
+      fail("accel-launch estimate-memory takes --params, --strategy, --world, --optimizer and "
+           "--bytes-per-param, not '" + arg + "'; e.g. accel-launch estimate-memory --params 7B "
+           "--strategy zero3 --world 8");
+    if (i + 1 >= argc) fail("accel-launch estimate-memory: " + arg + " needs a value");
+    const std::string value = argv[++i];
+    if (arg == "--params") params = parameter_count(value);
+    if (arg == "--strategy") {
+      if (!memory::sharding_of(value))
+        fail("accel-launch estimate-memory: --strategy '" + value + "' is none of ddp, zero2, "
+             "zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard");
+      strategies.push_back(value);
+    }
+    if (arg == "--world") {
+      world = std::atoi(value.c_str());
+      if (world < 1 || std::to_string(world) != value)
+        fail("accel-launch estimate-memory: --world '" + value + "' is not a process count >= 1");
+    }
+    if (arg == "--optimizer") {
+      if (!memory::optimizer_kind(value))
+        fail("accel-launch estimate-memory: --optimizer '" + value + "' is none of adam, adamw, "
+             "sgd, sgd-momentum, adagrad, rmsprop");
+      optimizer = value;
+    }
+    if (arg == "--bytes-per-param") {
+      bytes_per_param = std::atoi(value.c_str());
+      if (bytes_per_param != 2 && bytes_per_param != 4 && bytes_per_param != 8)
+        fail("accel-launch estimate-memory: --bytes-per-param '" + value + "' is not 2, 4 or 8");
+    }
+  }
+  if (params == 0)
+    fail("accel-launch estimate-memory needs --params N, the model's trainable parameter count "
+         "(e.g. --params 350M)");
+  if (strategies.empty()) strategies = {"ddp", "zero2", "zero3"};
+  std::printf("%lld parameters, %d byte(s) each, %s, %d process(es); bytes per rank between steps\n",
+              static_cast<long long>(params), bytes_per_param, optimizer.c_str(), world);
+  std::printf("%-20s %14s %14s %16s %14s %18s\n", "strategy", "parameters", "gradients",
+              "optimizer state", "total", "+ during backward");
+  for (const auto& name : strategies) {
+    const auto e = memory::estimate_flats(*memory::sharding_of(name), {{params, bytes_per_param, 0}},
+                                          0, world, 0, *memory::optimizer_kind(optimizer));
+    std::printf("%-20s %14s %14s %16s %14s %18s\n", name.c_str(), bytes_text(e.parameters).c_str(),
+                bytes_text(e.gradients).c_str(), bytes_text(e.optimizer_state).c_str(),
+                bytes_text(e.total()).c_str(), bytes_text(e.backward_extra).c_str());
+  }
+  return 0;
+}
+
 }  // namespace launcher
 
 // Runs the subcommand argv[1] names and returns its exit status; nullopt when argv[1] is no
@@ -77,6 +181,7 @@ inline std::optional<int> run_launch_subcommand(int argc, const char* const* arg
     ::execv(check.c_str(), const_cast<char* const*>(arguments));
     launcher::fail_with_errno("cannot run " + check);
   }
+  if (subcommand == "estimate-memory") return launcher::estimate_memory(argc, argv);
   if (subcommand != "test") return std::nullopt;
 
   std::vector<std::string> line{"accel-launch"};

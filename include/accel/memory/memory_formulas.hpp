@@ -1,0 +1,122 @@
+// What one rank holds for training, in bytes, by the ZeRO paper's formulas with the padding accel's
+// flat parameters use (parallel/detail/flat_parameter.hpp): a flat parameter of n elements is
+// padded to P = ceil(n / W) x W so that it splits into W equal shards of S = P / W; the padding
+// sits at the end, so rank r's shard holds R_r = clamp(n - r x S, 0, S) real elements. The
+// optimizer over the shard keeps state for real elements only (its pieces skip the padding).
+//
+//   per flat of n elements of b bytes, K state tensors per element (Adam 2):
+//                      parameters   gradients   optimizer state
+//   replicated (Ddp)   n b          n b         K n b
+//   Zero2              P b          S b         K R_r b
+//   Zero3              S b          S b         K R_r b
+//
+// At rest, between steps: what Accelerator::memory_use() counts. While backward runs a rank
+// holds more (backward_extra): Zero2 the full padded gradient of every flat (P b); Zero3 each
+// unit's gathered parameters and full gradient (2 P b) while that unit runs, and its root unit's
+// throughout. On one process every strategy is replicated (nothing to shard across).
+//
+// No torch and no {fmt} here: accel-launch estimate-memory uses it too.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace accel::memory {
+
+// The optimizer whose state is estimated: how many state tensors of a parameter's size it keeps.
+enum class OptimizerKind { sgd, sgd_momentum, adam, adamw, adagrad, rmsprop };
+
+inline constexpr int state_tensors_per_parameter(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::sgd: return 0;           // plain SGD keeps nothing
+    case OptimizerKind::sgd_momentum: return 1;  // momentum_buffer
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw: return 2;         // exp_avg, exp_avg_sq (3 with amsgrad)
+    case OptimizerKind::adagrad: return 1;       // sum
+    case OptimizerKind::rmsprop: return 1;       // square_avg (+1 momentum, +1 centered)
+  }
+  return 0;
+}
+
+inline constexpr std::optional<OptimizerKind> optimizer_kind(std::string_view name) {
+  if (name == "sgd") return OptimizerKind::sgd;
+  if (name == "sgd-momentum" || name == "sgd_momentum") return OptimizerKind::sgd_momentum;
+  if (name == "adam") return OptimizerKind::adam;
+  if (name == "adamw") return OptimizerKind::adamw;
+  if (name == "adagrad") return OptimizerKind::adagrad;
+  if (name == "rmsprop") return OptimizerKind::rmsprop;
+  return std::nullopt;
+}
+
+// What a strategy shards: Ddp and Fsdp<NoShard> nothing, Zero2 and Fsdp<ShardGradOp> gradients
+// and optimizer state, Zero3 and Fsdp<FullShard> parameters too.
+enum class Sharding { replicated, gradients_and_state, everything };
+
+inline constexpr std::optional<Sharding> sharding_of(std::string_view strategy) {
+  if (strategy == "ddp" || strategy == "fsdp-no-shard") return Sharding::replicated;
+  if (strategy == "zero2" || strategy == "fsdp-shard-grad-op") return Sharding::gradients_and_state;
+  if (strategy == "zero3" || strategy == "fsdp-full-shard") return Sharding::everything;
+  return std::nullopt;
+}
+
+struct MemoryEstimate {
+  std::int64_t parameters = 0;       // bytes on this rank, at rest
+  std::int64_t gradients = 0;
+  std::int64_t optimizer_state = 0;
+  std::int64_t activations = 0;      // what the autograd graph keeps after a forward (measured)
+  std::int64_t backward_extra = 0;   // at least this much more while backward runs (see above)
+  std::int64_t total() const { return parameters + gradients + optimizer_state + activations; }
+};
+
+// One flat parameter: trainable parameters of one dtype in one group (a model for Zero2, a unit
+// for Zero3).
+struct FlatGroup {
+  std::int64_t numel = 0;
+  std::int64_t element_size = 4;
+  int unit = 0;  // Zero3: the unit it belongs to (backward_extra takes the largest unit)
+};
+
+// Rank `rank` of `world` under `sharding`, for trainable flats `flats` and `frozen_bytes` of
+// parameters that need no gradient (never flattened: replicated, no gradient, no state).
+inline MemoryEstimate estimate_flats(Sharding sharding, const std::vector<FlatGroup>& flats,
+                                     std::int64_t frozen_bytes, int world, int rank,
+                                     OptimizerKind optimizer) {
+  MemoryEstimate e;
+  const std::int64_t k = state_tensors_per_parameter(optimizer);
+  e.parameters = frozen_bytes;
+  if (world <= 1) sharding = Sharding::replicated;
+  std::vector<std::int64_t> unit_bytes;
+  for (const auto& flat : flats) {
+    const std::int64_t b = flat.element_size, n = flat.numel;
+    const std::int64_t padded = (n + world - 1) / world * world, shard = padded / world;
+    const std::int64_t real = std::clamp<std::int64_t>(n - rank * shard, 0, shard);
+    switch (sharding) {
+      case Sharding::replicated:
+        e.parameters += n * b;
+        e.gradients += n * b;
+        e.optimizer_state += k * n * b;
+        break;
+      case Sharding::gradients_and_state:
+        e.parameters += padded * b;
+        e.gradients += shard * b;
+        e.optimizer_state += k * real * b;
+        e.backward_extra += padded * b;
+        break;
+      case Sharding::everything:
+        e.parameters += shard * b;
+        e.gradients += shard * b;
+        e.optimizer_state += k * real * b;
+        if (unit_bytes.size() <= static_cast<std::size_t>(flat.unit))
+          unit_bytes.resize(static_cast<std::size_t>(flat.unit) + 1, 0);
+        unit_bytes[static_cast<std::size_t>(flat.unit)] += 2 * padded * b;
+        break;
+    }
+  }
+  if (!unit_bytes.empty()) e.backward_extra = *std::max_element(unit_bytes.begin(), unit_bytes.end());
+  return e;
+}
+
+}  // namespace accel::memory

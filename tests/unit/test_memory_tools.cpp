@@ -1,0 +1,151 @@
+// The memory estimate (memory/memory_formulas.hpp, estimate_memory.hpp) against the padding
+// rules and Accelerator::memory_use() on one process, activations measured with and without
+// checkpointing; find_executable_batch_size on a CPU allocation that cannot succeed.
+#include <accel/accelerator.hpp>
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+struct WideBlockImpl : torch::nn::Module {
+  torch::nn::Linear up{nullptr}, down{nullptr};
+  explicit WideBlockImpl(std::int64_t width) {
+    up = register_module("up", torch::nn::Linear(width, 4 * width));
+    down = register_module("down", torch::nn::Linear(4 * width, width));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return x + down(torch::dropout(torch::gelu(up(x)), 0.1, is_training()));
+  }
+};
+TORCH_MODULE(WideBlock);
+
+template <class Block>
+torch::nn::Sequential stack(std::int64_t width, int depth) {
+  torch::nn::Sequential net;
+  for (int i = 0; i < depth; ++i) net->push_back(Block(width));
+  return net;
+}
+
+void within(std::int64_t estimated, std::int64_t measured, double tolerance) {
+  CAPTURE(estimated);
+  CAPTURE(measured);
+  if (measured == 0) {
+    CHECK(estimated == 0);
+    return;
+  }
+  CHECK(std::abs(static_cast<double>(estimated - measured)) <= tolerance * static_cast<double>(measured));
+}
+
+template <class Par>
+void check_against_memory_use(accel::OptimizerKind kind) {
+  torch::manual_seed(1);
+  auto net = torch::nn::Sequential(torch::nn::Linear(7, 13), torch::nn::Tanh(), torch::nn::Linear(13, 3));
+  net[0]->as<torch::nn::LinearImpl>()->bias.requires_grad_(false);  // frozen: no gradient, no state
+  const auto estimate = accel::estimate_memory<Par>(net, 1, {.optimizer = kind});
+  accel::Accelerator<Par> accelerator;
+  torch::optim::Adam adam(net->parameters(), 1e-3);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto step = [&](auto& optimizer) {
+    auto [model, prepared] = accelerator.prepare(net, optimizer);
+    accelerator.backward(model(torch::randn({5, 7})).sum());
+    prepared.step();
+    prepared.zero_grad();
+  };
+  if (kind == accel::OptimizerKind::adam) step(adam); else step(sgd);
+  const auto used = accelerator.memory_use();
+  within(estimate.parameters, used.parameters, 0.05);
+  within(estimate.gradients, used.gradients, 0.05);
+  within(estimate.optimizer_state, used.optimizer_state, 0.05);
+}
+
+}  // namespace
+
+TEST_CASE("estimate memory: the ZeRO formulas with accel's flat-parameter padding") {
+  using accel::memory::estimate_flats;
+  using accel::memory::Sharding;
+  const std::vector<accel::memory::FlatGroup> flat{{10, 4, 0}};  // 10 fp32 elements
+  const auto adam = accel::OptimizerKind::adam;
+  // Replicated: everything whole.
+  const auto ddp = estimate_flats(Sharding::replicated, flat, 0, 4, 0, adam);
+  CHECK(ddp.parameters == 40);
+  CHECK(ddp.gradients == 40);
+  CHECK(ddp.optimizer_state == 80);
+  // Zero2 at 4 ranks: padded to 12, shards of 3; the last rank holds 1 real element.
+  const auto zero2_first = estimate_flats(Sharding::gradients_and_state, flat, 0, 4, 0, adam);
+  CHECK(zero2_first.parameters == 48);
+  CHECK(zero2_first.gradients == 12);
+  CHECK(zero2_first.optimizer_state == 24);
+  CHECK(zero2_first.backward_extra == 48);
+  const auto zero2_last = estimate_flats(Sharding::gradients_and_state, flat, 0, 4, 3, adam);
+  CHECK(zero2_last.optimizer_state == 8);
+  const auto zero3 = estimate_flats(Sharding::everything, flat, 16, 4, 0, adam);
+  CHECK(zero3.parameters == 12 + 16);  // the shard, and frozen parameters replicated
+  CHECK(zero3.gradients == 12);
+  CHECK(zero3.optimizer_state == 24);
+  // One process: nothing to shard, whatever the strategy.
+  CHECK(estimate_flats(Sharding::everything, flat, 0, 1, 0, adam).parameters == 40);
+  CHECK(accel::memory::state_tensors_per_parameter(accel::OptimizerKind::sgd) == 0);
+  CHECK(accel::memory::optimizer_kind("sgd-momentum") == accel::OptimizerKind::sgd_momentum);
+  CHECK(!accel::memory::optimizer_kind("lamb"));
+}
+
+TEST_CASE("estimate memory: within 5% of memory_use() on one process, Ddp, Zero2 and Zero3") {
+  for (const auto kind : {accel::OptimizerKind::adam, accel::OptimizerKind::sgd_momentum}) {
+    CAPTURE(static_cast<int>(kind));
+    check_against_memory_use<accel::Ddp>(kind);
+    check_against_memory_use<accel::Zero2>(kind);
+    check_against_memory_use<accel::Zero3>(kind);
+  }
+}
+
+TEST_CASE("estimate memory: activations measured from a batch, and what checkpointing saves") {
+  torch::manual_seed(2);
+  auto plain = stack<WideBlock>(128, 4);
+  auto checkpointed = stack<accel::Checkpointed<WideBlock>>(128, 4);
+  const auto batch = torch::randn({64, 128});
+  const auto a = accel::estimate_memory<accel::Ddp>(plain, 1, {.batch = batch});
+  const auto b = accel::estimate_memory<accel::Ddp>(checkpointed, 1, {.batch = batch});
+  // Each block saves at least its 64 x 512 pre-activation, GELU output and dropout mask.
+  const std::int64_t per_block = 64 * 512 * 4;
+  CAPTURE(a.activations);
+  CAPTURE(b.activations);
+  CHECK(a.activations >= 4 * 3 * per_block);
+  CHECK(b.activations < a.activations / 4);  // the blocks' inputs and the output only
+  CHECK(b.activations >= 4 * 64 * 128 * 4);
+  CHECK(a.parameters == b.parameters);
+  CHECK_THROWS_WITH_AS(accel::estimate_memory<accel::Ddp>(plain, 0), "accel: estimate_memory: world_size is 0; it must be at least 1", accel::Error);
+  CHECK_THROWS_WITH_AS(accel::estimate_memory<accel::Fsdp<accel::HybridShard>>(plain, 2),
+                       doctest::Contains("runs on one process only in this version"), accel::Error);
+}
+
+TEST_CASE("find_executable_batch_size: halves on a CPU allocation failure, other errors pass") {
+  std::vector<std::int64_t> tried;
+  // More than 1 TiB per sample above 4: no machine this runs on has it, so the allocator fails.
+  const auto used = accel::find_executable_batch_size(32, [&](std::int64_t size) {
+    tried.push_back(size);
+    const std::int64_t per_sample = size > 4 ? (std::int64_t{1} << 38) : 16;
+    auto activations = torch::empty({size, per_sample});
+    return activations.size(0);
+  });
+  CHECK(used == 4);
+  CHECK(tried == std::vector<std::int64_t>{32, 16, 8, 4});
+
+  int calls = 0;
+  CHECK_THROWS_WITH_AS(accel::find_executable_batch_size(8, [&](std::int64_t) {
+    ++calls;
+    throw std::runtime_error("not a memory error");
+  }),
+                       "not a memory error", std::runtime_error);
+  CHECK(calls == 1);
+
+  CHECK_THROWS_WITH_AS(accel::find_executable_batch_size(2, [](std::int64_t size) {
+    (void)torch::empty({size, std::int64_t{1} << 40});
+  }),
+                       doctest::Contains("accel: find_executable_batch_size: batch size 1 still runs out of memory"),
+                       accel::Error);
+  CHECK_THROWS_WITH_AS(accel::find_executable_batch_size(0, [](std::int64_t) {}),
+                       doctest::Contains("the starting batch size is 0"), accel::Error);
+}
