@@ -178,14 +178,23 @@ struct Killer {
   }
 };
 
-void kill_in_save() {
-  accel::Options options = accel_test::test_options();
-  options.checkpoints.directory = shared_folder() / "auto";
-  accel::Accelerator<accel::Zero2> acc(options);
-  auto net = make_model();
-  torch::optim::Adam adam(net->parameters(), 0.01);
+// Both phases: Zero2 over the same model, automatic checkpoints, the Killer registered.
+struct KillRun {
+  static accel::Options options() {
+    accel::Options options = accel_test::test_options();
+    options.checkpoints.directory = shared_folder() / "auto";
+    return options;
+  }
+  accel::Accelerator<accel::Zero2> acc{options()};
+  torch::nn::Sequential net = make_model();
+  torch::optim::Adam adam{net->parameters(), 0.01};
   Killer killer;
-  acc.register_for_checkpointing(killer);
+  KillRun() { acc.register_for_checkpointing(killer); }
+};
+
+void kill_in_save() {
+  KillRun run;
+  auto& [acc, net, adam, killer] = run;
   auto [model, optimizer] = acc.prepare(net, adam);
   acc.backward(model(torch::ones({2, 4})).sum());
   optimizer.step();
@@ -198,13 +207,8 @@ void kill_in_save() {
 }
 
 void after_kill() {
-  accel::Options options = accel_test::test_options();
-  options.checkpoints.directory = shared_folder() / "auto";
-  accel::Accelerator<accel::Zero2> acc(options);
-  auto net = make_model();
-  torch::optim::Adam adam(net->parameters(), 0.01);
-  Killer killer;
-  acc.register_for_checkpointing(killer);
+  KillRun run;
+  auto& [acc, net, adam, killer] = run;
   auto [model, optimizer] = acc.prepare(net, adam);
   EXPECT(fs::exists(shared_folder() / "auto" / ".checkpoint_1.partial"));
   EXPECT(acc.load_state() == shared_folder() / "auto" / "checkpoint_0");

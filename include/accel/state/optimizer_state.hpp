@@ -48,6 +48,15 @@ inline std::string_view kind_name(OptimizerKind kind) {
 
 namespace detail {
 
+// Adam's and AdamW's states: two types of the same fields.
+template <class State, class Tensors, class Step>
+void visit_adam_state(State& s, Tensors& f, Step& step) {
+  step(s.step());
+  f("exp_avg", s.exp_avg());
+  f("exp_avg_sq", s.exp_avg_sq());
+  f("max_exp_avg_sq", s.max_exp_avg_sq());
+}
+
 // f(name, torch::Tensor&) for each element-wise state tensor, step(int64_t&) for the step count.
 template <class Tensors, class Step>
 void visit_state(OptimizerKind kind, torch::optim::OptimizerParamState& state, Tensors&& f,
@@ -59,22 +68,9 @@ void visit_state(OptimizerKind kind, torch::optim::OptimizerParamState& state, T
       f("momentum_buffer", s.momentum_buffer());
       return;
     }
-    case OptimizerKind::adam: {
-      auto& s = static_cast<AdamParamState&>(state);
-      step(s.step());
-      f("exp_avg", s.exp_avg());
-      f("exp_avg_sq", s.exp_avg_sq());
-      f("max_exp_avg_sq", s.max_exp_avg_sq());
-      return;
-    }
-    case OptimizerKind::adamw: {
-      auto& s = static_cast<AdamWParamState&>(state);
-      step(s.step());
-      f("exp_avg", s.exp_avg());
-      f("exp_avg_sq", s.exp_avg_sq());
-      f("max_exp_avg_sq", s.max_exp_avg_sq());
-      return;
-    }
+    case OptimizerKind::adam: return visit_adam_state(static_cast<AdamParamState&>(state), f, step);
+    case OptimizerKind::adamw:
+      return visit_adam_state(static_cast<AdamWParamState&>(state), f, step);
     case OptimizerKind::adagrad: {
       auto& s = static_cast<AdagradParamState&>(state);
       step(s.step());
