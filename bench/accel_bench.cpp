@@ -56,6 +56,7 @@ struct Config {
   bool pin = false;
   bool plain = false;
   std::string checkpoint;  // a folder: time save_state / load_state after training
+  bool activation_checkpointing = false;  // xfmr: each block through accel::checkpoint
 };
 
 constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
@@ -102,6 +103,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          (accel's default; --bucket-views says so explicitly)
   --no-heap-tuning       Options::tune_cpu_heap = false: glibc's default heap thresholds (the
                          plain loop of --plain always has them)
+  --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
+                         recomputed in backward; docs/memory.md)
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
@@ -122,6 +125,10 @@ Config parse(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
+    }
+    if (flag == "--activation-checkpointing") {
+      c.activation_checkpointing = true;
+      continue;
     }
     if (flag == "--no-heap-tuning") {
       c.tune_heap = false;
@@ -238,7 +245,7 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct BenchNetImpl : torch::nn::Module {
-  explicit BenchNetImpl(const Config& c) {
+  explicit BenchNetImpl(const Config& c) : checkpointing(c.activation_checkpointing) {
     if (c.model == "xfmr") {
       for (std::int64_t i = 0; i < c.layers; ++i)
         blocks.push_back(register_module(fmt::format("block{}", i), Block(c.hidden, c.heads)));
@@ -257,12 +264,15 @@ struct BenchNetImpl : torch::nn::Module {
 
   torch::Tensor forward(torch::Tensor x) {
     if (!blocks.empty()) {
-      for (auto& block : blocks) x = block(x);
+      for (auto& block : blocks)
+        x = checkpointing ? accel::checkpoint([&](const torch::Tensor& t) { return block(t); }, x)
+                          : block(x);
       return head(x.mean(1));
     }
     return net->forward(x);
   }
 
+  bool checkpointing;
   torch::nn::Sequential net{nullptr};
   std::vector<Block> blocks;
   torch::nn::Linear head{nullptr};
