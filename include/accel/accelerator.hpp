@@ -9,6 +9,7 @@
 #include "core.hpp"
 #include "launch.hpp"
 #include "memory/checkpoint.hpp"
+#include "memory/checkpoint_children.hpp"
 #include "memory/checkpointed.hpp"
 #include "memory/estimate_memory.hpp"
 #include "memory/executable_batch_size.hpp"

@@ -40,7 +40,6 @@
 #include "detail/bytes.hpp"
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
-#include "memory/checkpoint_children.hpp"
 #include "options.hpp"
 #include "parallel/detail/clip.hpp"
 #include "parallel/strategies.hpp"
@@ -517,7 +516,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     for (const auto& known : models_)
       if (known.get() == module.get()) return;
     module->to(device_);
-    if (options_.activation_checkpointing) memory::checkpoint_sequential_children(module);
+    if (options_.activation_checkpointing != nullptr) options_.activation_checkpointing(module);
     strategy_.prepare_model(*module, fmt::format("prepared model #{} ({})", models_.size() + 1,
                                                  module->name()));
     models_.push_back(module);

@@ -5,8 +5,10 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 namespace accel {
@@ -103,10 +105,13 @@ struct Options {
   // taking whole batches (the global batch is then batch_size, not batch_size x world size).
   bool split_batches = false;
 
-  // prepare() checkpoints every child with parameters of the model's Sequentials (as FSDP's
-  // apply_activation_checkpointing): their activations are recomputed in backward instead of
-  // kept (memory/checkpoint_children.hpp, docs/memory.md).
-  bool activation_checkpointing = false;
+  // prepare() applies this to every model before the strategy lays it out. Set it to
+  // accel::memory::checkpoint_sequential_children to checkpoint every child with parameters of
+  // the model's Sequentials (as FSDP's apply_activation_checkpointing): their activations are
+  // recomputed in backward instead of kept (memory/checkpoint_children.hpp, docs/memory.md).
+  // A function rather than a flag: the checkpointing code (libtorch's autograd::Function, on
+  // which g++ 14 warns falsely) is then compiled only into programs that name it.
+  std::size_t (*activation_checkpointing)(const std::shared_ptr<torch::nn::Module>&) = nullptr;
 
   DdpOptions ddp = {};
   LossScalingOptions loss_scaling = {};

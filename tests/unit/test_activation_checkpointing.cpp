@@ -75,14 +75,17 @@ struct Run {
 // Two steps (so that the second sees gradients accumulated in place and updated weights) of a
 // prepared model under Accelerator<Ddp, Prec> with or without Options::activation_checkpointing.
 template <class Prec>
-Run train_sequential(bool checkpointing) {
-  accel::Accelerator<accel::Ddp, Prec> accelerator({.activation_checkpointing = checkpointing});
+Run train_sequential(bool checkpointing, std::uint64_t dropout_seed = 3) {
+  accel::Accelerator<accel::Ddp, Prec> accelerator(
+      {.activation_checkpointing =
+           checkpointing ? &accel::memory::checkpoint_sequential_children : nullptr});
   auto net = blocks(11);
   torch::optim::SGD sgd(net->parameters(), 0.1);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
   torch::manual_seed(3);
   const auto x = torch::randn({12, 8});
   const auto y = torch::randn({12, 1});
+  torch::manual_seed(dropout_seed);
   Run run;
   for (int step = 0; step < 2; ++step) {
     const auto loss = torch::mse_loss(model(x), y);
@@ -103,6 +106,10 @@ void check_prepare_option() {
   check_bitwise(plain.grads, checkpointed.grads);
   CHECK(plain.loss == checkpointed.loss);
   CHECK(torch::equal(plain.after, checkpointed.after));
+  // The comparison sees dropout: other masks (another seed) give other gradients, as a recompute
+  // that drew fresh masks would.
+  const Run other_masks = train_sequential<Prec>(true, 4);
+  CHECK(!torch::equal(plain.grads.front(), other_masks.grads.front()));
 }
 
 }  // namespace
@@ -127,7 +134,8 @@ TEST_CASE("activation checkpointing: the prepare option wraps the Sequential's b
   auto net = blocks(11);
   std::vector<std::string> names_before;
   for (const auto& item : net->named_parameters()) names_before.push_back(item.key());
-  accel::Accelerator<accel::Ddp> accelerator({.activation_checkpointing = true});
+  accel::Accelerator<accel::Ddp> accelerator(
+      {.activation_checkpointing = accel::memory::checkpoint_sequential_children});
   auto model = accelerator.prepare(net);
   std::vector<std::string> names_after;
   for (const auto& item : net->named_parameters()) names_after.push_back(item.key());
