@@ -171,6 +171,15 @@ TEST_CASE("checkpoint: a corrupt or truncated file is refused and changes nothin
   const fs::path truncated = broken("truncated");
   fs::resize_file(truncated / "rank_0.safetensors", 100);
   CHECK_THROWS_WITH(acc.load_state(truncated), doctest::Contains("holds 100 bytes"));
+  // A flipped byte in the safetensors header (its JSON) is caught by the checksum too, before
+  // the header is parsed.
+  const fs::path header = broken("header");
+  {
+    std::fstream f(header / "rank_0.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(12);
+    f.put('~');
+  }
+  CHECK_THROWS_WITH(acc.load_state(header), doctest::Contains("rank_0.safetensors' has checksum"));
   const fs::path manifest = broken("manifest");
   flip_byte(manifest / "manifest.json", 3);
   CHECK_THROWS_WITH(acc.load_state(manifest), doctest::Contains("manifest.json"));
@@ -197,7 +206,7 @@ TEST_CASE("checkpoint: a mismatched model or optimizer is refused, naming what d
   auto other = torch::nn::Sequential(torch::nn::Linear(3, 8), torch::nn::Linear(8, 1));
   torch::optim::Adam adam(other->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(other, adam);
-  CHECK_THROWS_WITH(acc.load_state(folder / "c"), doctest::Contains("missing 0.weight"));
+  CHECK_THROWS_WITH(acc.load_state(folder / "c"), doctest::Contains("missing 4: \"0.weight\""));
   Strategy acc2;
   Net net;
   torch::optim::SGD sgd(net->parameters(), 0.01);
@@ -220,6 +229,16 @@ TEST_CASE("checkpoint: save_model writes safetensors that load_model reads back"
   auto loaded = acc.prepare(other);
   acc.load_model(loaded, folder / "split");
   CHECK(accel::state::parameter_digest(*other) == accel::state::parameter_digest(*net));
+  // A truncated weights file is refused, naming it, and the model keeps its weights.
+  fs::copy(folder / "one", folder / "truncated", fs::copy_options::recursive);
+  fs::resize_file(folder / "truncated" / "model.safetensors",
+                  fs::file_size(folder / "truncated" / "model.safetensors") - 4);
+  Net third;
+  auto third_model = acc.prepare(third);
+  const std::uint64_t before = accel::state::parameter_digest(*third);
+  CHECK_THROWS_WITH(acc.load_model(third_model, folder / "truncated"),
+                    doctest::Contains("model.safetensors"));
+  CHECK(accel::state::parameter_digest(*third) == before);
   auto wrong = torch::nn::Sequential(torch::nn::Linear(3, 8));
   auto wrong_model = acc.prepare(wrong);
   CHECK_THROWS_WITH(acc.load_model(wrong_model, folder / "one"), doctest::Contains("unexpected"));

@@ -152,7 +152,7 @@ struct CheckpointIO {
 
     error = detail::error_of([&] {
       if (rank != 0) return;
-      nlohmann::json manifest = describe(acc);
+      nlohmann::json manifest = manifest_of(acc);
       manifest["files"] = nlohmann::json::array();
       for (const auto& r : records) manifest["files"].push_back(nlohmann::json::parse(r));
       posix::write_file_synced(staging / manifest_name, manifest.dump(1));
@@ -228,7 +228,7 @@ struct CheckpointIO {
         if (!check.missing.empty() || !check.unexpected.empty())
           accel::detail::fail("load_model: '{}' does not match the model: {}; pass strict = false "
                               "to load the names that match",
-                              folder.string(), describe(check));
+                              folder.string(), check.describe());
       }
     });
     detail::agree(acc.group_.get(), error, "load_model");
@@ -327,7 +327,7 @@ struct CheckpointIO {
   }
 
   // --- The manifest (main process) -----------------------------------------------------------
-  static nlohmann::json describe(Accel& acc) {
+  static nlohmann::json manifest_of(Accel& acc) {
     using json = nlohmann::json;
     json manifest{{"format", "accel-checkpoint"},
                   {"format_version", checkpoint_format_version},
@@ -510,7 +510,7 @@ struct CheckpointIO {
       const NameCheck check = compare_names(expected, saved);
       if (!check.missing.empty() || !check.unexpected.empty())
         accel::detail::fail("load_state: model #{} in '{}' does not match prepared model #{}: {}",
-                            m, where, m, describe(check));
+                            m, where, m, check.describe());
       auto check_shape = [&](const std::string& name, const std::vector<std::int64_t>& shape,
                              c10::ScalarType dtype) {
         const auto& entry = *described.at(name);
@@ -724,20 +724,6 @@ struct CheckpointIO {
     int position;
     bool collecting;
   };
-
-  static std::string describe(const NameCheck& check) {
-    auto some = [](const std::vector<std::string>& names) {
-      const std::size_t shown = std::min<std::size_t>(names.size(), 10);
-      std::string text = fmt::format("{}", fmt::join(names.begin(), names.begin() + shown, ", "));
-      if (names.size() > shown) text += fmt::format(" and {} more", names.size() - shown);
-      return text;
-    };
-    std::string text;
-    if (!check.missing.empty()) text += fmt::format("missing {}", some(check.missing));
-    if (!check.unexpected.empty())
-      text += fmt::format("{}unexpected {}", text.empty() ? "" : "; ", some(check.unexpected));
-    return text;
-  }
 };
 
 }  // namespace accel::state
