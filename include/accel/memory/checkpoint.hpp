@@ -4,7 +4,7 @@
 //
 //   auto h = accel::checkpoint([&](const torch::Tensor& x) { return block->forward(x); }, x);
 //
-// How (one torch::autograd::Function, no virtual dispatch):
+// How (one torch::autograd::Function, a CRTP class of static functions):
 //   forward   fn runs with autograd recording, on detached aliases of the tensor inputs, so that
 //             its graph names the leaves it reads (parameters, and any other leaf requiring a
 //             gradient); their versions are noted, then the graph, and with it every saved
