@@ -136,14 +136,17 @@ struct CheckpointIO {
     const Path target = detail::broadcast_string(group, target_text);
     const Path staging = staging_folder(target);
 
-    // Every rank writes its file; the sizes and checksums go to the main process's manifest.
+    // Every rank writes its file straight from the tensors, hashing it as it goes; the sizes and
+    // checksums go to the main process's manifest.
     std::string record;
     error = detail::error_of([&] {
-      const std::string bytes = safetensors::serialize(rank_tensors(acc));
-      posix::write_file_synced(staging / detail::rank_file(rank), bytes);
+      StreamingChecksum sum;
+      const std::uint64_t bytes = safetensors::write_file(
+          staging / detail::rank_file(rank), rank_tensors(acc), {},
+          [&sum](const void* data, std::size_t size) { sum.update(data, size); });
       record = nlohmann::json{{"name", detail::rank_file(rank)},
-                              {"bytes", bytes.size()},
-                              {"xxh3", checksum_hex(checksum(bytes.data(), bytes.size()))}}
+                              {"bytes", bytes},
+                              {"xxh3", checksum_hex(sum.value())}}
                    .dump();
     });
     detail::agree(group, error, "save_state: writing the rank files");

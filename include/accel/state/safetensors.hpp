@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -236,17 +237,24 @@ inline std::string serialize(const std::vector<std::pair<std::string, torch::Ten
 // non-contiguous or device tensor is copied to a contiguous CPU one first, one at a time), then
 // fsync'd and closed; a failure names the file and the system's reason, and removes the file.
 // Not atomic by itself: save_weights (weights.hpp) writes to a temporary name and renames.
-inline void write_file(const std::filesystem::path& path,
-                       const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata = {}) {
+// `observe`, when given, sees every byte written, in order (a checkpoint hashes the file as it
+// goes, without reading it back); returns the file's size.
+inline std::uint64_t write_file(
+    const std::filesystem::path& path,
+    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::map<std::string, std::string>& metadata = {},
+    const std::function<void(const void*, std::size_t)>& observe = {}) {
   const detail::Plan plan = detail::plan(tensors, metadata);
   posix::Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC);
+  auto write = [&](const void* data, std::size_t size) {
+    file.write_all(data, size);
+    if (observe) observe(data, size);
+  };
   try {
-    file.write_all(plan.header.data(), plan.header.size());
+    write(plan.header.data(), plan.header.size());
     for (const std::size_t i : plan.order) {
       const torch::Tensor t = tensors[i].second.detach().to(torch::kCPU).contiguous();
-      if (t.numel() > 0)
-        file.write_all(t.data_ptr(), static_cast<std::size_t>(t.numel()) * t.element_size());
+      if (t.numel() > 0) write(t.data_ptr(), static_cast<std::size_t>(t.numel()) * t.element_size());
     }
     file.sync();
     file.close();
@@ -254,6 +262,7 @@ inline void write_file(const std::filesystem::path& path,
     ::unlink(path.c_str());
     throw;
   }
+  return plan.header.size() + plan.data_bytes;
 }
 
 }  // namespace accel::state::safetensors
