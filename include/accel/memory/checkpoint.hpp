@@ -214,11 +214,8 @@ void flatten_into(const T& value, variable_list& out) {
 }
 
 template <class Fn, class... Args>
-auto checkpoint(const TensorNames* names, Fn&& fn, Args&&... args) {
+auto checkpoint_returning(const TensorNames* names, Fn&& fn, Args&&... args) {
   using Result = std::invoke_result_t<std::decay_t<Fn>&, std::decay_t<Args>&...>;
-  static_assert(!std::is_void_v<Result>,
-                "accel: checkpoint(fn, inputs...): fn returns nothing, so there is nothing to "
-                "backpropagate through; return its output tensor(s)");
   if (!torch::GradMode::is_enabled()) return std::invoke(fn, args...);
 
   // Copies of fn and the arguments, for the recompute; tensors stay aliases of the caller's.
@@ -277,6 +274,19 @@ auto checkpoint(const TensorNames* names, Fn&& fn, Args&&... args) {
       CheckpointFunction::apply(at::TensorList(inputs), at::TensorList(state->leaves), state);
   std::size_t next = 0;
   return with_tensors(*result, wrapped, next);
+}
+
+
+// The checked entry: a function returning nothing is the one error, not the cascade its body
+// would give.
+template <class Fn, class... Args>
+auto checkpoint(const TensorNames* names, Fn&& fn, Args&&... args) {
+  using Result = std::invoke_result_t<std::decay_t<Fn>&, std::decay_t<Args>&...>;
+  static_assert(!std::is_void_v<Result>,
+                "accel: checkpoint(fn, inputs...): fn returns nothing, so there is nothing to "
+                "backpropagate through; return its output tensor(s)");
+  if constexpr (!std::is_void_v<Result>)
+    return checkpoint_returning(names, std::forward<Fn>(fn), std::forward<Args>(args)...);
 }
 
 }  // namespace detail
