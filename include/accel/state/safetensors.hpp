@@ -37,7 +37,7 @@
 // the compile-fail cases run on, so it is quoted in docs/policies.md without a case.
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "accel: safetensors stores tensors little-endian and accel copies their bytes as they lie in memory; a big-endian host would need a byte swap per element"
-#endif a big-endian host would need a byte swap per element");
+#endif
 
 namespace accel::state::safetensors {
 
