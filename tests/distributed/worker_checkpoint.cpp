@@ -59,15 +59,21 @@ constexpr std::int64_t total_steps = 10;
 // second window).
 constexpr std::int64_t save_mid_after = 21;
 
+// What the save, resume and reshard phases train: the same objects, prepared the same way.
+template <class Par>
+struct Program {
+  accel::Accelerator<Par, accel::Fp32, accel::GradAccum<4>> acc{accel_test::test_options()};
+  torch::nn::Sequential net = make_model();
+  torch::optim::AdamW adamw{net->parameters(), torch::optim::AdamWOptions(0.02).weight_decay(0.1)};
+  torch::optim::StepLR schedule{adamw, 3, 0.7};
+  accel::DataLoader<Data> loader{Data(), {.batch_size = 2, .shuffle = true, .seed = 4}};
+};
+
 // One program: resume from `from` if given, train to total_steps, saving on the way when asked.
 template <class Par>
 std::string train(const fs::path& from, bool save) {
-  using Accel = accel::Accelerator<Par, accel::Fp32, accel::GradAccum<4>>;
-  Accel acc(accel_test::test_options());
-  auto net = make_model();
-  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(0.02).weight_decay(0.1));
-  torch::optim::StepLR schedule(adamw, 3, 0.7);
-  accel::DataLoader loader(Data(), {.batch_size = 2, .shuffle = true, .seed = 4});
+  Program<Par> program;
+  auto& [acc, net, adamw, schedule, loader] = program;
   auto [model, optimizer, scheduler, batches] = acc.prepare(net, adamw, schedule, loader);
   if (!from.empty()) acc.load_state(from);
   std::int64_t micro = 0;
@@ -138,12 +144,8 @@ void expect_same_content(const fs::path& a, const fs::path& b) {
 
 template <class Par>
 void reshard_run() {
-  using Accel = accel::Accelerator<Par, accel::Fp32, accel::GradAccum<4>>;
-  Accel acc(accel_test::test_options());
-  auto net = make_model();
-  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(0.02).weight_decay(0.1));
-  torch::optim::StepLR schedule(adamw, 3, 0.7);
-  accel::DataLoader loader(Data(), {.batch_size = 2, .shuffle = true, .seed = 4});
+  Program<Par> program;
+  auto& [acc, net, adamw, schedule, loader] = program;
   auto [model, optimizer, scheduler, batches] = acc.prepare(net, adamw, schedule, loader);
   acc.load_state(shared_folder() / "boundary");
   const auto manifest =
