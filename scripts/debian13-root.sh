@@ -146,6 +146,9 @@ EOF
     # Keep the root small and apt quiet; never start services inside it.
     printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' \
       >"$TMP/etc/apt/apt.conf.d/90accel-no-recommends"
+    # A root to build in, remade rather than repaired: dpkg need not fsync every file it
+    # unpacks (minutes saved on the ~400 packages).
+    echo force-unsafe-io >"$TMP/etc/dpkg/dpkg.cfg.d/90accel-unsafe-io"
     printf '#!/bin/sh\nexit 101\n' >"$TMP/usr/sbin/policy-rc.d"
     chmod +x "$TMP/usr/sbin/policy-rc.d"
     touch "$TMP/$BASE_DONE"

@@ -3,38 +3,75 @@
 # benchmarks, and runs the whole test suite, on one or both libtorch legs:
 #   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/
 #   scripts/test.sh --leg debian13   libtorch 2.6, in a Debian 13 root (debootstrap + chroot),
-#                                    in build-debian13/
-#   scripts/test.sh --leg all        both, the host first
+#                                    in build-debian13/, without the benchmarks (the host leg
+#                                    builds them; -DACCEL_BUILD_BENCH=ON by hand to have them)
+#   scripts/test.sh --leg all        both, the host first; the Debian 13 root is made while the
+#                                    host leg builds and tests (downloads and unpacking wait on
+#                                    the network and the disk, the build on the CPU)
 # Arguments after the options go to ctest, e.g. scripts/test.sh -R unit
+# Each phase prints how long it took ("test.sh: <leg> <phase>: <seconds> s").
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 leg=host
 if [ "${1:-}" = "--leg" ]; then leg=${2:?"--leg needs host, debian13 or all"}; shift 2; fi
 
-# The same steps on either leg; $1 is the build folder as the building system sees it.
+# The same steps on either leg. $1: the leg's name, $2: the source folder and $3: the build
+# folder as the building system sees them, $4: extra cmake arguments; the rest go to ctest.
 configure_build_test() {
-  local source=$1 build=$2; shift 2
-  cmake -S "$source" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  local name=$1 source=$2 build=$3 extra=$4 start; shift 4
+  start=$SECONDS
+  # shellcheck disable=SC2086  # $extra is a list of words
+  cmake -S "$source" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release $extra
   cmake --build "$build" -j"$(nproc)"
+  echo "test.sh: $name configure and build: $((SECONDS - start)) s"
+  start=$SECONDS
   ctest --test-dir "$build" -j"$(nproc)" --output-on-failure "$@"
+  echo "test.sh: $name ctest: $((SECONDS - start)) s"
+}
+
+timed() {
+  local what=$1 start=$SECONDS; shift
+  "$@"
+  echo "test.sh: $what: $((SECONDS - start)) s"
 }
 
 run_host() {
-  "$repo/scripts/setup-debian.sh"
-  configure_build_test "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$@"
+  timed "host setup" "$repo/scripts/setup-debian.sh"
+  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "" "$@"
+}
+
+# The root sees the repo at /src; its build folder is separate from the host's.
+test_in_debian13() {
+  "$repo/scripts/in-debian13.sh" -- \
+    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 -DACCEL_BUILD_BENCH=OFF \"\$@\"" \
+    configure_build_test "$@"
 }
 
 run_debian13() {
-  "$repo/scripts/debian13-root.sh"
-  # The root sees the repo at /src; its build folder is separate from the host's.
-  "$repo/scripts/in-debian13.sh" -- \
-    bash -c "$(declare -f configure_build_test); configure_build_test /src /src/build-debian13 \"\$@\"" \
-    configure_build_test "$@"
+  timed "debian13 root" "$repo/scripts/debian13-root.sh"
+  test_in_debian13 "$@"
+}
+
+run_all() {
+  timed "host setup" "$repo/scripts/setup-debian.sh"
+  local root_log root_pid root_start=$SECONDS
+  root_log=$(mktemp "${TMPDIR:-/tmp}/accel-debian13-root.XXXXXX")
+  "$repo/scripts/debian13-root.sh" >"$root_log" 2>&1 &
+  root_pid=$!
+  # shellcheck disable=SC2064  # expand now: the trap must name this pid and log
+  trap "kill $root_pid 2>/dev/null || true; rm -f '$root_log'" EXIT
+  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "" "$@"
+  local status=0
+  wait "$root_pid" || status=$?
+  sed 's/^/  /' "$root_log"
+  echo "test.sh: debian13 root (made during the host leg): ready $((SECONDS - root_start)) s after it started"
+  [ "$status" -eq 0 ] || { echo "test.sh: scripts/debian13-root.sh failed (exit $status, log above)" >&2; exit "$status"; }
+  test_in_debian13 "$@"
 }
 
 case "$leg" in
   host) run_host "$@" ;;
   debian13) run_debian13 "$@" ;;
-  all) run_host "$@" && run_debian13 "$@" ;;
+  all) run_all "$@" ;;
   *) echo "scripts/test.sh: unknown leg '$leg' (host, debian13 or all)" >&2; exit 2 ;;
 esac

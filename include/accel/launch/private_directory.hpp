@@ -1,6 +1,8 @@
 // The folder a single-node job meets in (ACCEL_STORE_DIR): the runtime keeps a c10d FileStore
 // there instead of listening on a socket. mkdtemp creates it with mode 0700, so only this user
-// can join or read the job's rendezvous; it goes away with the launch, whatever is inside.
+// can join or read the job's rendezvous; it goes away with the launch, whatever is inside, and
+// with it the shared-memory segments named after it (runtime/shm/segment_name.hpp) that a rank
+// killed while setting them up left in /dev/shm.
 #pragma once
 
 #include <ftw.h>
@@ -13,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../runtime/shm/segment_name.hpp"
 #include "error.hpp"
 
 namespace accel::launcher {
@@ -27,6 +30,12 @@ inline void remove_tree(const std::string& path) {
         return 0;
       },
       16, FTW_DEPTH | FTW_PHYS);
+}
+
+// The directory and the run's shared-memory names.
+inline void remove_run(const std::string& path) {
+  runtime::shm::remove_segments_of_run(runtime::shm::run_token_of(path));
+  remove_tree(path);
 }
 
 // Folders to remove if the process calls exit() while they exist: with one process the user's
@@ -44,7 +53,7 @@ struct DirectoriesRemovedAtExit {
     const std::scoped_lock lock(registry.mutex);
     for (const auto& [path, owner] : registry.paths) {
       // A forked child calling exit() must not remove its parent's folder.
-      if (owner == ::getpid()) remove_tree(path);
+      if (owner == ::getpid()) remove_run(path);
     }
     registry.paths.clear();
   }
@@ -79,7 +88,7 @@ class PrivateDirectory {
   PrivateDirectory& operator=(const PrivateDirectory&) = delete;
   ~PrivateDirectory() {
     if (path_.empty()) return;
-    remove_tree(path_);
+    remove_run(path_);
     DirectoriesRemovedAtExit::instance().forget(path_);
   }
 
