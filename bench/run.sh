@@ -24,6 +24,9 @@
 # MALLOC_TRIM_THRESHOLD_=1 GiB, so that glibc keeps freed tensor memory instead of returning it
 # to the kernel and faulting it in again at the next step (see docs/benchmarks.md).
 #
+# Between the ranks of one node accel's CPU tensors go through shared memory; run with
+# ACCEL_SHARED_MEMORY=0 in the environment for accel over Gloo, as PyTorch's DDP is.
+#
 # Needs Debian's python3-torch under /usr/bin/python3 (scripts/setup-debian.sh installs it).
 # --wait-quiet first waits (up to 20 minutes) for a 1-minute load below 0.7 with no compiler,
 # ninja or ctest running: two ranks share two cores here, so anything else running skews it.

@@ -86,7 +86,8 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
         group_(runtime::join_group(
             environment_, device_,
             runtime::with_environment(
-                {options_.timeout, options_.rendezvous_timeout, options_.check_collectives}))),
+                {options_.timeout, options_.rendezvous_timeout, options_.check_collectives,
+                 options_.shared_memory}))),
         gradients_(accumulation_steps) {
     precision_.attach(group_.get(), options_, device_);
     if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();

@@ -96,6 +96,10 @@ struct Options {
   // both calls, on a mismatch. Costs one small all-gather per collective; for tests and
   // debugging. ACCEL_CHECK_COLLECTIVES=1 turns it on too.
   bool check_collectives = false;
+  // CPU tensors travel through a shared-memory segment when every rank is on this host
+  // (docs/distributed.md, "Shared memory"): several times Gloo's loopback bandwidth. false (or
+  // ACCEL_SHARED_MEMORY=0) sends everything through Gloo, as across nodes.
+  bool shared_memory = true;
 
   // Prepared loaders: every rank gets the same number of batches per epoch, the last round
   // completed by wrapping around to the epoch's first batches (gather_for_metrics drops the

@@ -32,6 +32,16 @@ void collectives() {
   const int r = acc.process_index(), w = acc.num_processes();
   const double rf = r;
 
+  // CPU tensors go through shared memory when every rank is on this host, unless
+  // ACCEL_SHARED_MEMORY=0 (the dist.gloo_* tests) turns it off.
+  const auto variable = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value == nullptr ? "" : value);
+  };
+  EXPECT(acc.process_group()->uses_shared_memory() ==
+         (variable("ACCEL_SHARED_MEMORY") != "0" &&
+          variable("LOCAL_WORLD_SIZE") == variable("WORLD_SIZE")));
+
   acc.wait_for_everyone();
 
   // broadcast of an aggregate: rank 0's values everywhere.
@@ -1054,10 +1064,29 @@ void unchecked_mismatch() {
 
 // Different byte counts reach Gloo, which stops the process from its own thread: the process
 // must still say why, in an accel: line.
+// On Gloo (the shared-memory path compares every call: shm_mismatched_reduce).
 void gloo_abort() {
-  Ddp acc({.timeout = std::chrono::seconds(20)});
+  Ddp acc({.timeout = std::chrono::seconds(20), .shared_memory = false});
   auto t = torch::ones({4}, acc.process_index() == 0 ? torch::kFloat : torch::kDouble);
   (void)acc.reduce(t);
+  throw std::runtime_error("a reduce of 16 bytes against 32 bytes returned");
+}
+
+// The same mismatch through shared memory: every rank fails with an error naming both calls,
+// nothing aborts.
+void shm_mismatched_reduce() {
+  Ddp acc({.timeout = std::chrono::seconds(20)});
+  auto t = torch::ones({4}, acc.process_index() == 0 ? torch::kFloat : torch::kDouble);
+  try {
+    (void)acc.reduce(t);
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    fmt::print("rank {} caught: {}\n", acc.process_index(), what);
+    EXPECT(what.find("mismatched collective") != std::string::npos);
+    EXPECT(what.find("(4 elements of float32)") != std::string::npos);
+    EXPECT(what.find("(4 elements of float64)") != std::string::npos);
+    return;
+  }
   throw std::runtime_error("a reduce of 16 bytes against 32 bytes returned");
 }
 
@@ -1256,6 +1285,7 @@ int main(int argc, char** argv) {
       {"prepare_after_steps", prepare_after_steps},
       {"unchecked_mismatch", unchecked_mismatch},
       {"gloo_abort", gloo_abort},
+      {"shm_mismatched_reduce", shm_mismatched_reduce},
       {"caught_error", caught_error},
       {"skipped_collective", skipped_collective},
       {"stopped_rank", [] { stopped_rank(false); }},

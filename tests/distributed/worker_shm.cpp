@@ -6,6 +6,8 @@
 // ACCEL_STORE_DIR (whose name gives the run token) come from the environment.
 #include <accel/runtime/shm/transport.hpp>
 
+#include "run_scenario.hpp"
+
 #include <signal.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,13 +22,6 @@
 namespace shm = accel::runtime::shm;
 
 namespace {
-
-#define EXPECT(condition)                                                                   \
-  do {                                                                                      \
-    if (!(condition))                                                                       \
-      throw std::runtime_error(fmt::format("check failed at {}:{}: {}", __FILE__, __LINE__, \
-                                           #condition));                                    \
-  } while (0)
 
 int env(const char* name) {
   const char* raw = std::getenv(name);
@@ -205,7 +199,7 @@ void expect_error(const std::function<void()>& call, const std::string& part) {
   throw std::runtime_error(fmt::format("no error; expected one saying '{}'", part));
 }
 
-const std::map<std::string, std::function<void()>> scenarios = {
+const accel_test::Scenarios scenarios = {
     {"exact",
      [] {
        shm::Transport transport = connect(0);
@@ -281,18 +275,4 @@ const std::map<std::string, std::function<void()>> scenarios = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const auto found = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
-  if (found == scenarios.end()) {
-    fmt::print(stderr, "usage: accel_dist_shm exact|mismatch|peer_exits|peer_stops|killed_in_setup\n");
-    return 2;
-  }
-  try {
-    found->second();
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "rank {}: {} FAILED: {}\n", rank, argv[1], error.what());
-    return 1;
-  }
-  fmt::print("rank {}: {} passed\n", rank, argv[1]);
-  return 0;
-}
+int main(int argc, char** argv) { return accel_test::run_scenario(argc, argv, scenarios); }

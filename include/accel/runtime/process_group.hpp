@@ -3,7 +3,9 @@
 //   - reduce-scatter as alltoall plus a local sum: each rank sends and receives (N-1)/N of the
 //     data, like a ring (PyTorch's own fallback, allreduce then slice, moves twice that);
 //   - all-gather into one flat tensor as a list all-gather plus a concatenation;
-//   - bf16 on the wire through fp32 where Gloo lacks bf16.
+//   - bf16 on the wire through fp32 where Gloo lacks bf16;
+//   - CPU tensors through shared memory when every rank is on this host (shared_memory_path.hpp,
+//     shm/transport.hpp): memory bandwidth instead of TCP over loopback.
 // With collective checking on, the ranks first compare a fingerprint of each collective
 // (operation, sequence number, dtype, shape); a mismatch fails on every rank, naming what each
 // rank called, instead of hanging or corrupting memory.
@@ -32,6 +34,7 @@
 #include "direct_gloo.hpp"
 #include "process.hpp"
 #include "environment.hpp"
+#include "shared_memory_path.hpp"
 
 namespace accel::runtime {
 
@@ -60,6 +63,7 @@ struct GroupSettings {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
   bool check_collectives = false;
+  bool shared_memory = true;
 };
 
 // A duration in seconds from the environment (fractions allowed), or `fallback` when unset.
@@ -81,6 +85,7 @@ inline GroupSettings with_environment(GroupSettings settings) {
   settings.timeout = env_seconds("ACCEL_TIMEOUT", settings.timeout);
   settings.rendezvous_timeout = env_seconds("ACCEL_RENDEZVOUS_TIMEOUT", settings.rendezvous_timeout);
   settings.check_collectives = settings.check_collectives || env_int("ACCEL_CHECK_COLLECTIVES", 0) != 0;
+  settings.shared_memory = settings.shared_memory && env_int("ACCEL_SHARED_MEMORY", 1) != 0;
   if (settings.timeout.count() <= 0)
     detail::fail("Options::timeout is {} ms; it must be positive (the default is 30 minutes; "
                  "ACCEL_TIMEOUT=<seconds> sets it from the environment)",
@@ -183,6 +188,10 @@ class ProcessGroup {
                    rank_, size_, seconds(rendezvous), error.what());
     }
     store_->setTimeout(timeout_);
+    if (settings.shared_memory && env.process.local_world_size == size_)
+      shm_ = std::make_unique<SharedMemoryPath>(
+          *store_, env.store_dir.empty() ? "" : shm::run_token_of(env.store_dir), group_number,
+          rank_, size_, timeout_);
   }
 
   static std::shared_ptr<::gloo::transport::Device> gloo_device_for_nodes() {
@@ -226,6 +235,8 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Whether CPU tensors travel through shared memory (every rank on this host, not turned off).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
   std::uint64_t collectives_issued() const { return sequence_; }
 
   void barrier() {
@@ -236,6 +247,15 @@ class ProcessGroup {
   void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum) {
     check_reducible(tensor, op);
     const Call call = check("allreduce", tensor);
+    if (const auto type = reducible_in_shared_memory(tensor)) {
+      torch::Tensor data = tensor.contiguous();
+      through_shared_memory(call, [&](shm::Transport& transport) {
+        transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), *type,
+                            to_shm(op));
+      });
+      if (!data.is_same(tensor)) tensor.copy_(data);
+      return;
+    }
     on_wire(tensor, [&](torch::Tensor& wire) {
       std::vector<torch::Tensor> list{wire};
       c10d::AllreduceOptions options;
@@ -253,22 +273,42 @@ class ProcessGroup {
     c10::intrusive_ptr<c10d::Work> work;
     torch::Tensor tensor;  // the tensor the result lands in
     torch::Tensor wire;    // its fp32 stand-in on a wire without the dtype, else undefined
+    std::shared_future<void> shared_memory;  // instead of `work` on the shared-memory path
     void wait() {
-      group->await(work, {"allreduce", sequence, wire.defined() ? wire : tensor});
+      const Call call{"allreduce", sequence, wire.defined() ? wire : tensor};
+      if (shared_memory.valid()) {
+        try {
+          shared_memory.get();
+        } catch (const std::exception& error) {
+          group->failed_in_shared_memory(call, error);
+        }
+      } else {
+        group->await(work, call);
+      }
       if (wire.defined()) tensor.copy_(wire);
     }
   };
   Pending allreduce_async(torch::Tensor tensor) {
-    return allreduce_async(tensor, wire_native(tensor) ? torch::Tensor() : to_wire(tensor));
+    const bool carried = reducible_in_shared_memory(tensor) || wire_native(tensor);
+    return allreduce_async(tensor, carried ? torch::Tensor() : to_wire(tensor));
   }
   // The same with the stand-in given: `wire` travels, and its sum lands in `tensor` at wait().
   Pending allreduce_async(torch::Tensor tensor, torch::Tensor wire) {
     const torch::Tensor& sent = wire.defined() ? wire : tensor;
+    if (const auto type = reducible_in_shared_memory(sent); type && sent.is_contiguous()) {
+      Pending pending{this, check("allreduce", sent).sequence, {}, tensor, wire, {}};
+      torch::Tensor data = sent;  // the task keeps the storage alive
+      pending.shared_memory = shm_->submit([data, type = *type](shm::Transport& transport) {
+        transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
+                            shm::Reduction::sum);
+      });
+      return pending;
+    }
     if (!wire_native(sent))
       detail::fail("{} all-reduce is not available on this Gloo (libtorch {}); use an fp32 or "
                    "fp16 wire",
                    c10::toString(sent.scalar_type()), TORCH_VERSION);
-    Pending pending{this, check("allreduce", sent).sequence, {}, tensor, wire};
+    Pending pending{this, check("allreduce", sent).sequence, {}, tensor, wire, {}};
     std::vector<torch::Tensor> list{sent};
     pending.work = backend_->allreduce(list);
     return pending;
@@ -281,6 +321,13 @@ class ProcessGroup {
    public:
     void run() {
       const Call call = group_->check("allreduce", flat_);
+      if (!ring_) {  // the group carries it through shared memory
+        group_->through_shared_memory(call, [&](shm::Transport& transport) {
+          transport.allreduce(flat_.data_ptr(), static_cast<std::size_t>(flat_.numel()),
+                              *shared_memory_type(flat_), shm::Reduction::sum);
+        });
+        return;
+      }
       try {
         ring_->run();
       } catch (const std::exception& error) {
@@ -299,14 +346,15 @@ class ProcessGroup {
     if (!DirectGloo::can_register(flat))
       detail::fail("register_allreduce takes a contiguous float or double CPU tensor, not {} on {}",
                    c10::toString(flat.scalar_type()), flat.device().str());
+    RegisteredAllreduce registered;
+    registered.group_ = this;
+    registered.flat_ = flat;
+    if (shm_) return registered;  // faster still through shared memory: run() goes there
     // Its own key space and connections: c10d's never see these messages.
     if (!direct_)
       direct_ = std::make_unique<DirectGloo>(
           c10::make_intrusive<c10d::PrefixStore>("accel/direct", store_), rank_, size_, device_,
           timeout_);
-    RegisteredAllreduce registered;
-    registered.group_ = this;
-    registered.flat_ = flat;
     registered.ring_ = direct_->ring_allreduce(registered.flat_);
     return registered;
   }
@@ -323,10 +371,16 @@ class ProcessGroup {
     if (rank_ == root)
       std::memcpy(payload.data_ptr<std::uint8_t>() + header.numel() * 8, data.data_ptr(),
                   static_cast<std::size_t>(data.numel() * data.element_size()));
-    std::vector<torch::Tensor> list{payload};
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    await(backend_->broadcast(list, options), call);
+    if (shm_) {
+      through_shared_memory(call, [&](shm::Transport& transport) {
+        transport.broadcast(payload.data_ptr(), static_cast<std::size_t>(payload.numel()), root);
+      });
+    } else {
+      std::vector<torch::Tensor> list{payload};
+      c10d::BroadcastOptions options;
+      options.rootRank = root;
+      await(backend_->broadcast(list, options), call);
+    }
     if (rank_ == root) return;
     const torch::Tensor received = payload.narrow(0, 0, header.numel() * 8).view(torch::kLong);
     if (!torch::equal(received, header))
@@ -345,6 +399,13 @@ class ProcessGroup {
     const torch::Tensor input = tensor.dim() == 0 ? tensor.reshape({1}) : tensor.contiguous();
     std::vector<std::int64_t> shape = input.sizes().vec();
     shape[0] *= size_;
+    if (native && gathers_in_shared_memory(input)) {
+      torch::Tensor output = torch::empty(shape, input.options());
+      through_shared_memory(call, [&](shm::Transport& transport) {
+        transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+      });
+      return output;
+    }
     if (native && detail::gloo_has_allgather_base && wire_native(input)) {
       torch::Tensor output = torch::empty(shape, input.options());
       torch::Tensor in = input;
@@ -373,6 +434,12 @@ class ProcessGroup {
                    output.numel(), c10::toString(output.scalar_type()), size_, input.numel(),
                    c10::toString(input.scalar_type()));
     torch::Tensor flat_output = output.view(-1);
+    if (native && gathers_in_shared_memory(input)) {
+      through_shared_memory(call, [&](shm::Transport& transport) {
+        transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+      });
+      return;
+    }
     if (native && detail::gloo_has_allgather_base && wire_native(input)) {
       // A copy of the input: the native op may write this rank's slot while reading the input.
       torch::Tensor in = input.reshape(-1).clone();
@@ -413,7 +480,14 @@ class ProcessGroup {
     const std::int64_t chunk = input.numel() / size_;
     torch::Tensor flat = input.contiguous().view(-1);
     torch::Tensor result;
-    if (native && detail::gloo_has_reduce_scatter_base && wire_native(flat)) {
+    if (const auto type = reducible_in_shared_memory(flat); native && type) {
+      result = torch::empty({chunk}, flat.options());
+      through_shared_memory(call, [&](shm::Transport& transport) {
+        transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
+                                 static_cast<std::size_t>(chunk), *type, to_shm(op));
+      });
+      return result;  // the transport averaged already
+    } else if (native && detail::gloo_has_reduce_scatter_base && wire_native(flat)) {
       result = torch::empty({chunk}, flat.options());
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
@@ -471,6 +545,26 @@ class ProcessGroup {
   // fp32): their temporary buffers are size() times this, not size() times the whole input.
   static constexpr std::int64_t fallback_piece = std::int64_t{4} << 20;
 
+  // The shared-memory path's type for a tensor it reduces, when the path is on.
+  std::optional<shm::DataType> reducible_in_shared_memory(const torch::Tensor& t) const {
+    if (!shm_) return std::nullopt;
+    return shared_memory_type(t);
+  }
+  // All-gather and broadcast copy bytes: any contiguous CPU tensor.
+  bool gathers_in_shared_memory(const torch::Tensor& t) const {
+    return shm_ && t.device().is_cpu() && t.is_contiguous();
+  }
+  static std::size_t byte_size(const torch::Tensor& t) {
+    return static_cast<std::size_t>(t.numel()) * t.element_size();
+  }
+  static shm::Reduction to_shm(ReduceOp op) {
+    switch (op) {
+      case ReduceOp::mean: return shm::Reduction::mean;
+      case ReduceOp::max: return shm::Reduction::max;
+      case ReduceOp::min: return shm::Reduction::min;
+      default: return shm::Reduction::sum;
+    }
+  }
   static c10d::ReduceOp to_c10d(ReduceOp op) {
     switch (op) {
       case ReduceOp::max: return c10d::ReduceOp::MAX;
@@ -547,6 +641,24 @@ class ProcessGroup {
                  rank_, calls);
   }
 
+  // Runs `collective` on the transport's thread, behind the asynchronous ones issued before.
+  template <class Collective>
+  void through_shared_memory(const Call& call, Collective&& collective) {
+    try {
+      shm_->run(std::forward<Collective>(collective));
+    } catch (const std::exception& error) {
+      failed_in_shared_memory(call, error);
+    }
+  }
+  // The transport's errors say what happened in full (the peer gone or late, each rank's call
+  // on a mismatch, the timeout): the group adds which of its collectives it was.
+  [[noreturn]] void failed_in_shared_memory(const Call& call, const std::exception& error) {
+    broken_ = true;
+    std::string_view what = error.what();
+    if (what.starts_with("accel: ")) what.remove_prefix(7);
+    detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
+  }
+
   void await(const c10::intrusive_ptr<c10d::Work>& work, const Call& call) {
     try {
       work->wait();
@@ -620,6 +732,8 @@ class ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device_;
   c10::intrusive_ptr<detail::CommBackend> backend_;
   std::unique_ptr<DirectGloo> direct_;  // made by the first register_allreduce
+  // Last, so that it goes first: its thread stops before the rest of the group.
+  std::unique_ptr<SharedMemoryPath> shm_;
 };
 
 }  // namespace accel::runtime

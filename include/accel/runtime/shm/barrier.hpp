@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -97,15 +98,15 @@ class Barrier {
         next_liveness_check = now + liveness_interval;
         for (int r = 0; r < size_; ++r)
           if (!arrived(r) && process_is_gone(peer_pid(r)))
-            detail::fail("{} failed on rank {}: rank {} (pid {}) has exited; the shared-memory "
-                         "transport cannot finish without it",
-                         what(), rank_, r, peer_pid(r));
+            detail::fail("{}: rank {} (pid {}) has exited; the shared-memory transport cannot "
+                         "finish without it",
+                         what(), r, peer_pid(r));
       }
       if (now - start > timeout_)
-        detail::fail("{} failed on rank {}: {} did not arrive within the timeout of {} s "
-                     "(Options::timeout, ACCEL_TIMEOUT); a rank that stops, exits or skips this "
-                     "collective makes the others wait that long",
-                     what(), rank_, missing(), std::chrono::duration<double>(timeout_).count());
+        detail::fail("{}: {} did not arrive within the timeout of {} s (Options::timeout, "
+                     "ACCEL_TIMEOUT); a rank that stops, exits or skips this collective makes the "
+                     "others wait that long",
+                     what(), missing(), std::chrono::duration<double>(timeout_).count());
     }
   }
 

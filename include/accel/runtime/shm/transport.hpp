@@ -213,7 +213,7 @@ class Transport {
     barrier_.arrive();
     try {
       barrier_.wait([&] {
-        return fmt::format("shared-memory {} #{}", to_string(op), current_[0]);
+        return fmt::format("shared-memory {} #{} on rank {}", to_string(op), current_[0], rank_);
       });
     } catch (...) {
       broken_ = true;

@@ -1,0 +1,156 @@
+// The ProcessGroup's path through shared memory (shm/transport.hpp) for CPU tensors when every
+// rank of the group is on this host: the transport, set up through the group's store, and the
+// thread that runs its asynchronous collectives in the order they were issued, so that Ddp's
+// bucket all-reduces overlap backward as c10d's do. A blocking collective waits for those
+// issued before it and then runs on the caller's thread: the ranks issue collectives in the same
+// order, so the transport sees them in the same order on every rank.
+//
+// On by default; Options::shared_memory = false or ACCEL_SHARED_MEMORY=0 turns it off (Gloo over
+// loopback then carries everything, as across nodes and for CUDA tensors).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "../detail/torch_compat.hpp"
+#include "shm/transport.hpp"
+
+namespace accel::runtime {
+
+// The transport's element type for a tensor it can carry, or nothing (Gloo carries it).
+inline std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
+  switch (t.scalar_type()) {
+    case torch::kFloat: return shm::DataType::f32;
+    case torch::kDouble: return shm::DataType::f64;
+    case torch::kBFloat16: return shm::DataType::bf16;
+    case torch::kHalf:
+      if (shm::has_f16) return shm::DataType::f16;
+      return std::nullopt;
+    case torch::kLong: return shm::DataType::i64;
+    case torch::kInt: return shm::DataType::i32;
+    default: return std::nullopt;
+  }
+}
+
+class SharedMemoryPath {
+ public:
+  // Bytes of each rank's slot: a collective streams through 2 x (ranks + 1) of them.
+  static constexpr std::size_t slot_bytes = std::size_t{1} << 20;
+
+  // Collective over the group: rank 0 creates the segment, named from `run_token` (or, when
+  // empty, from a random token it shares through the store) and `group`.
+  SharedMemoryPath(c10d::Store& store, std::string run_token, int group, int rank, int size,
+                   std::chrono::milliseconds timeout)
+      : transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
+        worker_([this] { serve(); }) {}
+
+  SharedMemoryPath(const SharedMemoryPath&) = delete;
+  SharedMemoryPath& operator=(const SharedMemoryPath&) = delete;
+  ~SharedMemoryPath() {
+    {
+      const std::scoped_lock lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+  }
+
+  // Queues `collective` (a call on the transport) behind those issued before it.
+  std::shared_future<void> submit(std::function<void(shm::Transport&)> collective) {
+    std::packaged_task<void()> task([this, collective = std::move(collective)] {
+      collective(transport_);
+    });
+    std::shared_future<void> done = task.get_future().share();
+    {
+      const std::scoped_lock lock(mutex_);
+      queue_.push_back(std::move(task));
+    }
+    changed_.notify_all();
+    return done;
+  }
+  // The same, waiting for it; rethrows its error. Runs on the calling thread once the queue is
+  // empty (no hand-off to the worker thread: most collectives are blocking, and small).
+  template <class Collective>
+  void run(Collective&& collective) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+      busy_ = true;
+    }
+    struct Done {
+      SharedMemoryPath& path;
+      ~Done() {
+        {
+          const std::scoped_lock lock(path.mutex_);
+          path.busy_ = false;
+        }
+        path.changed_.notify_all();
+      }
+    } done{*this};
+    collective(transport_);
+  }
+
+ private:
+  static shm::Transport connect(c10d::Store& store, std::string run_token, int group, int rank,
+                                int size, std::chrono::milliseconds timeout) {
+    const std::string key = "accel/shm/token";
+    if (run_token.empty()) {
+      // No private rendezvous folder (torchrun, Slurm, mpirun): rank 0 draws a token.
+      if (rank == 0) {
+        std::random_device entropy;
+        run_token = fmt::format("{:08x}{:08x}", entropy(), entropy());
+        store.set(key, std::vector<std::uint8_t>(run_token.begin(), run_token.end()));
+      } else {
+        const auto bytes = store.get(key);
+        run_token.assign(bytes.begin(), bytes.end());
+      }
+    }
+    const std::string name = shm::segment_name(run_token, group);
+    const std::size_t bytes = shm::Transport::segment_bytes(size, slot_bytes);
+    shm::Segment segment = rank == 0 ? shm::Segment::create(name, bytes)
+                                     : shm::Segment::open(name, bytes, timeout);
+    return shm::Transport(std::move(segment), rank, size, slot_bytes, timeout);
+  }
+
+  void serve() {
+    for (;;) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+        if (queue_.empty()) return;  // stopping, nothing left
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        busy_ = true;
+      }
+      task();  // an error lands in the task's future
+      {
+        const std::scoped_lock lock(mutex_);
+        busy_ = false;
+      }
+      changed_.notify_all();
+    }
+  }
+
+  shm::Transport transport_;
+  std::mutex mutex_;
+  std::condition_variable changed_;  // the queue or busy_ changed
+  std::deque<std::packaged_task<void()>> queue_;
+  bool busy_ = false;  // a collective runs, on the worker or on a caller's thread
+  bool stopping_ = false;
+  std::thread worker_;  // last: starts once the rest exists
+};
+
+}  // namespace accel::runtime
