@@ -17,7 +17,11 @@ cleanup() {
   rm -rf "$store"
 }
 trap cleanup EXIT
-leftovers() { ls /dev/shm | grep -F "accel-shm.$token." || true; }
+leftovers() {
+  local found=() f
+  for f in /dev/shm/accel-shm."$token".*; do [ -e "$f" ] && found+=("${f##*/}"); done
+  echo "${found[*]}"
+}
 
 case "$scenario" in
   peer_exits|peer_stops)
@@ -38,13 +42,15 @@ case "$scenario" in
     fi
     ;;
   killed_in_setup)
-    # The launcher's own store folder is not this one: find the token from the worker's side.
-    if "$launcher" --nproc "$ranks" -- "$worker" killed_in_setup; then
+    # The launcher's own store folder names this segment: rank 0 prints the name it created.
+    if output=$("$launcher" --nproc "$ranks" -- "$worker" killed_in_setup 2>&1); then
       echo "shm.sh: the launch succeeded although rank 0 was killed" >&2; exit 1
     fi
-    if ls /dev/shm | grep -q '^accel-shm\.'; then
-      echo "shm.sh: left in /dev/shm after the launch: $(ls /dev/shm | grep '^accel-shm\.')" >&2
-      exit 1
+    printf '%s\n' "$output"
+    name=$(sed -n 's/^segment \/\(accel-shm\.[^ ]*\)$/\1/p' <<<"$output")
+    [ -n "$name" ] || { echo "shm.sh: rank 0 did not say which segment it created" >&2; exit 1; }
+    if [ -e "/dev/shm/$name" ]; then
+      echo "shm.sh: /dev/shm/$name is left after the launch" >&2; exit 1
     fi
     ;;
   *) echo "shm.sh: unknown scenario '$scenario'" >&2; exit 2 ;;

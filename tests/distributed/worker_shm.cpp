@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -269,6 +270,8 @@ const accel_test::Scenarios scenarios = {
        if (rank != 0) return;
        const std::string name = shm::segment_name(run_token(), 0);
        shm::Segment segment = shm::Segment::create(name, shm::Transport::segment_bytes(size, 4096));
+       fmt::print("segment {}\n", name);  // for shm.sh to look for
+       std::fflush(stdout);
        ::raise(SIGKILL);
      }},
 };
