@@ -6,7 +6,8 @@ set -euo pipefail
 report="$(env -u RANK -u WORLD_SIZE ACCEL_TIMEOUT=9 MASTER_PORT=29999 "$1" env)"
 printf '%s\n' "$report"
 for pattern in '^accel: [0-9]+\.[0-9]+\.[0-9]+$' '^libtorch: [0-9]+\.[0-9]+' '^compiler: ' \
-               '^os: ' '^cuda: ' '^nccl: ' '^gloo: built in' '^cpu: ' \
+               '^os: ' '^cuda: ' '^nccl: ' '^gloo: built in' \
+               '^shared memory: on between the ranks of one node. /dev/shm: [0-9]+ MiB free$' '^cpu: ' \
                '^cores: [0-9]+ online, [0-9]+ usable' '^torch threads: [0-9]+ intra-op' \
                '^blas: /' '^variables: .*ACCEL_TIMEOUT=9' '^variables: .*MASTER_PORT=29999'; do
   grep -Eq -- "$pattern" <<<"$report" || { echo "env-report: no line matches '$pattern'" >&2; exit 1; }

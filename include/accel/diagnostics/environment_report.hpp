@@ -6,6 +6,7 @@
 
 #include <gnu/libc-version.h>
 #include <sched.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -129,6 +130,20 @@ inline Report environment_report() {
 #else
   add("gloo", "not found at build time: multi-process CPU runs are unavailable");
 #endif
+  // CPU tensors between the ranks of one node go through a segment in /dev/shm
+  // (docs/distributed.md): whether it is on, and the room it has.
+  struct statvfs shm_fs {};
+  const bool shm_ok = ::statvfs("/dev/shm", &shm_fs) == 0;
+  const char* shm_setting = std::getenv("ACCEL_SHARED_MEMORY");
+  add("shared memory",
+      fmt::format("{} between the ranks of one node; /dev/shm: {}",
+                  shm_setting != nullptr && std::string_view(shm_setting) == "0"
+                      ? "off (ACCEL_SHARED_MEMORY=0)"
+                      : "on",
+                  shm_ok ? fmt::format("{} MiB free", static_cast<unsigned long long>(
+                                                          shm_fs.f_bavail) *
+                                                          shm_fs.f_frsize / (1024 * 1024))
+                         : "missing: one-node runs fail at start unless ACCEL_SHARED_MEMORY=0"));
   add("cpu", detail::field_of("/proc/cpuinfo", "model name", ':'));
   cpu_set_t usable;
   CPU_ZERO(&usable);
