@@ -1,4 +1,5 @@
-// Timeouts: positive, overridable from the environment, and refused with the value named.
+// Timeouts: positive, overridable from the environment, and refused with the value named; the
+// shared-memory switch read from the environment.
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 
@@ -34,6 +35,26 @@ TEST_CASE("ACCEL_TIMEOUT and ACCEL_RENDEZVOUS_TIMEOUT replace the options, in se
   }
   accel_test::ScopedEnv unset({{"ACCEL_TIMEOUT", nullptr}, {"ACCEL_RENDEZVOUS_TIMEOUT", nullptr}});
   CHECK(accel::runtime::with_environment({}).timeout == 30min);
+}
+
+TEST_CASE("ACCEL_SHARED_MEMORY=0 turns the shared-memory path off; it cannot turn it on") {
+  {
+    accel_test::ScopedEnv env("ACCEL_SHARED_MEMORY", nullptr);
+    CHECK(accel::runtime::with_environment({}).shared_memory);
+    CHECK_FALSE(accel::runtime::with_environment({.shared_memory = false}).shared_memory);
+  }
+  {
+    accel_test::ScopedEnv env("ACCEL_SHARED_MEMORY", "0");
+    CHECK_FALSE(accel::runtime::with_environment({}).shared_memory);
+  }
+  {
+    accel_test::ScopedEnv env("ACCEL_SHARED_MEMORY", "1");
+    CHECK_FALSE(accel::runtime::with_environment({.shared_memory = false}).shared_memory);
+  }
+  accel_test::ScopedEnv env("ACCEL_SHARED_MEMORY", "off");
+  CHECK_THROWS_WITH_AS(accel::runtime::with_environment({}),
+                       doctest::Contains("ACCEL_SHARED_MEMORY='off' is not an integer"),
+                       accel::Error);
 }
 
 TEST_CASE("a mean of integers is refused on one process too") {
