@@ -78,7 +78,6 @@ class Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
-  std::uint64_t calls() const { return sequence_; }
 
   // In place: `count` elements of `type` at `data`.
   void allreduce(void* data, std::size_t count, DataType type, Reduction op) {
