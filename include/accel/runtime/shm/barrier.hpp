@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <ctime>
 #include <string>
-#include <vector>
 
 #include "../../detail/error.hpp"
 
@@ -58,16 +57,13 @@ class Barrier {
           std::chrono::milliseconds timeout)
       : words_(words), ranks_(ranks), rank_(rank), size_(size), timeout_(timeout) {}
 
-  std::uint64_t epoch() const { return epoch_; }
-
-  // Publishes arrival at the next barrier; returns its epoch.
-  std::uint64_t arrive() {
+  // Publishes arrival at the next barrier.
+  void arrive() {
     ++epoch_;
     std::atomic_ref(ranks_[rank_].epoch).store(epoch_, std::memory_order_seq_cst);
     std::atomic_ref(words_->wake).fetch_add(1, std::memory_order_seq_cst);
     if (std::atomic_ref(words_->sleepers).load(std::memory_order_seq_cst) > 0)
       futex(&words_->wake, FUTEX_WAKE, INT_MAX, nullptr);
-    return epoch_;
   }
 
   // Until every rank reached this rank's latest barrier. `what` names it in errors.
