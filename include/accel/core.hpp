@@ -517,9 +517,13 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     for (const auto& known : models_)
       if (known.get() == module.get()) return;
     module->to(device_);
+    const std::string label =
+        fmt::format("prepared model #{} ({})", models_.size() + 1, module->name());
+    // Innermost first: a Sequential child's call goes through the strategy's unit, then the
+    // activation checkpoint, then the precision's layer (Fp8's Linear).
+    precision_.prepare_model(module, label);
     if (options_.activation_checkpointing != nullptr) options_.activation_checkpointing(module);
-    strategy_.prepare_model(*module, fmt::format("prepared model #{} ({})", models_.size() + 1,
-                                                 module->name()));
+    strategy_.prepare_model(*module, label);
     models_.push_back(module);
   }
 

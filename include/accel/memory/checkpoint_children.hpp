@@ -18,6 +18,7 @@
 #include <memory>
 #include <utility>
 
+#include "../detail/sequential_entry.hpp"
 #include "../parallel/detail/units.hpp"
 #include "checkpoint.hpp"
 #include "checkpointed.hpp"
@@ -51,16 +52,14 @@ inline std::size_t checkpoint_sequential_children(const std::shared_ptr<torch::n
   std::size_t wrapped = 0;
   for (const auto& child : parallel::detail::sequential_children(model)) {
     if (child.module->parameters().empty()) continue;
-    for (auto entry = child.parent->begin(); entry != child.parent->end(); ++entry) {
-      if (entry->ptr().get() != child.module.get()) continue;
-      TensorNames names;
-      for (const auto& item : child.module->named_parameters())
-        names.emplace(item.value().unsafeGetTensorImpl(), child.name + "." + item.key());
-      *entry = torch::nn::AnyModule(
-          std::make_shared<detail::CheckpointCallImpl>(std::move(*entry), std::move(names)));
-      ++wrapped;
-      break;
-    }
+    const auto entry = accel::detail::sequential_entry(*child.parent, *child.module);
+    if (entry == child.parent->end()) continue;
+    TensorNames names;
+    for (const auto& item : child.module->named_parameters())
+      names.emplace(item.value().unsafeGetTensorImpl(), child.name + "." + item.key());
+    *entry = torch::nn::AnyModule(
+        std::make_shared<detail::CheckpointCallImpl>(std::move(*entry), std::move(names)));
+    ++wrapped;
   }
   return wrapped;
 }

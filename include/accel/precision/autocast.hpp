@@ -12,6 +12,13 @@
 
 namespace accel::precision {
 
+// What autocast runs in: the policy's compute type, but bf16 under Fp8, whose Linear layers
+// compute in fp8 on their own path (fp8_linear.hpp) while the rest runs in bf16, as
+// TransformerEngine's layers do inside bf16 autocast.
+constexpr policy::ComputeType autocast_type(policy::ComputeType compute) {
+  return compute == policy::ComputeType::float8 ? policy::ComputeType::bfloat16 : compute;
+}
+
 // The primary template serves policies without autocast.
 template <class Prec>
 class Autocast {
@@ -28,7 +35,7 @@ class Autocast<Prec> {
         was_enabled_(detail::autocast_enabled(device_type_)),
         previous_dtype_(detail::autocast_dtype(device_type_)) {
     detail::set_autocast_enabled(device_type_, true);
-    detail::set_autocast_dtype(device_type_, to_scalar_type(Prec::compute));
+    detail::set_autocast_dtype(device_type_, to_scalar_type(autocast_type(Prec::compute)));
     at::autocast::increment_nesting();
   }
   ~Autocast() {

@@ -48,12 +48,23 @@ class DelayedScaling {
 
   // x rounded to the format through this tensor's scale, back in fp32; its amax is recorded for
   // this step (the largest of every call in the step).
-  torch::Tensor quantize(const torch::Tensor& x) {
+  torch::Tensor quantize(const torch::Tensor& x) { return to_grid(x) / scale_; }
+
+  // x x scale rounded to the format, in fp32: the values an fp8 tensor holds (a matmul of two
+  // such is exact in fp32 but for the additions; its result times both 1/scale is the product's).
+  // With record, x's amax is recorded for this step.
+  torch::Tensor to_grid(const torch::Tensor& x, bool record = true) {
     torch::NoGradGuard no_grad;
-    const torch::Tensor amax = x.detach().abs().max().to(torch::kFloat).cpu();
-    history_[0] = torch::maximum(history_[0], amax);
-    return round_to_float8(x * scale_, format_) / scale_;
+    if (record && x.numel() > 0) {
+      const torch::Tensor amax = x.detach().abs().max().to(torch::kFloat).cpu();
+      history_[0] = torch::maximum(history_[0], amax);
+    }
+    return round_to_float8(x.to(torch::kFloat) * scale_, format_);
   }
+
+  // This step's amax so far, and setting it: the ranks agree on the largest before update().
+  float step_amax() const { return history_[0].item<float>(); }
+  void set_step_amax(float amax) { history_[0] = amax; }
 
   // After a step: the scale from the history, then the history moves on (the oldest amax drops
   // out, the new step starts at 0).
@@ -76,6 +87,12 @@ class DelayedScaling {
     return {std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel()), scale_};
   }
   void load_state(const DelayedScalingState& state) {
+    check(state);
+    history_ = torch::tensor(state.amax_history, torch::kFloat);
+    scale_ = state.scale;
+  }
+  // Whether load_state(state) would take it; an accel::Error naming what does not fit if not.
+  void check(const DelayedScalingState& state) const {
     if (static_cast<std::int64_t>(state.amax_history.size()) != history_.numel())
       detail::fail("fp8 scaling state with an amax history of {} steps, and "
                    "Options::fp8.amax_history_len is {}; load it with the length it was saved "
@@ -83,8 +100,6 @@ class DelayedScaling {
                    state.amax_history.size(), history_.numel());
     if (!(state.scale > 0.0f) || !std::isfinite(state.scale))
       detail::fail("fp8 scaling state with scale {}; it must be positive and finite", state.scale);
-    history_ = torch::tensor(state.amax_history, torch::kFloat);
-    scale_ = state.scale;
   }
 
  private:

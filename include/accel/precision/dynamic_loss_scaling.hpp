@@ -19,6 +19,8 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "../detail/gradient_state.hpp"
@@ -40,6 +42,9 @@ class DynamicLossScaling {
     device_ = device;
     load_state({static_cast<float>(options_.init_scale), 0});
   }
+
+  void prepare_model(const std::shared_ptr<torch::nn::Module>& /*model*/,
+                     const std::string& /*label*/) {}
 
   void on_backward(const detail::GradientState& gradients) {
     if (gradients.position_in_window() == 1 && gradients.micro_steps() != last_micro_step_)

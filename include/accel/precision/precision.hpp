@@ -7,6 +7,9 @@
 //   using state_type                    what a checkpoint saves of it (an aggregate)
 //   void attach(ProcessGroup*, const Options&, const torch::Device&)
 //                                       at construction: refuses what cannot run here
+//   void prepare_model(const std::shared_ptr<torch::nn::Module>&, const std::string& label)
+//                                       at prepare(), before activation checkpointing and the
+//                                       strategy wrap the model: Fp8 reroutes its Linear layers
 //   void on_backward(const detail::GradientState&)
 //                                       first in every backward(): a window beginning fixes the
 //                                       loss scale it will use

@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+#include <string>
+
 #include "../detail/gradient_state.hpp"
 #include "../options.hpp"
 #include "../runtime/process_group.hpp"
@@ -16,6 +19,8 @@ struct WithoutLossScaling {
 
   void attach(runtime::ProcessGroup* /*group*/, const Options& /*options*/,
               const torch::Device& /*device*/) {}
+  void prepare_model(const std::shared_ptr<torch::nn::Module>& /*model*/,
+                     const std::string& /*label*/) {}
   void on_backward(const detail::GradientState& /*gradients*/) {}
   torch::Tensor scale_loss(const torch::Tensor& loss) const { return loss; }
   double loss_scale() const { return 1.0; }

@@ -330,6 +330,31 @@ struct CheckpointIO {
   }
 
   // --- The manifest (main process) -----------------------------------------------------------
+  // Fp8's scales in the manifest: per layer, each tensor's scale and amax history.
+  static nlohmann::json fp8_layers_json(const precision::Fp8State& state) {
+    const auto tensor = [](const precision::DelayedScalingState& s) {
+      return nlohmann::json{{"scale", s.scale}, {"amax_history", s.amax_history}};
+    };
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& layer : state.layers)
+      layers.push_back({{"layer", layer.layer},
+                        {"input", tensor(layer.input)},
+                        {"weight", tensor(layer.weight)},
+                        {"grad_output", tensor(layer.grad_output)}});
+    return layers;
+  }
+  static precision::Fp8State fp8_state_of(const nlohmann::json& layers) {
+    const auto tensor = [](const nlohmann::json& j) {
+      return precision::DelayedScalingState{j.at("amax_history").get<std::vector<float>>(),
+                                            j.at("scale").get<float>()};
+    };
+    precision::Fp8State state;
+    for (const auto& layer : layers)
+      state.layers.push_back({layer.at("layer").get<std::string>(), tensor(layer.at("input")),
+                              tensor(layer.at("weight")), tensor(layer.at("grad_output"))});
+    return state;
+  }
+
   static nlohmann::json manifest_of(Accel& acc) {
     using json = nlohmann::json;
     json manifest{{"format", "accel-checkpoint"},
@@ -399,6 +424,8 @@ struct CheckpointIO {
     if constexpr (requires { precision.scale; precision.growth_tracker; })
       manifest["precision_state"] = {{"scale", precision.scale},
                                      {"growth_tracker", precision.growth_tracker}};
+    else if constexpr (requires { precision.layers; })
+      manifest["precision_state"] = {{"fp8_layers", fp8_layers_json(precision)}};
     else
       manifest["precision_state"] = json::object();
     manifest["custom_objects"] = acc.custom_objects_.size();
@@ -465,8 +492,8 @@ struct CheckpointIO {
     const bool scaled_here = !field("precision_state").empty() || saved_precision == "Fp16";
     if (saved_precision != Accel::precision_policy::name && scaled_here)
       accel::detail::fail("load_state: '{}' was saved under {} and this Accelerator is {}; the "
-                          "loss scaler's state does not carry over between them, so load it "
-                          "with {}",
+                          "precision's state (Fp16's loss scale, Fp8's scales) does not carry "
+                          "over between them, so load it with {}",
                           where, saved_precision, Accel::precision_policy::name, saved_precision);
 
     // Every rank file, read whole and checked against the manifest. The staged values may be
@@ -707,6 +734,13 @@ struct CheckpointIO {
       state.scale = saved.at("scale").template get<float>();
       state.growth_tracker = saved.at("growth_tracker").template get<int>();
       apply.push_back([&acc, state] { acc.load_precision_state(state); });
+    } else if constexpr (requires { acc.precision_state().layers; }) {
+      // Saved by another precision (no scales yet): the scales start afresh, as at construction.
+      if (const auto& saved = field("precision_state"); !saved.empty()) {
+        auto state = fp8_state_of(saved.at("fp8_layers"));
+        acc.precision().check_state(state);
+        apply.push_back([&acc, state] { acc.load_precision_state(state); });
+      }
     }
     const auto steps = field("completed_steps").template get<std::int64_t>();
     apply.push_back([&acc, steps] { acc.completed_steps_ = steps; });

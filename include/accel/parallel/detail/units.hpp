@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "../../detail/sequential_entry.hpp"
+
 namespace accel::parallel::detail {
 
 using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -79,19 +81,13 @@ class UnitCallImpl : public torch::nn::Module {
   torch::nn::AnyModule inner_;
 };
 
-// Routes the Sequential's call of `child` through `owner`'s unit `unit`. The entry is found by
-// position (a Sequential registers its children in the order of its entries), since it may call
-// the child through a wrapper already (Options::activation_checkpointing's).
+// Routes the Sequential's call of `child` through `owner`'s unit `unit`, around whatever the
+// entry calls already (Options::activation_checkpointing's wrapper, Fp8's Linear).
 template <class Owner>
 void intercept_calls(const SequentialChild& child, Owner* owner, std::size_t unit) {
-  const auto children = child.parent->children();
-  for (std::size_t i = 0; i < children.size() && i < child.parent->size(); ++i)
-    if (children[i].get() == child.module.get()) {
-      auto entry = child.parent->begin() + static_cast<std::ptrdiff_t>(i);
-      *entry = torch::nn::AnyModule(
-          std::make_shared<UnitCallImpl<Owner>>(owner, unit, std::move(*entry)));
-      return;
-    }
+  const auto entry = accel::detail::sequential_entry(*child.parent, *child.module);
+  if (entry == child.parent->end()) return;
+  *entry = torch::nn::AnyModule(std::make_shared<UnitCallImpl<Owner>>(owner, unit, std::move(*entry)));
 }
 
 }  // namespace accel::parallel::detail
