@@ -2,7 +2,7 @@
 // Ddp with PyTorch's DistributedDataParallel (bench/reference/ddp.py takes the same flags and
 // builds the same models, parameter for parameter). bench/run.sh runs both in turns.
 //
-//   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16|fp16] [--accum 1|2|4]
+//   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16|fp16|fp8] [--accum 1|2|4]
 //               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
 //               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
 //               [--compress none|fp16|bf16] [--no-bucket-views] [--plain] [--breakdown]
@@ -74,7 +74,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
   --optimizer O          sgd (default, lr 0.01) | adam (lr 0.001): Adam's 8 bytes of state per
                          parameter are what the sharded strategies split
   --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights) |
-                         fp16 (the same, with dynamic loss scaling; on CPU from libtorch 2.x)
+                         fp16 (the same, with dynamic loss scaling; on CPU from libtorch 2.x) |
+                         fp8 (Linear layers in e4m3/e5m2, emulated; the rest bf16; --accum 1)
   --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>)
   --model M              mlp (default): 784 -> hidden x layers -> 10, ReLU (1024, 4, batch 64)
                          tiny: 32 -> hidden x layers -> 10, ReLU (32, 1, batch 8): per-step
@@ -200,8 +201,13 @@ Config parse(int argc, char** argv) {
   if (c.warmup < 0) c.warmup = std::max(3, c.steps / 10);
   if (c.accum != 1 && c.accum != 2 && c.accum != 4)
     usage_error(fmt::format("--accum {}: use 1, 2 or 4", c.accum));
-  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
-    usage_error(fmt::format("--precision '{}': use fp32, bf16 or fp16", c.precision));
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16" &&
+      c.precision != "fp8")
+    usage_error(fmt::format("--precision '{}': use fp32, bf16, fp16 or fp8", c.precision));
+  // Each variant is compiled in; fp8 with accumulation is in the tests and the example.
+  if (c.precision == "fp8" && c.accum != 1)
+    usage_error(fmt::format("--precision fp8 with --accum {}: this benchmark runs fp8 with --accum 1",
+                            c.accum));
   if (c.steps < 1 || c.threads < 1 || c.batch < 1 || c.hidden < 1 || c.layers < 1)
     usage_error("--steps, --threads, --batch, --hidden and --layers must be at least 1");
   if (!(c.bucket_mb > 0.0)) usage_error("--bucket-mb must be > 0");
@@ -218,11 +224,11 @@ Config parse(int argc, char** argv) {
 struct BlockImpl : torch::nn::Module {
   BlockImpl(std::int64_t hidden, std::int64_t heads)
       : heads(heads),
-        qkv(register_module("qkv", torch::nn::Linear(hidden, 3 * hidden))),
-        proj(register_module("proj", torch::nn::Linear(hidden, hidden))),
+        qkv(register_module("qkv", accel::Fp8Linear(hidden, 3 * hidden))),
+        proj(register_module("proj", accel::Fp8Linear(hidden, hidden))),
         norm1(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
-        ff1(register_module("ff1", torch::nn::Linear(hidden, 4 * hidden))),
-        ff2(register_module("ff2", torch::nn::Linear(4 * hidden, hidden))),
+        ff1(register_module("ff1", accel::Fp8Linear(hidden, 4 * hidden))),
+        ff2(register_module("ff2", accel::Fp8Linear(4 * hidden, hidden))),
         norm2(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))) {}
 
   torch::Tensor forward(torch::Tensor x) {
@@ -237,9 +243,11 @@ struct BlockImpl : torch::nn::Module {
   }
 
   std::int64_t heads;
-  torch::nn::Linear qkv, proj;
+  // accel::Fp8Linear is torch::nn::Linear but under Fp8, where it computes in fp8 (called by
+  // this forward itself, a plain Linear would stay in bf16).
+  accel::Fp8Linear qkv, proj;
   torch::nn::LayerNorm norm1;
-  torch::nn::Linear ff1, ff2;
+  accel::Fp8Linear ff1, ff2;
   torch::nn::LayerNorm norm2;
 };
 TORCH_MODULE(Block);
@@ -600,6 +608,7 @@ template <class Par>
 int with_precision(const Config& c) {
   if (c.precision == "bf16") return with_accum<Par, accel::Bf16>(c);
   if (c.precision == "fp16") return with_accum<Par, accel::Fp16>(c);
+  if (c.precision == "fp8") return train<accel::Accelerator<Par, accel::Fp8>>(c);
   return with_accum<Par, accel::Fp32>(c);
 }
 
