@@ -733,6 +733,15 @@ struct Sharding<accel::Fsdp<S>> : S {};
 
 using Zero2 = accel::Accelerator<accel::Zero2>;
 using Zero3 = accel::Accelerator<accel::Zero3>;
+using Hybrid = accel::Accelerator<accel::Fsdp<accel::HybridShard>>;
+
+// How many ranks split each shard: a node's under Fsdp<HybridShard> on several nodes, else all.
+template <class Accel>
+int shard_ranks(const Accel& acc) {
+  if constexpr (requires { acc.strategy().node_group(); })
+    if (const auto* node = acc.strategy().node_group()) return node->size();
+  return acc.num_processes();
+}
 
 // 5 -> 6 -> 1: 43 parameters, a size that needs padding on 2 ranks (to 44) and on 3 (to 45);
 // with the first bias frozen, 37 (to 38 and 39).
@@ -889,13 +898,16 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   const std::int64_t mine = state_numel(*shard);
   // One flat parameter per model (Zero2) or per unit (Zero3: each Linear of the Sequential), each
   // padded to a multiple of the world size.
+  // Fsdp<HybridShard> on several nodes: padded to a multiple of a node's ranks, each node
+  // holding one copy of the shards.
   const auto& flats = acc.strategy().flat_parameters();
   EXPECT(flats.size() == (Sharding<typename Accel::parallelism_policy>::shards_parameters ? 2 : 1));
+  const int s = shard_ranks(acc), nodes = w / s;
   std::int64_t flat_numel = 0, shard_numel = 0;
   for (const auto& flat : flats) {
     flat_numel += flat->layout().numel;
     shard_numel += flat->layout().shard_numel;
-    EXPECT(flat->layout().shard_numel == (flat->layout().numel + w - 1) / w);
+    EXPECT(flat->layout().shard_numel == (flat->layout().numel + s - 1) / s);
   }
   EXPECT(flat_numel == trainable);
   EXPECT(mine <= shard_numel);
@@ -904,7 +916,7 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   for (auto n : all) sum += n;
   fmt::print("rank {}: optimizer state elements {} of {} (shard {})\n", acc.process_index(), mine,
              trainable, shard_numel);
-  EXPECT(sum == trainable);
+  EXPECT(sum == trainable * nodes);
 
   // memory_use(): the ZeRO accounting. Summed over the ranks, the optimizer state is the
   // one-process optimizer's (each element kept once), the gradients are the padded flat
@@ -923,13 +935,13 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
     gradients += u[1];
     state += u[2];
   }
-  const std::int64_t padded_bytes = 4 * shard_numel * w;
+  const std::int64_t padded_bytes = 4 * shard_numel * s;
   fmt::print("rank {}: memory_use parameters {} gradients {} optimizer_state {} bytes\n",
              acc.process_index(), use.parameters, use.gradients, use.optimizer_state);
-  EXPECT(state == one_process.use().optimizer_state);
-  EXPECT(gradients == padded_bytes);
+  EXPECT(state == nodes * one_process.use().optimizer_state);
+  EXPECT(gradients == nodes * padded_bytes);
   if constexpr (Sharding<typename Accel::parallelism_policy>::shards_parameters)
-    EXPECT(parameters == padded_bytes + w * frozen_bytes);
+    EXPECT(parameters == nodes * padded_bytes + w * frozen_bytes);
   else
     EXPECT(parameters == w * (padded_bytes + frozen_bytes));
 }
@@ -1196,6 +1208,44 @@ void skipped_collective() {
   if (acc.process_index() != acc.num_processes() - 1) acc.wait_for_everyone();
 }
 
+// Fsdp<HybridShard>: each node splits the shards among its ranks, every node holds the same
+// ones; at rest a rank keeps 1/LOCAL_WORLD_SIZE of the parameters. On one node it is FullShard.
+void hybrid_layout() {
+  Hybrid acc(test_options());
+  const int w = acc.num_processes(), s = shard_ranks(acc);
+  const auto* node = acc.strategy().node_group();
+  EXPECT((node == nullptr) == (acc.num_processes() == s));
+  if (node != nullptr) {
+    EXPECT(node->rank() == acc.local_process_index());
+    EXPECT(acc.strategy().replica_group()->size() == w / s);
+    EXPECT(acc.strategy().replica_group()->rank() == acc.process_index() / s);
+  }
+  torch::manual_seed(1);
+  auto net = units_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  const torch::Tensor x = torch::randn({6, 5}), y = torch::randn({6, 1});
+  for (int step = 0; step < 2; ++step) {
+    acc.backward(torch::mse_loss(model(x), y));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  std::string shards;
+  for (const auto& flat : acc.strategy().flat_parameters()) {
+    EXPECT(!flat->materialized());
+    EXPECT(flat->shard().numel() == flat->layout().padded_numel / s);
+    shards += fmt::format("{:a} ", flat->shard().sum().item<double>());
+  }
+  // The same shards on every node, different ones within a node.
+  const auto all = acc.gather_object(shards);
+  for (int r = 0; r < w; ++r) {
+    EXPECT(all[static_cast<std::size_t>(r)] == all[static_cast<std::size_t>(r % s)]);
+    if (r % s != 0) EXPECT(all[static_cast<std::size_t>(r)] != all[static_cast<std::size_t>(r - r % s)]);
+  }
+  fmt::print("rank {}: hybrid layout: {} ranks per shard, {} cop{} of the shards\n",
+             acc.process_index(), s, w / s, w / s == 1 ? "y" : "ies");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1219,6 +1269,17 @@ int main(int argc, char** argv) {
       {"zero3_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_full_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>>},
+      {"fsdp_hybrid_shard",
+       [] {
+         ddp_matches_single_process<Hybrid>();
+         hybrid_layout();
+       }},
+      {"fsdp_hybrid_shard_accum_clip",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Fsdp<accel::HybridShard>, accel::Fp32, accel::GradAccum<2>>>(
+             make_sgd, {.frozen_bias = true, .clip = 0.05, .scheduler = true});
+       }},
       {"zero3_residency", zero3_residency<Zero3>},
       {"zero3_sgd_momentum",
        [] { sharded_matches_single_process<Zero3>(make_sgd, {.scheduler = true}); }},

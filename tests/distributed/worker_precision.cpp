@@ -26,8 +26,9 @@ using accel_test::test_options;
 // own base), so that a policy that starts running across processes cannot be left out.
 using MultiProcess =
     std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::ShardGradOp>,
-               accel::Fsdp<accel::FullShard>, accel::Fsdp<accel::NoShard>>;
-using OneProcessOnly = std::tuple<accel::Fsdp<accel::HybridShard>>;
+               accel::Fsdp<accel::FullShard>, accel::Fsdp<accel::NoShard>,
+               accel::Fsdp<accel::HybridShard>>;
+using OneProcessOnly = std::tuple<>;
 
 template <class Par>
 inline constexpr bool single_process_only =

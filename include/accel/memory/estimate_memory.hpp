@@ -42,6 +42,9 @@ struct EstimateOptions {
   std::function<torch::Tensor()> forward = nullptr;
   // The rank estimated (the last ranks hold less optimizer state when padding fills their shard).
   int rank = 0;
+  // Fsdp<HybridShard>: the ranks of one node, which split the shards (every node holds a copy);
+  // 0: world_size (one node).
+  int ranks_per_node = 0;
 };
 
 namespace detail {
@@ -117,13 +120,23 @@ MemoryEstimate estimate_memory(torch::nn::Module& model, int world_size,
       accel::detail::fail("estimate_memory: {} runs on one process only in this version, not {}; "
                           "estimate world_size 1, or Zero3 for full sharding",
                           Par::name, world_size);
+  // Fsdp<HybridShard> shards within a node only: there, the node is the world.
+  int shard_world = world_size, shard_rank = options.rank;
+  if constexpr (std::is_same_v<Par, Fsdp<HybridShard>>) {
+    if (options.ranks_per_node < 0 || (options.ranks_per_node > 0 && world_size % options.ranks_per_node != 0))
+      accel::detail::fail("estimate_memory: ranks_per_node is {}; it must divide world_size {} "
+                          "(0: one node)",
+                          options.ranks_per_node, world_size);
+    if (options.ranks_per_node > 0) shard_world = options.ranks_per_node;
+    shard_rank = options.rank % shard_world;
+  }
   constexpr Sharding sharding = detail::sharding_for<Par>();
   std::vector<FlatGroup> flats;
   std::int64_t frozen = 0;
   std::unordered_set<const void*> seen;
   parallel::detail::NamedParameters all;
   for (const auto& item : model.named_parameters()) all.emplace_back(item.key(), item.value());
-  if (sharding == Sharding::everything && world_size > 1) {
+  if (sharding == Sharding::everything && shard_world > 1) {
     // Zero3's units (parallel/zero3.hpp): each Sequential child's own parameters, then the rest.
     std::unordered_map<const void*, int> references;
     for (const auto& [name, p] : all) ++references[p.unsafeGetTensorImpl()];
@@ -139,7 +152,7 @@ MemoryEstimate estimate_memory(torch::nn::Module& model, int world_size,
     detail::group(all, 0, seen, flats, frozen);
   }
   MemoryEstimate estimate =
-      estimate_flats(sharding, flats, frozen, world_size, options.rank, options.optimizer);
+      estimate_flats(sharding, flats, frozen, shard_world, shard_rank, options.optimizer);
 
   if (options.batch || options.forward) {
     for (const auto& p : model.parameters())

@@ -1,9 +1,15 @@
 // Fsdp<Sharding>: PyTorch FSDP's sharding strategies. NO_SHARD is DDP, SHARD_GRAD_OP is ZeRO-2
-// (zero2.hpp) and FULL_SHARD is ZeRO-3 (zero3.hpp); HYBRID_SHARD runs on one process only in this
-// version (parallel/local.hpp).
+// (zero2.hpp), FULL_SHARD is ZeRO-3 (zero3.hpp), and HYBRID_SHARD is FULL_SHARD within each node.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+
+#include "../detail/error.hpp"
 #include "../policy/parallelism.hpp"
+#include "../runtime/process_group.hpp"
 #include "ddp.hpp"
 #include "local.hpp"
 #include "zero2.hpp"
@@ -27,7 +33,48 @@ struct Strategy<Fsdp<ShardGradOp>> : ShardedGradientStrategy {
   Strategy() : ShardedGradientStrategy("Fsdp<ShardGradOp>") {}
 };
 
+// HYBRID_SHARD: FULL_SHARD within each node, replicated across the nodes. The parameters,
+// gradients and optimizer state split across one node's ranks only, so the all-gathers stay in
+// the node (shared memory here); after a unit's reduce-scatter within the node its shard
+// gradient is averaged across the nodes, between the ranks of the same local rank. A node is
+// LOCAL_WORLD_SIZE consecutive ranks, as accel-launch, torchrun and Slurm number them; on one
+// node this is FullShard.
 template <>
-struct Strategy<Fsdp<HybridShard>> : SingleProcessOnly<Fsdp<HybridShard>> {};
+struct Strategy<Fsdp<HybridShard>> : FullyShardedStrategy {
+  Strategy() : FullyShardedStrategy("Fsdp<HybridShard>") {}
+
+  void attach(runtime::ProcessGroup* group, const Options& options) {
+    FullyShardedStrategy::attach(group, options);
+    if (group == nullptr || group->local_size() == group->size()) return;
+    check_nodes(*group);
+    node_ = group->split("node", group->rank() / group->local_size(), /*same_host=*/true);
+    across_ = group->split("replica", group->local_rank(), /*same_host=*/false);
+    shard_group_ = node_.get();
+    replica_group_ = across_.get();
+  }
+
+  // The ranks that share this rank's shards (its node), and the other nodes' ranks holding the
+  // same shards; null on one node.
+  const runtime::ProcessGroup* node_group() const { return node_.get(); }
+  const runtime::ProcessGroup* replica_group() const { return across_.get(); }
+
+ private:
+  // Every rank must see the same node size, and be rank % size within its node.
+  static void check_nodes(runtime::ProcessGroup& group) {
+    const auto seen = group.allgather_bytes(fmt::format("{} {}", group.local_rank(), group.local_size()));
+    for (int r = 0; r < group.size(); ++r) {
+      const std::string expected = fmt::format("{} {}", r % group.local_size(), group.local_size());
+      if (seen[static_cast<std::size_t>(r)] != expected || group.size() % group.local_size() != 0)
+        accel::detail::fail(
+            "Fsdp<HybridShard> shards within nodes of LOCAL_WORLD_SIZE consecutive ranks, and "
+            "rank {} of {} has LOCAL_RANK and LOCAL_WORLD_SIZE '{}' where '{}' fits "
+            "LOCAL_WORLD_SIZE {}: start every node with the same number of processes "
+            "(accel-launch --nproc, torchrun --nproc-per-node), numbered node by node",
+            r, group.size(), seen[static_cast<std::size_t>(r)], expected, group.local_size());
+    }
+  }
+
+  std::unique_ptr<runtime::ProcessGroup> node_, across_;
+};
 
 }  // namespace accel::parallel

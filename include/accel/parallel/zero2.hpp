@@ -70,7 +70,7 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
     torch::NoGradGuard no_grad;
     for (const std::size_t f : flats) {
       detail::FlatParameter& flat = *flats_[f];
-      group_->allgather_into(flat.flat(), flat.shard());
+      shard_group_->allgather_into(flat.flat(), flat.shard());
     }
   }
 };

@@ -210,7 +210,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       detail::FlatParameter& flat = *flats_[f];
       if (flat.materialized()) continue;
       flat.materialize();
-      group_->allgather_into(flat.flat(), flat.shard());
+      shard_group_->allgather_into(flat.flat(), flat.shard());
     }
   }
 

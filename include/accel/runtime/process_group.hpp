@@ -167,17 +167,50 @@ class ProcessGroup {
                      rank_, env.master_addr, env.master_port, seconds(rendezvous), error.what());
       }
     }
+    local_rank_ = env.process.local_rank;
+    local_size_ = env.process.local_world_size;
+    run_token_ = env.store_dir.empty() ? "" : shm::run_token_of(env.store_dir);
+    join(c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", group_number), store_),
+         fmt::format("{}", group_number), local_size_ == size_, settings);
+  }
+
+  // A group of some of this group's ranks. Every rank calls it, in the same order, with the same
+  // `purpose`; the ranks passing the same `color` form one group, in their order here.
+  // `same_host`: its ranks share this host (Gloo on loopback, and shared memory unless turned
+  // off). Fsdp<HybridShard> splits the job into its nodes and across them.
+  std::unique_ptr<ProcessGroup> split(std::string_view purpose, int color, bool same_host) {
+    const std::vector<std::string> colors = allgather_bytes(std::to_string(color));
+    int sub_rank = 0, sub_size = 0;
+    for (int r = 0; r < size_; ++r)
+      if (colors[static_cast<std::size_t>(r)] == std::to_string(color)) {
+        if (r == rank_) sub_rank = sub_size;
+        ++sub_size;
+      }
+    const std::string id = fmt::format("{}.{}{}", id_, purpose, color);
+    return std::unique_ptr<ProcessGroup>(new ProcessGroup(*this, id, sub_rank, sub_size, same_host));
+  }
+
+  int local_rank() const { return local_rank_; }
+  // Ranks on this node (LOCAL_WORLD_SIZE).
+  int local_size() const { return local_size_; }
+
+ private:
+  // The rest of a group's set-up, on its own key space `store`: Gloo's connections, then the
+  // shared-memory path.
+  void join(c10::intrusive_ptr<c10d::Store> store, std::string id, bool same_host,
+            GroupSettings settings) {
+    id_ = std::move(id);
+    settings_ = settings;
+    store_ = std::move(store);
+    const auto rendezvous = settings.rendezvous_timeout;
     // The rendezvous (the store's keys and Gloo's connections) waits for ranks still starting;
     // the collectives after it wait for ranks still computing: two timeouts.
     store_->setTimeout(rendezvous);
-    store_ = c10::make_intrusive<c10d::PrefixStore>(fmt::format("accel/group{}", group_number),
-                                                    store_);
     auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
-    // One node: keep Gloo's connections on loopback. Several: the interface GLOO_SOCKET_IFNAME
+    // One host: keep Gloo's connections on loopback. Several: the interface GLOO_SOCKET_IFNAME
     // names (as in PyTorch), else the one this host name resolves to.
-    device_ = env.process.local_world_size == size_
-                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                  : gloo_device_for_nodes();
+    device_ = same_host ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                        : gloo_device_for_nodes();
     options->devices.push_back(device_);
     try {
       backend_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
@@ -188,12 +221,19 @@ class ProcessGroup {
                    rank_, size_, seconds(rendezvous), error.what());
     }
     store_->setTimeout(timeout_);
-    if (settings.shared_memory && env.process.local_world_size == size_)
-      shm_ = std::make_unique<SharedMemoryPath>(
-          *store_, env.store_dir.empty() ? "" : shm::run_token_of(env.store_dir), group_number,
-          rank_, size_, timeout_);
+    if (settings.shared_memory && same_host)
+      shm_ = std::make_unique<SharedMemoryPath>(*store_, run_token_, id_, rank_, size_, timeout_);
   }
 
+  // A subgroup (split()): its own key space under the parent's, the parent's settings.
+  ProcessGroup(const ProcessGroup& parent, const std::string& id, int rank, int size, bool same_host)
+      : rank_(rank), size_(size), check_(parent.check_), timeout_(parent.timeout_),
+        local_rank_(parent.local_rank_), local_size_(parent.local_size_),
+        run_token_(parent.run_token_) {
+    join(c10::make_intrusive<c10d::PrefixStore>(id, parent.store_), id, same_host, parent.settings_);
+  }
+
+ public:
   static std::shared_ptr<::gloo::transport::Device> gloo_device_for_nodes() {
     const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
     if (interface == nullptr || *interface == '\0')
@@ -725,6 +765,11 @@ class ProcessGroup {
   int size_;
   bool check_;
   std::chrono::milliseconds timeout_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::string run_token_;  // for shared-memory segment names: the launch's, or empty
+  std::string id_;         // this group's among the job's: "0", a subgroup "0.node1"
+  GroupSettings settings_;
   bool checking_ = false;
   bool broken_ = false;  // a collective failed
   std::uint64_t sequence_ = 0;

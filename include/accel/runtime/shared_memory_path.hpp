@@ -51,7 +51,7 @@ class SharedMemoryPath {
 
   // Collective over the group: rank 0 creates the segment, named from `run_token` (or, when
   // empty, from a random token it shares through the store) and `group`.
-  SharedMemoryPath(c10d::Store& store, std::string run_token, int group, int rank, int size,
+  SharedMemoryPath(c10d::Store& store, std::string run_token, const std::string& group, int rank, int size,
                    std::chrono::milliseconds timeout)
       : transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
         worker_([this] { serve(); }) {}
@@ -103,7 +103,7 @@ class SharedMemoryPath {
   }
 
  private:
-  static shm::Transport connect(c10d::Store& store, std::string run_token, int group, int rank,
+  static shm::Transport connect(c10d::Store& store, std::string run_token, const std::string& group, int rank,
                                 int size, std::chrono::milliseconds timeout) {
     const std::string key = "accel/shm/token";
     if (run_token.empty()) {

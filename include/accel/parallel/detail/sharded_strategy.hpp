@@ -51,6 +51,7 @@ class ShardedStrategy : public LocalStrategy {
 
   void attach(runtime::ProcessGroup* process_group, const Options& /*options*/) {
     group_ = process_group;
+    shard_group_ = process_group;
   }
 
   template <class Optimizer>
@@ -92,9 +93,9 @@ class ShardedStrategy : public LocalStrategy {
       if (found != where_.end()) {
         const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
         if (piece != nullptr) grads.push_back(piece->data.grad());
-      } else if (p.grad().defined() && group_->rank() == 0) {
-        // Not sharded (not in a prepared model): counted once, on rank 0, for the sum and the
-        // maximum alike.
+      } else if (p.grad().defined() && shard_group_->rank() == 0) {
+        // Not sharded (not in a prepared model): counted once, on the shard group's rank 0, for
+        // the sum and the maximum alike.
         grads.push_back(p.grad());
       }
     }
@@ -114,12 +115,13 @@ class ShardedStrategy : public LocalStrategy {
     return grads;
   }
 
-  // The shards' parts of the norm add up across ranks (or their maximum is taken) once the
-  // gradients are sharded; before, each rank measures its own full gradients.
+  // The shards' parts of the norm add up across the ranks sharing them (or their maximum is
+  // taken) once the gradients are sharded; before, each rank measures its own full gradients.
+  // (Fsdp<HybridShard>'s nodes hold the same shards: one node's sum is the whole.)
   torch::Tensor reduce_norm(torch::Tensor local, bool is_max) {
     if (group_ == nullptr || !sharded_) return local;
     torch::Tensor combined = local.reshape({1}).clone();  // Gloo takes one-element tensors
-    group_->allreduce(combined, is_max ? runtime::ReduceOp::max : runtime::ReduceOp::sum);
+    shard_group_->allreduce(combined, is_max ? runtime::ReduceOp::max : runtime::ReduceOp::sum);
     return combined;
   }
 
@@ -158,6 +160,7 @@ class ShardedStrategy : public LocalStrategy {
   std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const {
     const auto found = where_.find(parameter.unsafeGetTensorImpl());
     if (group_ == nullptr || found == where_.end()) return LocalStrategy::saved_slice(parameter, rank);
+    if (!saves_shards()) return std::nullopt;
     const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
     if (piece == nullptr) return std::nullopt;
     return ParameterSlice{piece->begin, piece->data.detach()};
@@ -167,7 +170,9 @@ class ShardedStrategy : public LocalStrategy {
     if (group_ == nullptr || found == where_.end() ||
         flats_[found->second.flat]->residency() == Residency::replicated)
       return LocalStrategy::loaded_slice(parameter);
-    return saved_slice(parameter, group_->rank());
+    const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
+    if (piece == nullptr) return std::nullopt;
+    return ParameterSlice{piece->begin, piece->data.detach()};
   }
   // The shard optimizer's slots (building it if it has not stepped yet): saved and loaded by
   // every rank.
@@ -176,6 +181,7 @@ class ShardedStrategy : public LocalStrategy {
     if (group_ == nullptr || found == nullptr) return LocalStrategy::state_slots(user, saving, rank);
     ShardedOptimizer& sharded = found->build(*this, user);
     std::vector<StateSlot> slots;
+    if (saving && !saves_shards()) return slots;
     auto& shard_groups = sharded.shard->param_groups();
     for (std::size_t g = 0; g < sharded.pieces.size(); ++g)
       for (std::size_t j = 0; j < sharded.pieces[g].size(); ++j) {
@@ -286,8 +292,8 @@ class ShardedStrategy : public LocalStrategy {
     for (auto& kind : kinds) {
       const std::size_t f = flats_.size();
       flats_.push_back(std::make_unique<FlatParameter>(std::move(kind.params),
-                                                       std::move(kind.names), group_->size(),
-                                                       group_->rank(), residency));
+                                                       std::move(kind.names), shard_group_->size(),
+                                                       shard_group_->rank(), residency));
       labels_.push_back(label);
       pending_.push_back(0);
       const auto& params = flats_.back()->parameters();
@@ -302,12 +308,14 @@ class ShardedStrategy : public LocalStrategy {
 
   // This flat parameter's full gradient, averaged over the ranks, added to its shard gradient;
   // then the full gradient is released. A flat parameter no backward reached since its last
-  // reduce-scatter holds zeros only and sends nothing.
+  // reduce-scatter holds zeros only and sends nothing. Under Fsdp<HybridShard> the shard is
+  // averaged within the node, then across the nodes (each node as many ranks: the mean of the
+  // means is the mean).
   void reduce_scatter_gradient(std::size_t f) {
     FlatParameter& flat = *flats_[f];
     if (pending_[f] != 0) {
-      const torch::Tensor averaged =
-          group_->reduce_scatter(flat.gradient(), runtime::ReduceOp::mean);
+      torch::Tensor averaged = shard_group_->reduce_scatter(flat.gradient(), runtime::ReduceOp::mean);
+      if (replica_group_ != nullptr) replica_group_->allreduce(averaged, runtime::ReduceOp::mean);
       torch::NoGradGuard no_grad;
       flat.shard_gradient().add_(averaged);
       pending_[f] = 0;
@@ -336,8 +344,14 @@ class ShardedStrategy : public LocalStrategy {
       if (frozen.parameter.requires_grad()) fail_trainability(frozen.name, frozen.model, "unfrozen");
   }
 
+  // Under Fsdp<HybridShard> a node's copy of the shards is the same as every other node's: one
+  // node saves them (the ranks of the first), every rank loads its own.
+  bool saves_shards() const { return replica_group_ == nullptr || replica_group_->rank() == 0; }
+
   std::string_view name_;
-  runtime::ProcessGroup* group_ = nullptr;
+  runtime::ProcessGroup* group_ = nullptr;         // every rank: broadcasts, agreements
+  runtime::ProcessGroup* shard_group_ = nullptr;   // the ranks the shards split across
+  runtime::ProcessGroup* replica_group_ = nullptr; // the same shard on other nodes, or null
   std::vector<std::unique_ptr<FlatParameter>> flats_;
   std::vector<std::string> labels_;  // the model (or unit) of each flat parameter, for errors
   // Per flat parameter: gradients arrived since its last reduce-scatter. Written by autograd's

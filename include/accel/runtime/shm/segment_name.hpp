@@ -21,10 +21,13 @@ inline std::string run_token_of(std::string_view store_dir) {
   return std::string(name);
 }
 
-inline std::string segment_name(std::string_view run_token, int group) {
+inline std::string segment_name(std::string_view run_token, std::string_view group) {
   std::string name = "/";
-  name.append(segment_prefix).append(run_token).append(".").append(std::to_string(group));
+  name.append(segment_prefix).append(run_token).append(".").append(group);
   return name;
+}
+inline std::string segment_name(std::string_view run_token, int group) {
+  return segment_name(run_token, std::to_string(group));
 }
 
 // Removes every segment name of the run: what a rank killed during set-up leaves behind (after
