@@ -1216,6 +1216,7 @@ void hybrid_layout() {
   const auto* node = acc.strategy().node_group();
   EXPECT((node == nullptr) == (acc.num_processes() == s));
   if (node != nullptr) {
+    EXPECT(node->uses_shared_memory());  // a node's ranks share a host
     EXPECT(node->rank() == acc.local_process_index());
     EXPECT(acc.strategy().replica_group()->size() == w / s);
     EXPECT(acc.strategy().replica_group()->rank() == acc.process_index() / s);
@@ -1246,6 +1247,57 @@ void hybrid_layout() {
              acc.process_index(), s, w / s, w / s == 1 ? "y" : "ies");
 }
 
+// Fsdp<HybridShard>'s checkpoints: the first node's ranks write the shards, every rank loads its
+// own. Four steps straight against two, save, a new Accelerator loading, two more: bitwise.
+void hybrid_checkpoint() {
+  const char* port = std::getenv("MASTER_PORT");
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
+                                       fmt::format("accel-hybrid-{}", port ? port : "local");
+  const auto train = [](Hybrid& acc, auto& model, auto& optimizer, int first, int last) {
+    for (int step = first; step < last; ++step) {
+      torch::manual_seed(static_cast<std::uint64_t>(100 + 10 * step + acc.process_index()));
+      const torch::Tensor x = torch::randn({4, 5}), y = torch::randn({4, 1});
+      acc.backward(torch::mse_loss(model(x), y));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  };
+  const auto digest = [](Hybrid& acc, UnitsNet& net) {
+    const auto full = acc.full_parameters(net);
+    return accel::state::parameter_digest(*net);
+  };
+  const auto fresh = [] {
+    torch::manual_seed(1);
+    return units_model();
+  };
+  std::uint64_t straight = 0;
+  {
+    Hybrid acc(test_options());
+    auto net = fresh();
+    torch::optim::Adam adam(net->parameters(), 0.01);
+    auto [model, optimizer] = acc.prepare(net, adam);
+    train(acc, model, optimizer, 0, 4);
+    straight = digest(acc, net);
+  }
+  {
+    Hybrid acc(test_options());
+    auto net = fresh();
+    torch::optim::Adam adam(net->parameters(), 0.01);
+    auto [model, optimizer] = acc.prepare(net, adam);
+    train(acc, model, optimizer, 0, 2);
+    acc.save_state(folder);
+  }
+  Hybrid acc(test_options());
+  auto net = fresh();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  acc.load_state(folder);
+  train(acc, model, optimizer, 2, 4);
+  EXPECT(digest(acc, net) == straight);
+  acc.wait_for_everyone();
+  if (acc.is_main_process()) std::filesystem::remove_all(folder);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1274,6 +1326,7 @@ int main(int argc, char** argv) {
          ddp_matches_single_process<Hybrid>();
          hybrid_layout();
        }},
+      {"fsdp_hybrid_shard_checkpoint", hybrid_checkpoint},
       {"fsdp_hybrid_shard_accum_clip",
        [] {
          sharded_matches_single_process<
