@@ -1223,6 +1223,10 @@ void hybrid_layout() {
   }
   torch::manual_seed(1);
   auto net = units_model();
+  // What estimate_memory says this rank will hold, against memory_use() below.
+  const auto estimate = accel::estimate_memory<accel::Fsdp<accel::HybridShard>>(
+      net, w, {.optimizer = accel::OptimizerKind::adam, .rank = acc.process_index(),
+               .ranks_per_node = s});
   torch::optim::Adam adam(net->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(net, adam);
   const torch::Tensor x = torch::randn({6, 5}), y = torch::randn({6, 1});
@@ -1237,6 +1241,10 @@ void hybrid_layout() {
     EXPECT(flat->shard().numel() == flat->layout().padded_numel / s);
     shards += fmt::format("{:a} ", flat->shard().sum().item<double>());
   }
+  const auto used = acc.memory_use();
+  EXPECT(estimate.parameters == used.parameters);
+  EXPECT(estimate.gradients == used.gradients);
+  EXPECT(estimate.optimizer_state == used.optimizer_state);
   // The same shards on every node, different ones within a node.
   const auto all = acc.gather_object(shards);
   for (int r = 0; r < w; ++r) {

@@ -36,13 +36,15 @@ inline constexpr std::string_view launch_test_usage =
 
 inline constexpr std::string_view estimate_memory_usage =
     "usage: accel-launch estimate-memory --params N [--strategy S] [--world W]\n"
-    "                                    [--optimizer O] [--bytes-per-param B]\n"
+    "                                    [--nproc-per-node L] [--optimizer O]\n"
+    "                                    [--bytes-per-param B]\n"
     "\n"
     "Bytes each rank holds for a model of N trainable parameters (suffixes K, M, B: 350M, 7B),\n"
     "between steps, by the ZeRO formulas with accel's flat-parameter padding (docs/memory.md):\n"
-    "  --strategy   ddp, zero2, zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard\n"
-    "               (default: ddp, zero2 and zero3 side by side)\n"
+    "  --strategy   ddp, zero2, zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard,\n"
+    "               fsdp-hybrid-shard (default: ddp, zero2 and zero3 side by side)\n"
     "  --world      processes (default 1)\n"
+    "  --nproc-per-node  processes per node, which fsdp-hybrid-shard shards across (default W)\n"
     "  --optimizer  adam, adamw, sgd, sgd-momentum, adagrad, rmsprop (default adam)\n"
     "  --bytes-per-param  4 for fp32 master weights (default; accel keeps them fp32), 2, 8\n"
     "The parameters count as one flat parameter (Zero3: one unit); activations depend on the\n"
@@ -108,7 +110,7 @@ inline std::string bytes_text(std::int64_t bytes) {
 
 inline int estimate_memory(int argc, const char* const* argv) {
   std::int64_t params = 0;
-  int world = 1, bytes_per_param = 4;
+  int world = 1, per_node = 0, bytes_per_param = 4;
   std::vector<std::string> strategies;
   std::string optimizer = "adam";
   for (int i = 2; i < argc; ++i) {
@@ -118,23 +120,29 @@ inline int estimate_memory(int argc, const char* const* argv) {
       return 0;
     }
     if (arg != "--params" && arg != "--strategy" && arg != "--world" && arg != "--optimizer" &&
-        arg != "--bytes-per-param")
-      fail("accel-launch estimate-memory takes --params, --strategy, --world, --optimizer and "
-           "--bytes-per-param, not '" + arg + "'; e.g. accel-launch estimate-memory --params 7B "
-           "--strategy zero3 --world 8");
+        arg != "--bytes-per-param" && arg != "--nproc-per-node")
+      fail("accel-launch estimate-memory takes --params, --strategy, --world, --nproc-per-node, "
+           "--optimizer and --bytes-per-param, not '" + arg + "'; e.g. accel-launch "
+           "estimate-memory --params 7B --strategy zero3 --world 8");
     if (i + 1 >= argc) fail("accel-launch estimate-memory: " + arg + " needs a value");
     const std::string value = argv[++i];
     if (arg == "--params") params = parameter_count(value);
     if (arg == "--strategy") {
       if (!memory::sharding_of(value))
         fail("accel-launch estimate-memory: --strategy '" + value + "' is none of ddp, zero2, "
-             "zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard");
+             "zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard, fsdp-hybrid-shard");
       strategies.push_back(value);
     }
     if (arg == "--world") {
       world = std::atoi(value.c_str());
       if (world < 1 || std::to_string(world) != value)
         fail("accel-launch estimate-memory: --world '" + value + "' is not a process count >= 1");
+    }
+    if (arg == "--nproc-per-node") {
+      per_node = std::atoi(value.c_str());
+      if (per_node < 1 || std::to_string(per_node) != value)
+        fail("accel-launch estimate-memory: --nproc-per-node '" + value +
+             "' is not a process count >= 1");
     }
     if (arg == "--optimizer") {
       if (!memory::optimizer_kind(value))
@@ -151,14 +159,20 @@ inline int estimate_memory(int argc, const char* const* argv) {
   if (params == 0)
     fail("accel-launch estimate-memory needs --params N, the model's trainable parameter count "
          "(e.g. --params 350M)");
+  if (per_node == 0) per_node = world;
+  if (world % per_node != 0)
+    fail("accel-launch estimate-memory: --nproc-per-node " + std::to_string(per_node) +
+         " does not divide --world " + std::to_string(world) + "; every node runs as many");
   if (strategies.empty()) strategies = {"ddp", "zero2", "zero3"};
   std::printf("%lld parameters, %d byte(s) each, %s, %d process(es); bytes per rank between steps\n",
               static_cast<long long>(params), bytes_per_param, optimizer.c_str(), world);
   std::printf("%-20s %14s %14s %16s %14s %18s\n", "strategy", "parameters", "gradients",
               "optimizer state", "total", "+ during backward");
   for (const auto& name : strategies) {
+    // fsdp-hybrid-shard shards within a node: there, the node is the world.
+    const int sharded_over = name == "fsdp-hybrid-shard" ? per_node : world;
     const auto e = memory::estimate_flats(*memory::sharding_of(name), {{params, bytes_per_param, 0}},
-                                          0, world, 0, *memory::optimizer_kind(optimizer));
+                                          0, sharded_over, 0, *memory::optimizer_kind(optimizer));
     std::printf("%-20s %14s %14s %16s %14s %18s\n", name.c_str(), bytes_text(e.parameters).c_str(),
                 bytes_text(e.gradients).c_str(), bytes_text(e.optimizer_state).c_str(),
                 bytes_text(e.total()).c_str(), bytes_text(e.backward_extra).c_str());

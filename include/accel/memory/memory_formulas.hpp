@@ -58,7 +58,8 @@ enum class Sharding { replicated, gradients_and_state, everything };
 inline constexpr std::optional<Sharding> sharding_of(std::string_view strategy) {
   if (strategy == "ddp" || strategy == "fsdp-no-shard") return Sharding::replicated;
   if (strategy == "zero2" || strategy == "fsdp-shard-grad-op") return Sharding::gradients_and_state;
-  if (strategy == "zero3" || strategy == "fsdp-full-shard") return Sharding::everything;
+  if (strategy == "zero3" || strategy == "fsdp-full-shard" || strategy == "fsdp-hybrid-shard")
+    return Sharding::everything;  // the hybrid one within a node
   return std::nullopt;
 }
 
