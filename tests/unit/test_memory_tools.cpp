@@ -117,8 +117,20 @@ TEST_CASE("estimate memory: activations measured from a batch, and what checkpoi
   CHECK(b.activations >= 4 * 64 * 128 * 4);
   CHECK(a.parameters == b.parameters);
   CHECK_THROWS_WITH_AS(accel::estimate_memory<accel::Ddp>(plain, 0), "accel: estimate_memory: world_size is 0; it must be at least 1", accel::Error);
-  CHECK_THROWS_WITH_AS(accel::estimate_memory<accel::Fsdp<accel::HybridShard>>(plain, 2),
-                       doctest::Contains("runs on one process only in this version"), accel::Error);
+  // Fsdp<HybridShard> on 2 nodes of 2 ranks holds what Zero3 holds on one node of 2; a node
+  // size that does not divide the world is refused.
+  const auto hybrid = accel::estimate_memory<accel::Fsdp<accel::HybridShard>>(
+      plain, 4, {.rank = 3, .ranks_per_node = 2});
+  const auto zero3 = accel::estimate_memory<accel::Zero3>(plain, 2, {.rank = 1});
+  CHECK(hybrid.parameters == zero3.parameters);
+  CHECK(hybrid.gradients == zero3.gradients);
+  CHECK(hybrid.optimizer_state == zero3.optimizer_state);
+  CHECK(hybrid.parameters < a.parameters);
+  CHECK_THROWS_WITH_AS(accel::estimate_memory<accel::Fsdp<accel::HybridShard>>(
+                           plain, 4, {.ranks_per_node = 3}),
+                       "accel: estimate_memory: ranks_per_node is 3; it must divide world_size 4 "
+                       "(0: one node)",
+                       accel::Error);
 }
 
 TEST_CASE("find_executable_batch_size: halves on a CPU allocation failure, other errors pass") {

@@ -25,6 +25,8 @@
 #include <exception>
 #include <gloo/common/logging.h>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -151,21 +153,7 @@ class ProcessGroup {
       store_ = c10::make_intrusive<c10d::FileStore>(
           fmt::format("{}/store.{}", env.store_dir, group_number), size_);
     } else {
-      require_resolvable(env.master_addr, env.master_port);
-      c10d::TCPStoreOptions options;
-      options.port = static_cast<std::uint16_t>(env.master_port);
-      options.isServer = rank_ == 0;
-      options.numWorkers = static_cast<std::size_t>(size_);
-      options.timeout = rendezvous;
-      detail::use_classic_tcp_store(options);  // torch_compat.hpp: 2.6 without libuv
-      try {
-        store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-      } catch (const std::exception& error) {
-        detail::fail("rank {} could not reach the rendezvous at MASTER_ADDR={} MASTER_PORT={} "
-                     "within the rendezvous timeout of {} s (Options::rendezvous_timeout, "
-                     "ACCEL_RENDEZVOUS_TIMEOUT): {}",
-                     rank_, env.master_addr, env.master_port, seconds(rendezvous), error.what());
-      }
+      store_ = tcp_store(env, rendezvous);
     }
     local_rank_ = env.process.local_rank;
     local_size_ = env.process.local_world_size;
@@ -223,6 +211,35 @@ class ProcessGroup {
     store_->setTimeout(timeout_);
     if (settings.shared_memory && same_host)
       shm_ = std::make_unique<SharedMemoryPath>(*store_, run_token_, id_, rank_, size_, timeout_);
+  }
+
+  // The job's TCPStore at MASTER_ADDR:MASTER_PORT, made by the process's first group there (rank
+  // 0 serves it) and kept for the later ones (a second Accelerator), each under its own prefix:
+  // were each group to make its own, rank 0 would close the first one's server while the other
+  // ranks may already be connecting to it for the next.
+  c10::intrusive_ptr<c10d::Store> tcp_store(const Environment& env,
+                                            std::chrono::milliseconds rendezvous) const {
+    static std::mutex mutex;
+    static std::map<std::string, c10::intrusive_ptr<c10d::Store>> stores;
+    const std::scoped_lock lock(mutex);
+    auto& store = stores[fmt::format("{}:{}", env.master_addr, env.master_port)];
+    if (store) return store;
+    require_resolvable(env.master_addr, env.master_port);
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    options.isServer = rank_ == 0;
+    options.numWorkers = static_cast<std::size_t>(size_);
+    options.timeout = rendezvous;
+    detail::use_classic_tcp_store(options);  // torch_compat.hpp: 2.6 without libuv
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    } catch (const std::exception& error) {
+      detail::fail("rank {} could not reach the rendezvous at MASTER_ADDR={} MASTER_PORT={} "
+                   "within the rendezvous timeout of {} s (Options::rendezvous_timeout, "
+                   "ACCEL_RENDEZVOUS_TIMEOUT): {}",
+                   rank_, env.master_addr, env.master_port, seconds(rendezvous), error.what());
+    }
+    return store;
   }
 
   // A subgroup (split()): its own key space under the parent's, the parent's settings.
