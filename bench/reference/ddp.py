@@ -2,7 +2,10 @@
 """PyTorch reference for accel_bench: the same flags, the same models (parameter for parameter,
 in the same registration order), the same synthetic data sizes and optimizer (SGD, or Adam with
 --optimizer adam), trained with torch.nn.parallel.DistributedDataParallel over Gloo, one thread
-per rank; --strategy zero1 shards the optimizer state with ZeroRedundancyOptimizer.
+per rank; --strategy zero1 shards the optimizer state with ZeroRedundancyOptimizer, and
+--strategy fsdp-full | fsdp-grad-op trains with FullyShardedDataParallel (FULL_SHARD,
+SHARD_GRAD_OP; libtorch 2.x: on Debian 12's torch 1.13 FSDP does not import), each child of the
+model's Sequential its own FSDP unit, as accel's Zero3 cuts it.
 
     /usr/bin/python3 bench/reference/ddp.py [--nproc N] [--precision fp32|bf16] [--accum 1|2|4]
         [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S] [--heads A]
@@ -55,7 +58,7 @@ import torch.nn.functional as F  # noqa: E402
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nproc", type=int, default=int(os.environ.get("ACCEL_NPROC", "1")))
-    p.add_argument("--strategy", default="ddp", choices=["ddp", "zero1"],
+    p.add_argument("--strategy", default="ddp", choices=["ddp", "zero1", "fsdp-full", "fsdp-grad-op"],
                    help="ddp (PyTorch's DistributedDataParallel), or zero1: DDP with the "
                         "optimizer wrapped in torch.distributed.optim.ZeroRedundancyOptimizer "
                         "(optimizer state sharded, as ZeRO stage 1)")
@@ -219,7 +222,20 @@ def train(a):
     net = Transformer(a) if a.model == "xfmr" else Mlp(a)
     parameters = sum(p.numel() for p in net.parameters())
     model = net
-    if world > 1:
+    fsdp = a.strategy.startswith("fsdp") and world > 1
+    if fsdp:
+        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        sharding = ShardingStrategy.FULL_SHARD if a.strategy == "fsdp-full" \
+            else ShardingStrategy.SHARD_GRAD_OP
+        # Units as accel's Zero3 makes them: each child of a Sequential (the Linear layers, the
+        # blocks), the rest in the root.
+        units = {nn.Linear} if a.model != "xfmr" else {type(b) for b in net.blocks}
+        model = FullyShardedDataParallel(net, sharding_strategy=sharding,
+                                         auto_wrap_policy=ModuleWrapPolicy(units),
+                                         device_id=torch.device("cpu"), use_orig_params=True)
+        net = model
+    elif world > 1:
         model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb,
                                                     gradient_as_bucket_view=a.bucket_views)
         if a.compress != "none":
