@@ -53,6 +53,7 @@ struct Config {
   std::string compress = "none";
   bool bucket_views = accel::DdpOptions{}.gradients_as_bucket_views;
   bool tune_heap = accel::Options{}.tune_cpu_heap;
+  bool prefetch = accel::Options{}.prefetch_units;
   bool breakdown = false;
   bool pin = false;
   bool plain = false;
@@ -105,6 +106,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          (accel's default; --bucket-views says so explicitly)
   --no-heap-tuning       Options::tune_cpu_heap = false: glibc's default heap thresholds (the
                          plain loop of --plain always has them)
+  --no-prefetch          zero3, fsdp: Options::prefetch_units = false (each unit gathered when
+                         it is needed, not beside the previous one's compute)
   --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
                          recomputed in backward; docs/memory.md)
   --breakdown            also time each part of a step (forward, backward with the gradient
@@ -134,6 +137,10 @@ Config parse(int argc, char** argv) {
     }
     if (flag == "--no-heap-tuning") {
       c.tune_heap = false;
+      continue;
+    }
+    if (flag == "--no-prefetch") {
+      c.prefetch = false;
       continue;
     }
     if (flag == "--bucket-views" || flag == "--no-bucket-views") {
@@ -384,6 +391,7 @@ int train(const Config& c) {
   limit_blas_threads(c.threads);
   Acc acc(accel::Options{
       .tune_cpu_heap = c.tune_heap,
+      .prefetch_units = c.prefetch,
       .ddp = {.bucket_mb = c.bucket_mb,
               .gradients_as_bucket_views = c.bucket_views,
               .small_bucket_kb = c.small_bucket_kb}});

@@ -100,6 +100,10 @@ struct Options {
   // (docs/distributed.md, "Shared memory"): several times Gloo's loopback bandwidth. false (or
   // ACCEL_SHARED_MEMORY=0) sends everything through Gloo, as across nodes.
   bool shared_memory = true;
+  // Zero3 and Fsdp<FullShard|HybridShard>: as a Sequential's child unit runs, the next one's
+  // all-gather runs beside it (in backward the previous one's), on the shared-memory path's
+  // thread; across nodes it stays where it is needed. At most two child units gathered at once.
+  bool prefetch_units = true;
 
   // Prepared loaders: every rank gets the same number of batches per epoch, the last round
   // completed by wrapping around to the epoch's first batches (gather_for_metrics drops the

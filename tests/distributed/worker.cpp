@@ -1255,6 +1255,43 @@ void hybrid_layout() {
              acc.process_index(), s, w / s, w / s == 1 ? "y" : "ies");
 }
 
+// Zero3's prefetch: the next unit gathered while one runs (in backward the previous one) gives
+// the same training, bitwise, with the same collectives, as gathering each unit when needed.
+void zero3_prefetch() {
+  const auto run = [](bool prefetch) {
+    accel::Options options = test_options();
+    options.prefetch_units = prefetch;
+    Zero3 acc(options);
+    torch::manual_seed(1);
+    auto net = units_model();
+    torch::optim::Adam adam(net->parameters(), 0.01);
+    auto [model, optimizer] = acc.prepare(net, adam);
+    for (int step = 0; step < 3; ++step) {
+      torch::manual_seed(static_cast<std::uint64_t>(50 + 10 * step + acc.process_index()));
+      const torch::Tensor x = torch::randn({6, 5}), y = torch::randn({6, 1});
+      acc.backward(torch::mse_loss(model(x), y));
+      optimizer.step();
+      optimizer.zero_grad();
+      torch::NoGradGuard no_grad;  // an evaluation between steps
+      model(x);
+    }
+    for (const auto& flat : acc.strategy().flat_parameters()) EXPECT(!flat->materialized());
+    const std::uint64_t issued = acc.process_group()->collectives_issued();
+    const std::size_t prefetched = acc.strategy().prefetches();
+    const auto full = acc.full_parameters(net);
+    return std::tuple{accel::state::parameter_digest(*net), issued, prefetched};
+  };
+  const auto [with, with_issued, with_prefetched] = run(true);
+  const auto [without, without_issued, without_prefetched] = run(false);
+  fmt::print("zero3 prefetch: {} units prefetched, {} collectives (without: {})\n",
+             with_prefetched, with_issued, without_issued);
+  EXPECT(with == without);
+  EXPECT(with_issued == without_issued);
+  // body.2 in each forward, body.0 in each backward: 3 x (2 + 1) at least.
+  EXPECT(with_prefetched >= 9);
+  EXPECT(without_prefetched == 0);
+}
+
 // Fsdp<HybridShard>'s checkpoints: the first node's ranks write the shards, every rank loads its
 // own. Four steps straight against two, save, a new Accelerator loading, two more: bitwise.
 void hybrid_checkpoint() {
@@ -1342,6 +1379,7 @@ int main(int argc, char** argv) {
              make_sgd, {.frozen_bias = true, .clip = 0.05, .scheduler = true});
        }},
       {"zero3_residency", zero3_residency<Zero3>},
+      {"zero3_prefetch", zero3_prefetch},
       {"zero3_sgd_momentum",
        [] { sharded_matches_single_process<Zero3>(make_sgd, {.scheduler = true}); }},
       {"zero3_adagrad", [] { sharded_matches_single_process<Zero3>(make_adagrad); }},

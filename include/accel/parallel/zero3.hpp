@@ -12,6 +12,11 @@
 //                    storage released, the parameters keeping their shapes for autograd), and a
 //                    hook on its output all-gathers it again when backward reaches it. Without a
 //                    graph (torch::NoGradGuard) every unit is back at rest after the forward.
+//   prefetch         (Options::prefetch_units) as a child unit starts, the next one's all-gather
+//                    starts on the shared-memory path's thread, overlapping this unit's compute;
+//                    in backward the one before it, in the order backward reaches them. At most
+//                    two child units gathered at once, and never one whose gather is in flight
+//                    freed or read before it lands.
 //   backward         gradients accumulate into a unit's full flat gradient, allocated when its
 //                    backward starts; once every gradient of the unit has arrived, on the
 //                    micro-step that ends a window, the gradient is reduce-scattered (mean) into
@@ -47,6 +52,11 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
  public:
   using Base::Base;
 
+  void attach(runtime::ProcessGroup* group, const Options& options) {
+    Base::attach(group, options);
+    prefetch_ = options.prefetch_units;
+  }
+
   // prepare() hands the model's holder over; units need the shared pointer to walk and rewire
   // its Sequentials.
   void prepare_model(torch::nn::Module& module, const std::string& label) {
@@ -65,6 +75,10 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
       const std::size_t u = add_unit(named, fmt::format("{}, unit '{}'", label, child.name));
       if (u == no_unit) continue;  // nothing trainable: called as it is
+      if (!model.units.empty()) {  // the child units in call order, for prefetching
+        units_[model.units.back()].next = u;
+        units_[u].previous = model.units.back();
+      }
       model.units.push_back(u);
       detail::intercept_calls(child, this, u);
     }
@@ -129,8 +143,9 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // A unit gathered already (inside full_parameters()) stays gathered.
   template <class Run>
   torch::Tensor unit_forward(std::size_t u, Run&& run) {
-    const bool gathered_before = is_gathered(u);
+    const bool gathered_before = is_gathered(u) && !units_[u].prefetched;
     gather(u);
+    prefetch(units_[u].next);
     torch::Tensor output = run();
     const bool graph = torch::GradMode::is_enabled() && output.requires_grad();
     if (graph) hook_backward(output, u);
@@ -157,6 +172,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     torch::NoGradGuard no_grad;
     for (const std::size_t u : model->units) {
       for (const std::size_t f : units_[u].flats) {
+        gathering_[f].wait();
         detail::FlatParameter& flat = *flats_[f];
         if (!flat.materialized()) continue;
         const auto& layout = flat.layout();
@@ -169,6 +185,8 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   // How many units the prepared models were cut into, root units included (for tests and docs).
   std::size_t unit_count() const { return units_.size(); }
+  // Units gathered ahead of their use so far (Options::prefetch_units).
+  std::size_t prefetches() const { return prefetches_; }
 
  private:
   static constexpr std::size_t no_unit = static_cast<std::size_t>(-1);
@@ -178,6 +196,8 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     std::size_t parameters = 0;  // trainable ones, each counted once
     std::size_t waiting = 0;     // gradients not yet arrived in this backward
     bool reached = false;        // by this backward
+    bool prefetched = false;     // gathered ahead of its call, not yet used
+    std::size_t next = no_unit, previous = no_unit;  // child units of its Sequentials, in call order
   };
   struct Model {
     const torch::nn::Module* module = nullptr;
@@ -195,6 +215,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       unit_of_.resize(f + 1, no_unit);
       unit_of_[f] = units_.size() - 1;
     }
+    gathering_.resize(flats_.size());
     return units_.size() - 1;
   }
 
@@ -206,11 +227,27 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   void gather(std::size_t u) {
     torch::NoGradGuard no_grad;
+    units_[u].prefetched = false;
     for (const std::size_t f : units_[u].flats) {
+      gathering_[f].wait();
       detail::FlatParameter& flat = *flats_[f];
       if (flat.materialized()) continue;
       flat.materialize();
       shard_group_->allgather_into(flat.flat(), flat.shard());
+    }
+  }
+
+  // Starts gathering unit u, unless it is gathered or no unit (the end of a Sequential's units).
+  void prefetch(std::size_t u) {
+    if (!prefetch_ || u == no_unit || is_gathered(u)) return;
+    torch::NoGradGuard no_grad;
+    units_[u].prefetched = true;
+    ++prefetches_;
+    for (const std::size_t f : units_[u].flats) {
+      detail::FlatParameter& flat = *flats_[f];
+      if (flat.materialized()) continue;
+      flat.materialize();
+      gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard());
     }
   }
 
@@ -220,8 +257,13 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     return true;
   }
 
+  // A gather in flight lands first: its buffer cannot go while the transport writes it.
   void to_rest(std::size_t u) {
-    for (const std::size_t f : units_[u].flats) flats_[f]->to_rest();
+    units_[u].prefetched = false;
+    for (const std::size_t f : units_[u].flats) {
+      gathering_[f].wait();
+      flats_[f]->to_rest();
+    }
   }
 
   void hook_backward(const torch::Tensor& output, std::size_t u) {
@@ -232,6 +274,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   void prepare_backward(std::size_t u) {
     units_[u].reached = true;
     gather(u);
+    prefetch(units_[u].previous);
     for (const std::size_t f : units_[u].flats) flats_[f]->attach_gradients();
   }
 
@@ -250,11 +293,18 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // The shards changed: a full copy still gathered (a forward whose backward never ran) is
   // stale, so the next forward gathers again.
   void after_shard_step(const std::vector<std::size_t>& flats) {
-    for (const std::size_t f : flats) flats_[f]->to_rest();
+    for (const std::size_t f : flats) {
+      gathering_[f].wait();
+      units_[unit_of_[f]].prefetched = false;
+      flats_[f]->to_rest();
+    }
   }
 
   std::vector<Unit> units_;
   std::vector<std::size_t> unit_of_;  // per flat parameter
+  std::vector<runtime::ProcessGroup::PendingGather> gathering_;  // per flat parameter
+  bool prefetch_ = true;
+  std::size_t prefetches_ = 0;
   std::vector<Model> models_;
   bool sync_ = true;  // this backward ends its window
 };

@@ -25,6 +25,7 @@
 #include <exception>
 #include <gloo/common/logging.h>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
@@ -484,12 +485,7 @@ class ProcessGroup {
   // fallback (for tests).
   void allgather_into(torch::Tensor& output, const torch::Tensor& input, bool native = true) {
     const Call call = check("allgather", input);
-    if (!output.is_contiguous() || !input.is_contiguous() ||
-        output.numel() != input.numel() * size_ || output.scalar_type() != input.scalar_type())
-      detail::fail("allgather_into: the output ({} elements of {}) must be contiguous and hold "
-                   "{} x the input's {} elements of the same dtype ({})",
-                   output.numel(), c10::toString(output.scalar_type()), size_, input.numel(),
-                   c10::toString(input.scalar_type()));
+    check_gather_layout(output, input);
     torch::Tensor flat_output = output.view(-1);
     if (native && gathers_in_shared_memory(input)) {
       through_shared_memory(call, [&](shm::Transport& transport) {
@@ -521,6 +517,40 @@ class ProcessGroup {
         for (int r = 0; r < size_; ++r)
           flat_output.narrow(0, r * n + begin, length).copy_(outputs[0][r]);
     }
+  }
+
+  // allgather_into started on the shared-memory path's thread, so that it overlaps what this
+  // thread computes next (Zero3's prefetch); wait() before reading `output` or freeing either
+  // tensor. Where shared memory does not carry it, it runs here and now, and wait() returns at
+  // once. Collectives issued after it run after it, as always.
+  struct PendingGather {
+    ProcessGroup* group = nullptr;
+    std::uint64_t sequence = 0;
+    torch::Tensor input;
+    std::shared_future<void> done;
+    bool pending() const { return done.valid(); }
+    void wait() {
+      if (!done.valid()) return;
+      const std::shared_future<void> finished = std::move(done);
+      done = {};
+      try {
+        finished.get();
+      } catch (const std::exception& error) {
+        group->failed_in_shared_memory(Call{"allgather", sequence, input}, error);
+      }
+    }
+  };
+  PendingGather allgather_into_async(torch::Tensor output, torch::Tensor input) {
+    if (!gathers_in_shared_memory(input)) {
+      allgather_into(output, input);
+      return {};
+    }
+    PendingGather gathering{this, check("allgather", input).sequence, input, {}};
+    check_gather_layout(output, input);
+    gathering.done = shm_->submit([output, input](shm::Transport& transport) {
+      transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+    });
+    return gathering;
   }
 
   // input holds size() equal chunks along its flat layout; returns this rank's chunk, summed
@@ -610,6 +640,14 @@ class ProcessGroup {
   // All-gather and broadcast copy bytes: any contiguous CPU tensor.
   bool gathers_in_shared_memory(const torch::Tensor& t) const {
     return shm_ && t.device().is_cpu() && t.is_contiguous();
+  }
+  void check_gather_layout(const torch::Tensor& output, const torch::Tensor& input) const {
+    if (!output.is_contiguous() || !input.is_contiguous() ||
+        output.numel() != input.numel() * size_ || output.scalar_type() != input.scalar_type())
+      detail::fail("allgather_into: the output ({} elements of {}) must be contiguous and hold "
+                   "{} x the input's {} elements of the same dtype ({})",
+                   output.numel(), c10::toString(output.scalar_type()), size_, input.numel(),
+                   c10::toString(input.scalar_type()));
   }
   static std::size_t byte_size(const torch::Tensor& t) {
     return static_cast<std::size_t>(t.numel()) * t.element_size();
