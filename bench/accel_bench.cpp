@@ -106,8 +106,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          (accel's default; --bucket-views says so explicitly)
   --no-heap-tuning       Options::tune_cpu_heap = false: glibc's default heap thresholds (the
                          plain loop of --plain always has them)
-  --no-prefetch          zero3, fsdp: Options::prefetch_units = false (each unit gathered when
-                         it is needed, not beside the previous one's compute)
+  --prefetch             zero3, fsdp: Options::prefetch_units = true (the next unit gathered
+                         beside this one's compute, not when it is needed)
   --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
                          recomputed in backward; docs/memory.md)
   --breakdown            also time each part of a step (forward, backward with the gradient
@@ -139,8 +139,8 @@ Config parse(int argc, char** argv) {
       c.tune_heap = false;
       continue;
     }
-    if (flag == "--no-prefetch") {
-      c.prefetch = false;
+    if (flag == "--prefetch") {
+      c.prefetch = true;
       continue;
     }
     if (flag == "--bucket-views" || flag == "--no-bucket-views") {

@@ -103,7 +103,9 @@ struct Options {
   // Zero3 and Fsdp<FullShard|HybridShard>: as a Sequential's child unit runs, the next one's
   // all-gather runs beside it (in backward the previous one's), on the shared-memory path's
   // thread; across nodes it stays where it is needed. At most two child units gathered at once.
-  bool prefetch_units = true;
+  // Off by default: the gather then needs a core of its own, and on a machine with a core per
+  // rank it cost 12% of the steps/s and a unit's memory (docs/benchmarks.md).
+  bool prefetch_units = false;
 
   // Prepared loaders: every rank gets the same number of batches per epoch, the last round
   // completed by wrapping around to the epoch's first batches (gather_for_metrics drops the

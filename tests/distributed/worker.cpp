@@ -1255,8 +1255,9 @@ void hybrid_layout() {
              acc.process_index(), s, w / s, w / s == 1 ? "y" : "ies");
 }
 
-// Zero3's prefetch: the next unit gathered while one runs (in backward the previous one) gives
-// the same training, bitwise, with the same collectives, as gathering each unit when needed.
+// Zero3's prefetch (Options::prefetch_units): the next unit gathered while one runs (in backward
+// the previous one) gives the same training, bitwise, with the same collectives, as gathering
+// each unit when needed (the default).
 void zero3_prefetch() {
   const auto run = [](bool prefetch) {
     accel::Options options = test_options();

@@ -303,7 +303,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   std::vector<Unit> units_;
   std::vector<std::size_t> unit_of_;  // per flat parameter
   std::vector<runtime::ProcessGroup::PendingGather> gathering_;  // per flat parameter
-  bool prefetch_ = true;
+  bool prefetch_ = false;
   std::size_t prefetches_ = 0;
   std::vector<Model> models_;
   bool sync_ = true;  // this backward ends its window
