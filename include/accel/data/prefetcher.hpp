@@ -57,7 +57,8 @@ class Prefetcher {
       accel::detail::fail("Prefetcher: all {} batches were served; next() asked for one more",
                           indices_.size());
     std::unique_lock lock(mutex_);
-    Slot& slot = slots_[served_ % slots_.size()];
+    const std::size_t at = served_ % slots_.size();
+    Slot& slot = slots_[at];
     ready_.wait(lock, [&] { return slot.ready; });
     slot.ready = false;
     ++served_;
@@ -86,9 +87,10 @@ class Prefetcher {
       });
       if (stopping_ || handed_out_ >= indices_.size()) return;
       const std::size_t task = handed_out_++;
+      const std::size_t at = task % slots_.size();
       // No one else touches this slot until it is marked ready: the consumer waits for the flag
       // and the previous batch in it was already served (task < served_ + capacity).
-      Slot& slot = slots_[task % slots_.size()];
+      Slot& slot = slots_[at];
       lock.unlock();
       try {
         slot.batch.emplace(make_(indices_[task]));
