@@ -124,7 +124,8 @@ class PreparedLoader {
       const data::Shard& shard = owner_->shard_;
       std::vector<std::int64_t> indices;
       indices.reserve(static_cast<std::size_t>(count_ - step_));
-      for (std::int64_t k = step_; k < count_; ++k) indices.push_back(shard.global_index(k, global_));
+      for (std::int64_t k = step_; k < count_; ++k)
+        indices.push_back(shard.global_index(k, global_));
       workers_ = owner_->loader_->prefetch(order_, std::move(indices), shard.pads_last_batch());
       arrive();
     }
@@ -137,7 +138,8 @@ class PreparedLoader {
       const data::Shard& shard = owner_->shard_;
       const batch_type global_batch =
           workers_ ? workers_->next()
-                   : loader.batch(order_, shard.global_index(step_, global_), shard.pads_last_batch());
+                   : loader.batch(order_, shard.global_index(step_, global_),
+                                  shard.pads_last_batch());
       const bool last = step_ + 1 == count_;
       const std::int64_t real = last ? shard.final_round_real_samples(
                                            global_, loader.num_samples(), loader.options().batch_size)

@@ -174,7 +174,7 @@ TEST_CASE("a custom collate function builds batches of the user's own type") {
   CHECK((*batches.begin()).count == 3);
 }
 
-// --- Worker threads (LoaderOptions::num_workers) ----------------------------------------------------
+// --- Worker threads (LoaderOptions::num_workers) -------------------------------------------
 
 namespace {
 
@@ -206,8 +206,10 @@ TEST_CASE("with num_workers 1, 2 and 3 the batches and their order are those of 
     std::int64_t samples, batch_size;
     bool shuffle, drop_last;
   };
+  // Short last batches, drop_last, a batch larger than the epoch, an empty dataset.
   for (const Case c : {Case{10, 3, false, false}, Case{10, 3, true, false}, Case{10, 3, true, true},
-                       Case{37, 4, true, false}, Case{5, 8, true, false}, Case{0, 2, true, false}}) {
+                       Case{37, 4, true, false}, Case{5, 8, true, false},
+                       Case{0, 2, true, false}}) {
     const accel::LoaderOptions base{.batch_size = c.batch_size, .shuffle = c.shuffle,
                                     .drop_last = c.drop_last, .seed = 11};
     accel::DataLoader reference(Numbers{c.samples}, base);
