@@ -11,12 +11,15 @@
 //   load:  the loop only takes the batches: the loader's own samples/s;
 //   train: the loop runs a small MLP's forward, backward and SGD step on each batch, so the
 //          workers' decoding overlaps the step (what a training loop sees).
-// Prints one row per loop and worker count, with the ratio to num_workers = 0 of the same loop;
+// Prints one row per loop and worker count, with the ratio to num_workers = 0 of the same loop
+// and the cores the process got (CPU time over wall time: below the workers' count + 1 when
+// other processes take the machine's cores, which then caps the ratio too);
 // the last line is `loader_speedup_2_workers=<load ratio at 2 workers>`.
 #include <accel/data/loader.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -135,17 +138,25 @@ struct Step {
 // Samples per second over one epoch of `loader`, with or without a training step per batch.
 volatile double checksum_sink = 0;
 
+struct Rate {
+  double samples_per_s;
+  double cores;  // the process's CPU time over the wall time: the cores it actually got
+};
+
+// One epoch of `loader`, with or without a training step per batch.
 template <class Loader>
-double samples_per_s(Loader& loader, Step* step) {
+Rate measure(Loader& loader, Step* step) {
   double checksum = 0;
+  const std::clock_t cpu_start = std::clock();  // CPU time of every thread of the process
   const auto start = std::chrono::steady_clock::now();
   for (const Image& batch : loader) {
     if (step) (*step)(batch);
     else checksum += batch.label.sum().template item<double>();  // touch it, as a loop would
   }
   const double seconds = seconds_since(start);
+  const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   checksum_sink = checksum;  // keeps the loop's reads
-  return static_cast<double>(loader.num_samples()) / seconds;
+  return {static_cast<double>(loader.num_samples()) / seconds, cpu / seconds};
 }
 
 std::vector<int> parse_list(std::string_view text) {
@@ -195,20 +206,21 @@ int main(int argc, char** argv) {
 
   double load_ratio_at_2 = 0;
   for (const bool train : {false, true}) {
-    std::vector<std::vector<double>> rates(worker_counts.size());
+    std::vector<std::vector<double>> rates(worker_counts.size()), cores(worker_counts.size());
     Step step;
     for (int round = 0; round < rounds + 1; ++round)  // round 0 warms up: allocator, pages
       for (std::size_t w = 0; w < worker_counts.size(); ++w) {
         accel::DataLoader loader(dataset, {.batch_size = batch, .shuffle = true, .seed = 1,
                                            .num_workers = worker_counts[w]});
-        const double rate = samples_per_s(loader, train ? &step : nullptr);
-        if (round > 0) rates[w].push_back(rate);
+        const Rate rate = measure(loader, train ? &step : nullptr);
+        if (round > 0) rates[w].push_back(rate.samples_per_s), cores[w].push_back(rate.cores);
       }
     const double reference = median(rates[0]);
     for (std::size_t w = 0; w < worker_counts.size(); ++w) {
       const double rate = median(rates[w]);
-      fmt::print("loop={} num_workers={} samples_per_s={:.0f} ratio={:.2f}\n",
-                 train ? "train" : "load", worker_counts[w], rate, rate / reference);
+      fmt::print("loop={} num_workers={} samples_per_s={:.0f} ratio={:.2f} cores_used={:.2f}\n",
+                 train ? "train" : "load", worker_counts[w], rate, rate / reference,
+                 median(cores[w]));
       if (!train && worker_counts[w] == 2) load_ratio_at_2 = rate / reference;
     }
   }
