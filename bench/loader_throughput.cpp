@@ -16,11 +16,13 @@
 // other processes take the machine's cores, which then caps the ratio too);
 // the last line is `loader_speedup_2_workers=<load ratio at 2 workers>`.
 #include <accel/data/loader.hpp>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdint>
+#include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -159,6 +161,19 @@ Rate measure(Loader& loader, Step* step) {
   return {static_cast<double>(loader.num_samples()) / seconds, cpu / seconds};
 }
 
+// OpenBLAS (Debian's libtorch runs matrix products on it) keeps a thread pool of its own, as large
+// as the machine, which torch::set_num_threads does not limit, and its threads spin while they
+// wait: next to busy loader workers they take the cores from them (measured here: the train loop
+// at 0.27x to 0.38x of num_workers = 0 instead of above 1). As bench/accel_bench.cpp does: found
+// at run time, so another BLAS just skips this.
+void limit_blas_threads(int threads) {
+  void* symbol = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+  if (symbol == nullptr) return;
+  void (*set_threads)(int) = nullptr;
+  std::memcpy(&set_threads, &symbol, sizeof symbol);
+  set_threads(threads);
+}
+
 std::vector<int> parse_list(std::string_view text) {
   std::vector<int> out;
   while (!text.empty()) {
@@ -191,8 +206,9 @@ int main(int argc, char** argv) {
   if (std::find(worker_counts.begin(), worker_counts.end(), 0) == worker_counts.end())
     worker_counts.insert(worker_counts.begin(), 0);  // the reference
   // torch's intra-op threads are shared by the loop and every worker (set_num_threads is
-  // process-wide): 1 keeps the comparison about the workers.
+  // process-wide), and so are OpenBLAS's: 1 keeps the comparison about the workers.
   torch::set_num_threads(threads);
+  limit_blas_threads(threads);
   torch::manual_seed(0);
   const CompressedImages dataset(samples);
   std::int64_t stored = 0;
