@@ -61,6 +61,7 @@ struct BadArgument : std::runtime_error { using std::runtime_error::runtime_erro
 struct BadData : std::runtime_error { using std::runtime_error::runtime_error; };
 
 constexpr std::int64_t kTrainSize = 60000, kTestSize = 10000;
+constexpr int kMaxWorkers = 64;
 
 struct Args {
   std::string strategy = "ddp";
@@ -72,6 +73,10 @@ struct Args {
   double lr = 1e-3;
   std::int64_t eval_samples = 0;  // 0: the whole test set
   std::uint64_t seed = 42;
+  // Loader threads that build batches while the step runs (LoaderOptions::num_workers). One is
+  // enough here: a sample is a row of a tensor in memory, and on a small machine more threads
+  // would only compete with the step (and with the other processes under --nproc).
+  int workers = 1;
   std::optional<fs::path> data_dir;  // unset: the cache folder, filled from the Debian package
   bool tracking = false;             // metrics to <log dir>/fashion_mnist/<run>/ (accel-plot)
   std::optional<fs::path> log_dir;   // unset: ACCEL_LOG_DIR, else ./runs
@@ -104,6 +109,8 @@ std::string usage_text() {
       "  --lr X            Adam's learning rate, above 0 (default 1e-3)\n"
       "  --eval-samples N  test images to evaluate, 0 to {}; 0: all of them (default 0)\n"
       "  --seed N          0 to {} (default 42)\n"
+      "  --workers N       loader threads that build batches ahead of the step, 0 to {}; 0: on\n"
+      "                    the training thread (default 1)\n"
       "  --data-dir DIR    read the four unpacked IDX files from DIR, which is never written;\n"
       "                    without it they are unpacked once from the Debian package into\n"
       "                    $XDG_CACHE_HOME/accel/fashion-mnist (or ~/.cache/accel/fashion-mnist)\n"
@@ -122,7 +129,7 @@ std::string usage_text() {
       "                    the run's total\n",
       joined(flags_of(std::type_identity<Parallelisms>{})),
       joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
-      kTrainSize, kTestSize, std::numeric_limits<std::uint64_t>::max());
+      kTrainSize, kTestSize, std::numeric_limits<std::uint64_t>::max(), kMaxWorkers);
 }
 
 // `text` read whole as a number of type T from min to max: "10abc", " 5", "1e3" and "" are not
@@ -193,6 +200,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--eval-samples")
       args.eval_samples = whole_number<std::int64_t>(flag, value(), 0, kTestSize);
     else if (flag == "--seed") args.seed = whole_number<std::uint64_t>(flag, value(), 0);
+    else if (flag == "--workers") args.workers = whole_number(flag, value(), 0, kMaxWorkers);
     else if (flag == "--data-dir") args.data_dir = fs::path(value());
     else if (flag == "--with-tracking") args.tracking = true;
     else if (flag == "--log-dir") args.tracking = true, args.log_dir = fs::path(value());
@@ -389,9 +397,10 @@ int train(const Args& args, const fs::path& data_dir) {
   Classifier net;
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(args.lr));
   accel::DataLoader train_data(FashionMnist(data_dir, /*train=*/true),
-                               {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
+                               {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed,
+                                .num_workers = args.workers});
   accel::DataLoader test_data(FashionMnist(data_dir, /*train=*/false, args.eval_samples),
-                              {.batch_size = 1000});
+                              {.batch_size = 1000, .num_workers = args.workers});
   auto [model, optimizer, train_batches, test_batches] =
       accelerator.prepare(net, adam, train_data, test_data);
 

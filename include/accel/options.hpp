@@ -75,7 +75,8 @@ struct Options {
   std::optional<torch::Device> device = std::nullopt;
   // When set, the constructor calls set_seed(*seed) before anything else.
   std::optional<std::uint64_t> seed = std::nullopt;
-  // Batch copies to the device overlap compute (pinned memory is the user's choice).
+  // Batch copies to the device overlap compute; from CPU to CUDA only when the batch is in pinned
+  // memory (LoaderOptions::pin_memory for a prepared loader's batches).
   bool non_blocking = false;
   // On a CPU device, glibc keeps freed memory in the process (runtime/cpu_heap.hpp) instead of
   // returning it to the kernel and faulting it in again at the next step (faster on CPU models

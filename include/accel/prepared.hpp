@@ -83,7 +83,9 @@ class PreparedScheduler {
 
 // Iterating yields this rank's batches (data::Shard), already on the Accelerator's device, and
 // tells the Accelerator where the epoch stands, so that sync_gradients() and end_of_data() are
-// known as each batch arrives.
+// known as each batch arrives. With the loader's num_workers, its workers build this rank's
+// global batches ahead (the ones from the resumed position on); slicing, the Accelerator's
+// bookkeeping and the copy to the device stay on the loop's thread, as each batch is served.
 template <class Accel, class Loader>
 class PreparedLoader {
  public:
@@ -119,6 +121,12 @@ class PreparedLoader {
           count_(owner->size()),
           step_(std::min(owner->accelerator_->on_epoch_begin(owner->slot_, epoch_, owner->size()),
                          owner->size())) {
+      const data::Shard& shard = owner_->shard_;
+      std::vector<std::int64_t> indices;
+      indices.reserve(static_cast<std::size_t>(count_ - step_));
+      for (std::int64_t k = step_; k < count_; ++k)
+        indices.push_back(shard.global_index(k, global_));
+      workers_ = owner_->loader_->prefetch(order_, std::move(indices), shard.pads_last_batch());
       arrive();
     }
     void arrive() {
@@ -128,8 +136,10 @@ class PreparedLoader {
       }
       const Loader& loader = *owner_->loader_;
       const data::Shard& shard = owner_->shard_;
-      const batch_type global_batch = loader.batch(order_, shard.global_index(step_, global_),
-                                                   shard.pads_last_batch());
+      const batch_type global_batch =
+          workers_ ? workers_->next()
+                   : loader.batch(order_, shard.global_index(step_, global_),
+                                  shard.pads_last_batch());
       const bool last = step_ + 1 == count_;
       const std::int64_t real = last ? shard.final_round_real_samples(
                                            global_, loader.num_samples(), loader.options().batch_size)
@@ -145,6 +155,8 @@ class PreparedLoader {
     std::int64_t count_;
     std::int64_t step_;
     std::optional<batch_type> batch_;
+    // The loader's worker threads, when it has any; copies of the iterator share them.
+    std::shared_ptr<data::Prefetcher<batch_type>> workers_;
   };
 
   // One epoch; the first skip_first_batches(n) batches of it are passed over (for resuming;

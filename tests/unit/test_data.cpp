@@ -3,8 +3,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <memory>
+#include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -168,4 +172,178 @@ TEST_CASE("a custom collate function builds batches of the user's own type") {
   accel::Accelerator<accel::Ddp> accelerator;
   auto batches = accelerator.prepare(loader);
   CHECK((*batches.begin()).count == 3);
+}
+
+// --- Worker threads (LoaderOptions::num_workers) -------------------------------------------
+
+namespace {
+
+// Every batch of one iteration, as the sample numbers it holds.
+template <class Range>
+std::vector<std::vector<std::int64_t>> served(Range& range) {
+  std::vector<std::vector<std::int64_t>> batches;
+  for (const auto& batch : range) batches.push_back(values(batch.value));
+  return batches;
+}
+
+// Numbers whose sample `bad` cannot be read; counts the get() calls, from any thread.
+struct Flaky {
+  std::int64_t n;
+  std::int64_t bad = -1;
+  std::shared_ptr<std::atomic<std::int64_t>> calls = std::make_shared<std::atomic<std::int64_t>>(0);
+  std::int64_t size() const { return n; }
+  Numbers::Item get(std::int64_t i) const {
+    ++*calls;
+    if (i == bad) throw std::runtime_error("sample " + std::to_string(i) + " is corrupt");
+    return {torch::tensor(i)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("with num_workers 1, 2 and 3 the batches and their order are those of num_workers 0") {
+  struct Case {
+    std::int64_t samples, batch_size;
+    bool shuffle, drop_last;
+  };
+  // Short last batches, drop_last, a batch larger than the epoch, an empty dataset.
+  for (const Case c : {Case{10, 3, false, false}, Case{10, 3, true, false}, Case{10, 3, true, true},
+                       Case{37, 4, true, false}, Case{5, 8, true, false},
+                       Case{0, 2, true, false}}) {
+    const accel::LoaderOptions base{.batch_size = c.batch_size, .shuffle = c.shuffle,
+                                    .drop_last = c.drop_last, .seed = 11};
+    accel::DataLoader reference(Numbers{c.samples}, base);
+    const auto epoch0 = served(reference), epoch1 = served(reference);
+    for (int workers : {1, 2, 3})
+      for (int prefetch : {1, 2}) {
+        CAPTURE(c.samples);
+        CAPTURE(c.batch_size);
+        CAPTURE(c.shuffle);
+        CAPTURE(c.drop_last);
+        CAPTURE(workers);
+        CAPTURE(prefetch);
+        auto options = base;
+        options.num_workers = workers;
+        options.prefetch_factor = prefetch;
+        accel::DataLoader loader(Numbers{c.samples}, options);
+        CHECK(served(loader) == epoch0);
+        CHECK(served(loader) == epoch1);  // the next epoch, with its own shuffle
+        // A short last batch completed with the epoch's first samples (split_batches).
+        const auto order = loader.order(0);
+        std::vector<std::int64_t> indices(static_cast<std::size_t>(loader.size()));
+        std::iota(indices.begin(), indices.end(), std::int64_t{0});
+        auto padded = loader.prefetch(order, indices, /*pad_to_full=*/true);
+        REQUIRE(padded != nullptr);
+        for (const std::int64_t index : indices)
+          CHECK(values(padded->next().value) == values(reference.batch(order, index, true).value));
+      }
+  }
+}
+
+TEST_CASE("a prepared loader with workers serves the same batches, sharded and resumed") {
+  accel::Accelerator<accel::Ddp> accelerator({.device = torch::Device(torch::kCPU)});
+  const accel::LoaderOptions base{.batch_size = 3, .shuffle = true, .seed = 5};
+  auto with_workers = base;
+  with_workers.num_workers = 2;
+  accel::DataLoader plain(Numbers{23}, base);
+  accel::DataLoader threaded(Numbers{23}, with_workers);
+  auto plain_batches = accelerator.prepare(plain);
+  auto threaded_batches = accelerator.prepare(threaded);
+  CHECK(served(threaded_batches) == served(plain_batches));
+  // Resuming mid-epoch (as load_state() does): the same next batches.
+  plain_batches.skip_first_batches(3);
+  threaded_batches.skip_first_batches(3);
+  const auto resumed = served(threaded_batches);
+  CHECK(resumed.size() == 5);
+  CHECK(resumed == served(plain_batches));
+  // Rank 1 of 3, with wrap-around (even_batches) and with split_batches (a padded last batch):
+  // the shards another process would take.
+  using Prepared = decltype(plain_batches);
+  for (const accel::data::Shard shard :
+       {accel::data::Shard{.rank = 1, .world = 3},
+        accel::data::Shard{.rank = 1, .world = 3, .split_batches = true}}) {
+    CAPTURE(shard.split_batches);
+    Prepared plain_shard(&accelerator, &plain, 0, shard);
+    Prepared threaded_shard(&accelerator, &threaded, 1, shard);
+    const auto expected = served(plain_shard);
+    CHECK(expected.size() == static_cast<std::size_t>(plain_shard.size()));
+    CHECK(served(threaded_shard) == expected);
+  }
+}
+
+TEST_CASE("an exception in get() surfaces at the batch it belongs to, and the rest still come") {
+  using Batches = std::vector<std::vector<std::int64_t>>;
+  for (int workers : {0, 1, 2, 3}) {
+    CAPTURE(workers);
+    // Batch 2 holds samples 8..11, and sample 9 throws.
+    accel::DataLoader loader(Flaky{.n = 20, .bad = 9},
+                             {.batch_size = 4, .num_workers = workers, .prefetch_factor = 1});
+    Batches batches;
+    auto it = loader.begin();
+    batches.push_back(values(it->value));
+    ++it;
+    batches.push_back(values(it->value));
+    CHECK(batches == Batches{{0, 1, 2, 3}, {4, 5, 6, 7}});
+    CHECK_THROWS_WITH_AS(++it, "sample 9 is corrupt", std::runtime_error);
+    // As without workers, an iteration that goes on past it gets the batches after it.
+    ++it;
+    REQUIRE(it != loader.end());
+    CHECK(values(it->value) == std::vector<std::int64_t>{12, 13, 14, 15});
+    ++it;
+    ++it;
+    CHECK(it == loader.end());
+    // The first batch, thrown from begin(); through a prepared loader too.
+    accel::DataLoader first(Flaky{.n = 8, .bad = 2}, {.batch_size = 4, .num_workers = workers});
+    CHECK_THROWS_WITH_AS(first.begin(), "sample 2 is corrupt", std::runtime_error);
+    accel::Accelerator<accel::Ddp> accelerator({.device = torch::Device(torch::kCPU)});
+    auto prepared = accelerator.prepare(loader);
+    Batches before;
+    CHECK_THROWS_WITH_AS(
+        [&] {
+          for (const auto& batch : prepared) before.push_back(values(batch.value));
+        }(),
+        "sample 9 is corrupt", std::runtime_error);
+    CHECK(before == Batches{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  }
+}
+
+TEST_CASE("leaving a loop early stops the workers, which never run more than the queue ahead") {
+  const Flaky dataset{.n = 1000};
+  accel::DataLoader loader(dataset, {.batch_size = 1, .num_workers = 3, .prefetch_factor = 2});
+  std::int64_t seen = 0;
+  for (const auto& batch : loader) {
+    (void)batch;
+    if (++seen == 2) break;  // the iterator's destructor joins the workers
+  }
+  // Two batches served and at most 3 x 2 built ahead of the second: the bound on memory.
+  CHECK(*dataset.calls <= 2 + 3 * 2);
+  // The next iteration is the next epoch and runs to its end.
+  CHECK(served(loader).size() == 1000);
+  // Through a prepared loader, too; then an epoch left right after begin().
+  accel::Accelerator<accel::Ddp> accelerator({.device = torch::Device(torch::kCPU)});
+  auto batches = accelerator.prepare(loader);
+  for (const auto& batch : batches) {
+    (void)batch;
+    break;
+  }
+  (void)batches.begin();
+  CHECK(served(batches).size() == 1000);
+}
+
+TEST_CASE("bad worker and pinning options are refused, naming the value") {
+  CHECK_THROWS_WITH_AS(accel::DataLoader(Numbers{3}, {.num_workers = -1}),
+                       doctest::Contains("LoaderOptions::num_workers is -1"), accel::Error);
+  CHECK_THROWS_WITH_AS(accel::DataLoader(Numbers{3}, {.num_workers = 2, .prefetch_factor = 0}),
+                       doctest::Contains("LoaderOptions::prefetch_factor is 0; it must be at "
+                                         "least 1"),
+                       accel::Error);
+  if (!torch::cuda::is_available()) {
+    CHECK_THROWS_WITH_AS(accel::DataLoader(Numbers{3}, {.pin_memory = true}),
+                         doctest::Contains("LoaderOptions::pin_memory is set, but torch sees no "
+                                           "CUDA device"),
+                         accel::Error);
+  } else {
+    accel::DataLoader pinned(Numbers{5}, {.batch_size = 2, .num_workers = 2, .pin_memory = true});
+    for (const auto& batch : pinned) CHECK(batch.value.is_pinned());
+  }
 }

@@ -1,5 +1,6 @@
 // A data loader over a dataset of the user's own sample structs: batches collated with
-// Boost.PFR, shuffled reproducibly (the same order on every machine and libtorch version).
+// Boost.PFR, shuffled reproducibly (the same order on every machine and libtorch version),
+// optionally built on worker threads (num_workers) and served in the same order as without.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,11 +17,15 @@
 #include <vector>
 
 #include "../detail/error.hpp"
+#include "prefetcher.hpp"
 #include "tensor_tree.hpp"
 
 namespace accel {
 
 // A dataset: a size and random access to samples. get(i) returns any aggregate of tensors.
+// With LoaderOptions::num_workers > 0, get() is called from several threads at once: it is
+// const, and must be safe to call so (reading tensors and files is; a shared cache or a
+// shared random generator needs a lock, and then the samples depend on thread timing).
 template <class D>
 concept Dataset = requires(const D& dataset, std::int64_t index) {
   { dataset.size() } -> std::convertible_to<std::int64_t>;
@@ -35,6 +40,16 @@ struct LoaderOptions {
   bool shuffle = false;
   bool drop_last = false;  // drop a last batch shorter than batch_size
   std::uint64_t seed = 0;  // shuffling seed; the order of epoch e depends on (seed, e) only
+  // Threads that build whole batches (get() and collate) ahead of the loop; 0: the loop's own
+  // thread builds each batch when it asks for it. The batches and their order are the same
+  // either way (data/prefetcher.hpp), resumed checkpoints included.
+  int num_workers = 0;
+  // Batches each worker may build ahead: at most num_workers * prefetch_factor batches are
+  // held, ready or under way (PyTorch's default, 2). Ignored without workers.
+  int prefetch_factor = 2;
+  // Batches in page-locked (pinned) host memory, so that a copy to a CUDA device can be
+  // asynchronous (Options::non_blocking). Needs CUDA: refused where torch has no CUDA device.
+  bool pin_memory = false;
 };
 
 namespace data {
@@ -90,6 +105,23 @@ class DataLoader {
     if (options_.batch_size < 1)
       detail::fail("LoaderOptions::batch_size is {}; it must be at least 1",
                    options_.batch_size);
+    if (options_.num_workers < 0)
+      detail::fail("LoaderOptions::num_workers is {}; it must be 0 (batches built on the loop's "
+                   "thread) or more (worker threads)",
+                   options_.num_workers);
+    if (options_.prefetch_factor < 1)
+      detail::fail("LoaderOptions::prefetch_factor is {}; it must be at least 1 (batches each "
+                   "worker builds ahead; PyTorch's default is 2)",
+                   options_.prefetch_factor);
+    if (options_.pin_memory && !torch::cuda::is_available())
+      detail::fail("LoaderOptions::pin_memory is set, but torch sees no CUDA device "
+                   "(torch::cuda::is_available() is false); pinned memory only speeds up copies "
+                   "to a CUDA device: set pin_memory = false");
+    if (options_.pin_memory && !data::detail::walkable<batch_type>())
+      detail::fail("LoaderOptions::pin_memory is set, but the collate function's batch type is "
+                   "not made of tensors accel can walk (aggregates, std::vector, std::array, "
+                   "std::tuple, std::pair, std::optional); pin the tensors in your collate "
+                   "function (tensor.pin_memory()) and set pin_memory = false");
     if (num_samples() < 0)
       detail::fail("the dataset's size() is {}; a dataset holds zero or more samples",
                    num_samples());
@@ -119,6 +151,7 @@ class DataLoader {
 
   // Batch `index` of an epoch whose order is `order`; with pad_to_full, a short last batch is
   // completed with the epoch's first samples (cycling, should the epoch be shorter still).
+  // With pin_memory, its CPU tensors are pinned. Safe to call from several threads at once.
   batch_type batch(std::span<const std::int64_t> order, std::int64_t index,
                    bool pad_to_full = false) const {
     const auto n = static_cast<std::int64_t>(order.size());
@@ -128,7 +161,31 @@ class DataLoader {
     std::vector<sample_type> samples;
     samples.reserve(static_cast<std::size_t>(end - begin));
     for (std::int64_t i = begin; i < end; ++i) samples.push_back(dataset_->get(order[i % n]));
+    if constexpr (data::detail::walkable<batch_type>()) {
+      if (options_.pin_memory)
+        return data::map_tensors(collate_(std::span<const sample_type>(samples)),
+                                 [](const torch::Tensor& t) {
+                                   return t.device().is_cpu() && !t.is_pinned() ? t.pin_memory()
+                                                                                 : t;
+                                 });
+    }
     return collate_(std::span<const sample_type>(samples));
+  }
+
+  // With num_workers, worker threads that build the batches `indices` of an epoch whose order
+  // is `order` (as batch() does), in that order; null without workers. The loader must outlive
+  // it: destroying it stops and joins the threads.
+  std::unique_ptr<data::Prefetcher<batch_type>> prefetch(std::vector<std::int64_t> order,
+                                                         std::vector<std::int64_t> indices,
+                                                         bool pad_to_full = false) const {
+    if (options_.num_workers == 0) return nullptr;
+    const auto capacity = static_cast<std::size_t>(options_.num_workers) *
+                          static_cast<std::size_t>(options_.prefetch_factor);
+    return std::make_unique<data::Prefetcher<batch_type>>(
+        [this, order = std::move(order), pad_to_full](std::int64_t index) {
+          return batch(order, index, pad_to_full);
+        },
+        std::move(indices), options_.num_workers, capacity);
   }
 
   class iterator {
@@ -152,10 +209,17 @@ class DataLoader {
     friend class DataLoader;
     iterator(const DataLoader* loader, std::int64_t epoch)
         : loader_(loader), order_(loader->order(epoch)), count_(loader->size()) {
+      std::vector<std::int64_t> indices(static_cast<std::size_t>(count_));
+      std::iota(indices.begin(), indices.end(), std::int64_t{0});
+      workers_ = loader_->prefetch(order_, std::move(indices));
       load();
     }
     void load() {
-      if (index_ < count_) batch_.emplace(loader_->batch(order_, index_));
+      if (index_ >= count_) return;
+      if (workers_)
+        batch_.emplace(workers_->next());
+      else
+        batch_.emplace(loader_->batch(order_, index_));
     }
 
     const DataLoader* loader_ = nullptr;
@@ -163,6 +227,9 @@ class DataLoader {
     std::int64_t index_ = 0;
     std::int64_t count_ = 0;
     std::optional<batch_type> batch_;  // a user's batch type need not be default-constructible
+    // Shared, so that the iterator stays copyable as before; copies share one queue (an input
+    // iterator is single-pass). The last copy destroyed stops the workers.
+    std::shared_ptr<data::Prefetcher<batch_type>> workers_;
   };
 
   iterator begin() { return iterator(this, next_epoch()); }

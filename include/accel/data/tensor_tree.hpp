@@ -79,6 +79,29 @@ T map_tensors(const T& value, F&& f) {
   }
 }
 
+namespace detail {
+// Whether map_tensors accepts T (it stops the build on any other type), so that code which
+// would walk a value only on request can ask first instead of breaking every other build.
+template <class T>
+consteval bool walkable() {
+  if constexpr (std::is_same_v<T, torch::Tensor> || is_passive<T>) {
+    return true;
+  } else if constexpr (is_vector<T> || is_array<T> || is_optional<T>) {
+    return walkable<typename T::value_type>();
+  } else if constexpr (is_tuple_like<T>) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (walkable<std::remove_cvref_t<std::tuple_element_t<I, T>>>() && ...);
+    }(std::make_index_sequence<std::tuple_size_v<T>>{});
+  } else if constexpr (is_user_aggregate<T>) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (walkable<std::remove_cvref_t<boost::pfr::tuple_element_t<I, T>>>() && ...);
+    }(std::make_index_sequence<boost::pfr::tuple_size_v<T>>{});
+  } else {
+    return false;
+  }
+}
+}  // namespace detail
+
 // Calls f on every defined tensor inside value, in declaration order.
 template <class T, class F>
 void for_each_tensor(const T& value, F&& f) {
