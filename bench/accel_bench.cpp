@@ -11,7 +11,6 @@
 //   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
 // samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM.
 #include <accel/accelerator.hpp>
-#include <dlfcn.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -30,6 +29,8 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "blas_threads.hpp"
 
 namespace {
 
@@ -361,17 +362,6 @@ struct Breakdown {
     }
   }
 };
-
-// OpenBLAS (Debian's libtorch computes matrix products with it) keeps a thread pool of its own,
-// as large as the machine, which torch::set_num_threads does not limit: "one thread per rank"
-// needs openblas_set_num_threads too. Found at run time, so another BLAS just skips this.
-void limit_blas_threads(int threads) {
-  void* symbol = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
-  if (symbol == nullptr) return;
-  void (*set_threads)(int) = nullptr;
-  std::memcpy(&set_threads, &symbol, sizeof symbol);
-  set_threads(threads);
-}
 
 // Rank r on core r mod the core count: unpinned, a one-thread process here sometimes runs at
 // 60% of its speed (it migrates between the two cores).

@@ -16,7 +16,6 @@
 // other processes take the machine's cores, which then caps the ratio too);
 // the last line is `loader_speedup_2_workers=<load ratio at 2 workers>`.
 #include <accel/data/loader.hpp>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +27,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "blas_threads.hpp"
 
 #if defined(ACCEL_BENCH_ZLIB)
 #include <zlib.h>
@@ -159,19 +160,6 @@ Rate measure(Loader& loader, Step* step) {
   const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   checksum_sink = checksum;  // keeps the loop's reads
   return {static_cast<double>(loader.num_samples()) / seconds, cpu / seconds};
-}
-
-// OpenBLAS (Debian's libtorch runs matrix products on it) keeps a thread pool of its own, as large
-// as the machine, which torch::set_num_threads does not limit, and its threads spin while they
-// wait: next to busy loader workers they take the cores from them (measured here: the train loop
-// at 0.27x to 0.38x of num_workers = 0 instead of above 1). As bench/accel_bench.cpp does: found
-// at run time, so another BLAS just skips this.
-void limit_blas_threads(int threads) {
-  void* symbol = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
-  if (symbol == nullptr) return;
-  void (*set_threads)(int) = nullptr;
-  std::memcpy(&set_threads, &symbol, sizeof symbol);
-  set_threads(threads);
 }
 
 std::vector<int> parse_list(std::string_view text) {
