@@ -161,18 +161,14 @@ class ShardedStrategy : public LocalStrategy {
     const auto found = where_.find(parameter.unsafeGetTensorImpl());
     if (group_ == nullptr || found == where_.end()) return LocalStrategy::saved_slice(parameter, rank);
     if (!saves_shards()) return std::nullopt;
-    const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
-    if (piece == nullptr) return std::nullopt;
-    return ParameterSlice{piece->begin, piece->data.detach()};
+    return this_ranks_piece(found->second);
   }
   std::optional<ParameterSlice> loaded_slice(const torch::Tensor& parameter) const {
     const auto found = where_.find(parameter.unsafeGetTensorImpl());
     if (group_ == nullptr || found == where_.end() ||
         flats_[found->second.flat]->residency() == Residency::replicated)
       return LocalStrategy::loaded_slice(parameter);
-    const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
-    if (piece == nullptr) return std::nullopt;
-    return ParameterSlice{piece->begin, piece->data.detach()};
+    return this_ranks_piece(found->second);
   }
   // The shard optimizer's slots (building it if it has not stepped yet): saved and loaded by
   // every rank.
@@ -342,6 +338,13 @@ class ShardedStrategy : public LocalStrategy {
     }
     for (const auto& frozen : frozen_)
       if (frozen.parameter.requires_grad()) fail_trainability(frozen.name, frozen.model, "unfrozen");
+  }
+
+  // The part of a flattened parameter in this rank's shard, where it starts in the parameter.
+  std::optional<ParameterSlice> this_ranks_piece(const Location& location) const {
+    const auto* piece = flats_[location.flat]->piece_of(location.index);
+    if (piece == nullptr) return std::nullopt;
+    return ParameterSlice{piece->begin, piece->data.detach()};
   }
 
   // Under Fsdp<HybridShard> a node's copy of the shards is the same as every other node's: one
