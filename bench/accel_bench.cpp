@@ -50,6 +50,7 @@ struct Config {
   int steps = 0, warmup = -1;                                         // likewise
   int threads = 1;
   double bucket_mb = 25.0;
+  int in_flight = accel::Zero2Options{}.reduce_scatters_in_flight;
   double small_bucket_kb = accel::DdpOptions{}.small_bucket_kb;
   std::string compress = "none";
   bool bucket_views = accel::DdpOptions{}.gradients_as_bucket_views;
@@ -96,7 +97,10 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
   --plain                no Accelerator: the same model, data and SGD in a plain libtorch loop
                          (zero_grad, forward, backward, step), one process, fp32 only; the
                          reference for the Accelerator's own cost at world size 1
-  --bucket-mb MB         Ddp bucket size after the first 1 MiB bucket (default 25, as PyTorch)
+  --bucket-mb MB         Ddp's and Zero2's bucket size after the first 1 MiB bucket (default 25,
+                         as PyTorch)
+  --in-flight N          zero2, fsdp-grad-op: Options::zero2.reduce_scatters_in_flight (default 0:
+                         each bucket's reduce-scatter waited for as it starts)
   --small-bucket-kb KB   Ddp buckets up to this size are all-reduced after backward over Gloo's
                          registered buffers on the training thread, not through c10d
                          (default 256; 0: every bucket through c10d, as PyTorch)
@@ -177,6 +181,7 @@ Config parse(int argc, char** argv) {
       else if (flag == "--warmup") c.warmup = static_cast<int>(integer());
       else if (flag == "--threads") c.threads = static_cast<int>(integer());
       else if (flag == "--bucket-mb") c.bucket_mb = std::stod(value);
+      else if (flag == "--in-flight") c.in_flight = static_cast<int>(integer());
       else if (flag == "--small-bucket-kb") c.small_bucket_kb = std::stod(value);
       else if (flag == "--compress") c.compress = value;
       else if (flag == "--checkpoint") c.checkpoint = value;
@@ -225,6 +230,7 @@ Config parse(int argc, char** argv) {
   if (c.steps < 1 || c.threads < 1 || c.batch < 1 || c.hidden < 1 || c.layers < 1)
     usage_error("--steps, --threads, --batch, --hidden and --layers must be at least 1");
   if (!(c.bucket_mb > 0.0)) usage_error("--bucket-mb must be > 0");
+  if (c.in_flight < 0) usage_error("--in-flight must be 0 or more");
   if (!(c.small_bucket_kb >= 0.0)) usage_error("--small-bucket-kb must be >= 0");
   if (c.compress != "none" && c.compress != "fp16" && c.compress != "bf16")
     usage_error(fmt::format("--compress '{}': use none, fp16 or bf16", c.compress));
@@ -384,7 +390,8 @@ int train(const Config& c) {
       .prefetch_units = c.prefetch,
       .ddp = {.bucket_mb = c.bucket_mb,
               .gradients_as_bucket_views = c.bucket_views,
-              .small_bucket_kb = c.small_bucket_kb}});
+              .small_bucket_kb = c.small_bucket_kb},
+      .zero2 = {.bucket_mb = c.bucket_mb, .reduce_scatters_in_flight = c.in_flight}});
   const int rank = acc.process_index(), world = acc.num_processes();
 
   torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)

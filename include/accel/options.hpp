@@ -36,6 +36,21 @@ struct DdpOptions {
   double small_bucket_kb = 256.0;
 };
 
+// Zero2's and Fsdp<ShardGradOp>'s knobs (Options::zero2). Each bucket of trainable parameters
+// (taken in reverse registration order, as Ddp's) is its own flat parameter, sharded across the
+// ranks; its gradient is reduce-scattered as soon as backward has produced all of it, and freed,
+// so that a rank holds a bucket or two of full gradients at once instead of all of them.
+struct Zero2Options {
+  double first_bucket_mb = 1.0;  // the first bucket: small, so the first reduce-scatter starts early
+  double bucket_mb = 25.0;       // the others
+  // Buckets whose reduce-scatter may run beside backward (on the shared-memory path's thread)
+  // while it computes the next ones; backward waits for the oldest beyond that. 0: each
+  // reduce-scatter is waited for as it starts: no overlap, and the least memory (DeepSpeed's
+  // default, overlap_comm off). Each one more overlaps more and holds one more bucket's full
+  // gradient; with no core to spare for the transport it buys no speed (docs/benchmarks.md).
+  int reduce_scatters_in_flight = 0;
+};
+
 // Fp16's dynamic loss scaling (Options::loss_scaling): PyTorch's torch.amp.GradScaler, with its
 // defaults. The loss is multiplied by the scale before backward; a step whose gradients hold an
 // inf or a nan on any rank is skipped and the scale multiplied by backoff_factor; after
@@ -125,6 +140,7 @@ struct Options {
   std::size_t (*activation_checkpointing)(const std::shared_ptr<torch::nn::Module>&) = nullptr;
 
   DdpOptions ddp = {};
+  Zero2Options zero2 = {};
   LossScalingOptions loss_scaling = {};
   Fp8Options fp8 = {};
   CheckpointOptions checkpoints = {};

@@ -804,7 +804,11 @@ struct ShardedRun {
   bool frozen_bias = false;
   double clip = 0.0;  // max_norm; 0: no clipping
   bool scheduler = false;
+  bool bucket_per_parameter = false;  // Zero2: Options::zero2 caps small enough for that
 };
+
+// Zero2's caps for a bucket per parameter: each closes at its first parameter.
+constexpr accel::Zero2Options bucket_per_parameter{.first_bucket_mb = 1e-9, .bucket_mb = 1e-9};
 
 // Two epochs of `Accel` on W ranks (4 samples each per batch, GradAccum from Accel) against one
 // process on the global batch, from rank 0's initial weights: parameters within 1e-5 relative
@@ -814,7 +818,9 @@ struct ShardedRun {
 // holds at most its shard (total/N up to padding).
 template <class Accel, class MakeOptimizer>
 void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run = {}) {
-  Accel acc(test_options());
+  accel::Options options = test_options();
+  if (run.bucket_per_parameter) options.zero2 = bucket_per_parameter;
+  Accel acc(options);
   const int w = acc.num_processes();
   const std::int64_t per_rank = 4;
   const auto freeze = [&](torch::nn::Sequential& net) {
@@ -896,12 +902,16 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   const auto* shard = acc.strategy().shard_optimizer(user_optimizer);
   EXPECT(shard != nullptr);
   const std::int64_t mine = state_numel(*shard);
-  // One flat parameter per model (Zero2) or per unit (Zero3: each Linear of the Sequential), each
-  // padded to a multiple of the world size.
+  // One flat parameter per bucket (Zero2: the model is one bucket, unless a bucket per
+  // parameter) or per unit (Zero3: each Linear of the Sequential), each padded to a multiple of
+  // the world size.
   // Fsdp<HybridShard> on several nodes: padded to a multiple of a node's ranks, each node
   // holding one copy of the shards.
   const auto& flats = acc.strategy().flat_parameters();
-  EXPECT(flats.size() == (Sharding<typename Accel::parallelism_policy>::shards_parameters ? 2 : 1));
+  const std::size_t trainable_tensors = net->parameters().size() - (run.frozen_bias ? 1 : 0);
+  EXPECT(flats.size() == (Sharding<typename Accel::parallelism_policy>::shards_parameters ? 2
+                          : run.bucket_per_parameter                                      ? trainable_tensors
+                                                                                          : 1));
   const int s = shard_ranks(acc), nodes = w / s;
   std::int64_t flat_numel = 0, shard_numel = 0;
   for (const auto& flat : flats) {
@@ -976,6 +986,68 @@ void zero2_no_sync() {
   EXPECT(in_step == 1);    // one all-gather
 }
 
+// An identity layer that calls `probe` when backward reaches its output.
+struct ProbeImpl : torch::nn::Module {
+  std::function<void()> probe;
+  torch::Tensor forward(torch::Tensor x) {
+    if (x.requires_grad())
+      x.register_hook([this](const torch::Tensor&) {
+        if (probe) probe();
+      });
+    return x;
+  }
+};
+TORCH_MODULE(Probe);
+
+// Zero2 with a bucket per parameter and two reduce-scatters in flight: they start during
+// backward, in bucket order, and each bucket's full gradient is freed as its reduce-scatter lands;
+// a parameter the loss does not reach (registered first, so its bucket comes last) is sent as
+// zeros after backward. Checked where backward reaches the first layer's output: by then the
+// three later layers' six gradients have arrived.
+void zero2_overlap() {
+  accel::Options options = test_options();
+  options.zero2 = bucket_per_parameter;
+  options.zero2.reduce_scatters_in_flight = 2;
+  Zero2 acc(options);
+  torch::manual_seed(3);
+  Probe probe;
+  torch::nn::Sequential net(torch::nn::Linear(5, 7), probe, torch::nn::Tanh(), torch::nn::Linear(7, 7),
+                            torch::nn::Tanh(), torch::nn::Linear(7, 7), torch::nn::Tanh(),
+                            torch::nn::Linear(7, 1));
+  const torch::Tensor unused = net->register_parameter("unused", torch::ones({3}));
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  const auto& strategy = acc.strategy();
+  const auto& flats = strategy.flat_parameters();
+  EXPECT(flats.size() == 9);
+  EXPECT(flats.back()->parameters().front().is_same(unused));  // the last bucket
+  auto& group = *acc.process_group();
+  std::uint64_t before = 0, at_probe = 0;
+  std::size_t holding = 0, in_flight = 0;
+  probe->probe = [&] {
+    at_probe = group.collectives_issued() - before;
+    in_flight = strategy.reduce_scatters_in_flight();
+    for (const auto& flat : flats) holding += flat->gradient().defined() ? 1 : 0;
+  };
+  const Regression data;
+  before = group.collectives_issued();
+  acc.backward(torch::mse_loss(model(data.inputs), data.targets));
+  const std::uint64_t after = group.collectives_issued() - before;
+  std::size_t holding_after = 0;
+  for (const auto& flat : flats) holding_after += flat->gradient().defined() ? 1 : 0;
+  fmt::print("rank {}: reduce-scatters issued {} by the first layer, {} in all; full gradients "
+             "held there {} ({} in flight), after backward {}\n",
+             acc.process_index(), at_probe, after, holding, in_flight, holding_after);
+  EXPECT(at_probe == 6);  // 6 issued while autograd ran the first layer's backward still ahead
+  EXPECT(in_flight == 2 && holding == 2);  // the two in flight; the others freed or not arrived
+  EXPECT(after == 9);
+  EXPECT(holding_after == 0 && strategy.reduce_scatters_in_flight() == 0);
+  // The unused parameter's shard gradient is zeros; the others hold the mean over the ranks.
+  EXPECT(flats.back()->shard_gradient().abs().sum().item<double>() == 0.0);
+  EXPECT(flats[1]->shard_gradient().abs().sum().item<double>() > 0.0);  // the last weight
+  optimizer.step();
+}
+
 // What Zero2 refuses, on every rank alike: an optimizer that already holds state (here it
 // stepped on rank 0 only), and an optimizer parameter in no prepared model.
 void zero2_refusals() {
@@ -991,6 +1063,10 @@ void zero2_refusals() {
     }
     throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
   };
+  // Options::zero2 out of range: every rank has the same options, so every rank refuses.
+  accel::Options no_flight = test_options();
+  no_flight.zero2.reduce_scatters_in_flight = -1;
+  expect_error([&] { Zero2 refused(no_flight); }, "reduce_scatters_in_flight -1");
   const Regression data;
   torch::manual_seed(4);
   auto net = padded_model();
@@ -1442,6 +1518,14 @@ int main(int argc, char** argv) {
       {"gan_accumulation", gan_accumulation<accel::Ddp>},
       {"zero2_gan_accumulation", gan_accumulation<accel::Zero2>},
       {"zero2_refusals", zero2_refusals},
+      {"zero2_overlap", zero2_overlap},
+      {"zero2_bucket_per_parameter",
+       [] { sharded_matches_single_process<Zero2>(make_adam, {.clip = 0.05, .bucket_per_parameter = true}); }},
+      {"zero2_accum_bucket_per_parameter",
+       [] {
+         sharded_matches_single_process<accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>(
+             make_adam, {.frozen_bias = true, .bucket_per_parameter = true});
+       }},
       {"split_uneven", split_uneven},
       {"prepare_after_steps", prepare_after_steps},
       {"unchecked_mismatch", unchecked_mismatch},

@@ -81,6 +81,19 @@ TEST_CASE("estimate memory: the ZeRO formulas with accel's flat-parameter paddin
   CHECK(zero2_first.backward_extra == 48);
   const auto zero2_last = estimate_flats(Sharding::gradients_and_state, flat, 0, 4, 3, adam);
   CHECK(zero2_last.optimizer_state == 8);
+  // Zero2's flats are its buckets: backward holds the one filling and those in flight, so the
+  // largest (in flight + 1) consecutive ones.
+  const std::vector<accel::memory::FlatGroup> buckets{{4, 4, 0}, {40, 4, 1}, {6, 4, 2}, {2, 4, 3}, {8, 4, 4}};
+  CHECK(estimate_flats(Sharding::gradients_and_state, buckets, 0, 2, 0, adam).backward_extra == 40 * 4);
+  CHECK(estimate_flats(Sharding::gradients_and_state, buckets, 0, 2, 0, adam, 2).backward_extra ==
+        (40 + 6 + 2) * 4);
+  // A model known by its count: 1 MiB, then 2 MiB buckets of fp32 (262144 and 524288 elements).
+  const auto counted = accel::memory::buckets_of_count(std::int64_t{1} << 20, 4, 1.0, 2.0);
+  REQUIRE(counted.size() == 3);
+  CHECK(counted[0].numel == 262144);
+  CHECK(counted[1].numel == 524288);
+  CHECK(counted[2].numel == 262144);
+  CHECK(counted[2].unit == 2);
   const auto zero3 = estimate_flats(Sharding::everything, flat, 16, 4, 0, adam);
   CHECK(zero3.parameters == 12 + 16);  // the shard, and frozen parameters replicated
   CHECK(zero3.gradients == 12);

@@ -171,8 +171,14 @@ inline int estimate_memory(int argc, const char* const* argv) {
   for (const auto& name : strategies) {
     // fsdp-hybrid-shard shards within a node: there, the node is the world.
     const int sharded_over = name == "fsdp-hybrid-shard" ? per_node : world;
-    const auto e = memory::estimate_flats(*memory::sharding_of(name), {{params, bytes_per_param, 0}},
-                                          0, sharded_over, 0, *memory::optimizer_kind(optimizer));
+    const memory::Sharding sharding = *memory::sharding_of(name);
+    // Zero2's flats are its buckets, of Options::zero2's defaults (1 MiB, then 25 MiB; none in
+    // flight).
+    const auto flats = sharding == memory::Sharding::gradients_and_state
+                           ? memory::buckets_of_count(params, bytes_per_param, 1.0, 25.0)
+                           : std::vector<memory::FlatGroup>{{params, bytes_per_param, 0}};
+    const auto e = memory::estimate_flats(sharding, flats, 0, sharded_over, 0,
+                                          *memory::optimizer_kind(optimizer));
     std::printf("%-20s %14s %14s %16s %14s %18s\n", name.c_str(), bytes_text(e.parameters).c_str(),
                 bytes_text(e.gradients).c_str(), bytes_text(e.optimizer_state).c_str(),
                 bytes_text(e.total()).c_str(), bytes_text(e.backward_extra).c_str());

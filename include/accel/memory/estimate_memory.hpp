@@ -2,7 +2,7 @@
 // parallelism policy Par at world size W, before anything is prepared, as Accelerate's
 // `accelerate estimate-memory` answers for a Hub model. Parameters, gradients and optimizer
 // state follow memory_formulas.hpp over the flat parameters Par's strategy would build for this
-// model (the same grouping: one per dtype for Zero2, one per unit and dtype for Zero3); they
+// model (the same grouping: one per bucket for Zero2, one per unit and dtype for Zero3); they
 // match Accelerator::memory_use() between steps (tested at world sizes 1 and 2).
 //
 // Activations, when options give a batch (model->forward(batch)) or a forward of your own: it
@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "../detail/error.hpp"
+#include "../options.hpp"
+#include "../parallel/detail/bucket_assignment.hpp"
 #include "../parallel/detail/units.hpp"
 #include "../parallel/strategies.hpp"
 #include "memory_formulas.hpp"
@@ -45,6 +47,9 @@ struct EstimateOptions {
   // Fsdp<HybridShard>: the ranks of one node, which split the shards (every node holds a copy);
   // 0: world_size (one node).
   int ranks_per_node = 0;
+  // Zero2 and Fsdp<ShardGradOp>: the Accelerator's Options::zero2 (bucket caps, reduce-scatters
+  // in flight).
+  Zero2Options zero2 = {};
 };
 
 namespace detail {
@@ -148,11 +153,29 @@ MemoryEstimate estimate_memory(torch::nn::Module& model, int world_size,
       if (flats.size() != before) ++unit;
     }
     detail::group(all, unit, seen, flats, frozen);
+  } else if (sharding == Sharding::gradients_and_state && shard_world > 1) {
+    // Zero2's buckets (parallel/zero2.hpp): each parameter once, frozen ones in none.
+    std::vector<torch::Tensor> trainable;
+    for (const auto& [name, p] : all) {
+      if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      if (p.requires_grad())
+        trainable.push_back(p);
+      else
+        frozen += p.numel() * static_cast<std::int64_t>(p.element_size());
+    }
+    const parallel::detail::BucketCaps caps{options.zero2.first_bucket_mb, options.zero2.bucket_mb};
+    for (const auto& members : parallel::detail::assign_buckets(trainable, caps)) {
+      FlatGroup& bucket = flats.emplace_back(
+          FlatGroup{0, static_cast<std::int64_t>(trainable[members.front()].element_size()),
+                    static_cast<int>(flats.size())});
+      for (const std::size_t k : members) bucket.numel += trainable[k].numel();
+    }
   } else {
     detail::group(all, 0, seen, flats, frozen);
   }
   MemoryEstimate estimate =
-      estimate_flats(sharding, flats, frozen, shard_world, shard_rank, options.optimizer);
+      estimate_flats(sharding, flats, frozen, shard_world, shard_rank, options.optimizer,
+                     options.zero2.reduce_scatters_in_flight);
 
   if (options.batch || options.forward) {
     for (const auto& p : model.parameters())

@@ -10,15 +10,21 @@
 //   Zero2              P b          S b         K R_r b
 //   Zero3              S b          S b         K R_r b
 //
+// Zero2's flats are its gradient buckets (Options::zero2), in the order backward fills them.
+//
 // At rest, between steps: what Accelerator::memory_use() counts. While backward runs a rank
-// holds more (backward_extra): Zero2 the full padded gradient of every flat (P b); Zero3 each
-// unit's gathered parameters and full gradient (2 P b) while that unit runs, and its root unit's
-// throughout. On one process every strategy is replicated (nothing to shard across).
+// holds more (backward_extra): Zero2 the full padded gradients of the bucket backward is filling
+// and of the F whose reduce-scatter is in flight (Options::zero2.reduce_scatters_in_flight): the
+// largest F + 1 consecutive buckets; in the micro-steps of a GradAccum window before its last,
+// the full gradient of every bucket;
+// Zero3 each unit's gathered parameters and full gradient (2 P b) while that unit runs, and its
+// root unit's throughout. On one process every strategy is replicated (nothing to shard across).
 //
 // No torch and no {fmt} here: accel-launch estimate-memory uses it too.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -72,7 +78,7 @@ struct MemoryEstimate {
   std::int64_t total() const { return parameters + gradients + optimizer_state + activations; }
 };
 
-// One flat parameter: trainable parameters of one dtype in one group (a model for Zero2, a unit
+// One flat parameter: trainable parameters of one dtype in one group (a bucket for Zero2, a unit
 // for Zero3).
 struct FlatGroup {
   std::int64_t numel = 0;
@@ -80,16 +86,33 @@ struct FlatGroup {
   int unit = 0;  // Zero3: the unit it belongs to (backward_extra takes the largest unit)
 };
 
+// Zero2's buckets for a model known only by its parameter count (accel-launch estimate-memory):
+// the first of first_mb, the others of rest_mb, cut at the cap exactly (a real model's buckets
+// close at the first parameter that reaches the cap, so they are a little larger).
+inline std::vector<FlatGroup> buckets_of_count(std::int64_t numel, std::int64_t element_size,
+                                               double first_mb, double rest_mb) {
+  std::vector<FlatGroup> buckets;
+  for (std::int64_t left = numel; left > 0;) {
+    const double cap = buckets.empty() ? first_mb : rest_mb;
+    const auto fits = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(cap * 1048576.0) / element_size);
+    const std::int64_t n = std::min(left, fits);
+    buckets.push_back({n, element_size, static_cast<int>(buckets.size())});
+    left -= n;
+  }
+  return buckets;
+}
+
 // Rank `rank` of `world` under `sharding`, for trainable flats `flats` and `frozen_bytes` of
 // parameters that need no gradient (never flattened: replicated, no gradient, no state).
 inline MemoryEstimate estimate_flats(Sharding sharding, const std::vector<FlatGroup>& flats,
                                      std::int64_t frozen_bytes, int world, int rank,
-                                     OptimizerKind optimizer) {
+                                     OptimizerKind optimizer, int zero2_in_flight = 0) {
   MemoryEstimate e;
   const std::int64_t k = state_tensors_per_parameter(optimizer);
   e.parameters = frozen_bytes;
   if (world <= 1) sharding = Sharding::replicated;
-  std::vector<std::int64_t> unit_bytes;
+  std::vector<std::int64_t> unit_bytes, bucket_bytes;
   for (const auto& flat : flats) {
     const std::int64_t b = flat.element_size, n = flat.numel;
     const std::int64_t padded = (n + world - 1) / world * world, shard = padded / world;
@@ -104,7 +127,7 @@ inline MemoryEstimate estimate_flats(Sharding sharding, const std::vector<FlatGr
         e.parameters += padded * b;
         e.gradients += shard * b;
         e.optimizer_state += k * real * b;
-        e.backward_extra += padded * b;
+        bucket_bytes.push_back(padded * b);
         break;
       case Sharding::everything:
         e.parameters += shard * b;
@@ -117,6 +140,14 @@ inline MemoryEstimate estimate_flats(Sharding sharding, const std::vector<FlatGr
     }
   }
   if (!unit_bytes.empty()) e.backward_extra = *std::max_element(unit_bytes.begin(), unit_bytes.end());
+  // Zero2: the bucket filling and those in flight.
+  const std::size_t held_buckets = static_cast<std::size_t>(std::max(0, zero2_in_flight)) + 1;
+  for (std::size_t first = 0; first < bucket_bytes.size(); ++first) {
+    std::int64_t held = 0;
+    for (std::size_t j = first; j < std::min(bucket_bytes.size(), first + held_buckets); ++j)
+      held += bucket_bytes[j];
+    e.backward_extra = std::max(e.backward_extra, held);
+  }
   return e;
 }
 

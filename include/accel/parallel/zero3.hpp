@@ -280,7 +280,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   // Autograd accumulated one of flat parameter f's gradients; the unit's last one finishes its
   // backward: reduce-scatter (on the window's last micro-step) and free.
-  void gradient_arrived(std::size_t f) {
+  void gradient_arrived(std::size_t f, std::size_t /*index*/) {
     Unit& unit = units_[unit_of_[f]];
     unit.reached = true;
     if (unit.waiting == 0 || --unit.waiting != 0) return;
@@ -302,7 +302,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   std::vector<Unit> units_;
   std::vector<std::size_t> unit_of_;  // per flat parameter
-  std::vector<runtime::ProcessGroup::PendingGather> gathering_;  // per flat parameter
+  std::vector<runtime::ProcessGroup::PendingCollective> gathering_;  // per flat parameter
   bool prefetch_ = false;
   std::size_t prefetches_ = 0;
   std::vector<Model> models_;

@@ -519,14 +519,17 @@ class ProcessGroup {
     }
   }
 
-  // allgather_into started on the shared-memory path's thread, so that it overlaps what this
-  // thread computes next (Zero3's prefetch); wait() before reading `output` or freeing either
-  // tensor. Where shared memory does not carry it, it runs here and now, and wait() returns at
-  // once. Collectives issued after it run after it, as always.
-  struct PendingGather {
+  // A collective started on the shared-memory path's thread, so that it overlaps what this
+  // thread computes next (Zero3's prefetch, Zero2's reduce-scatter of each gradient bucket during
+  // backward); wait() before reading its result or freeing its tensors. Where shared memory does
+  // not carry it, it ran here and now, and wait() returns at once. Collectives issued after it
+  // run after it, as always.
+  struct PendingCollective {
     ProcessGroup* group = nullptr;
+    const char* operation = "";
     std::uint64_t sequence = 0;
     torch::Tensor input;
+    torch::Tensor result;  // reduce_scatter_async's chunk; undefined for allgather_into_async
     std::shared_future<void> done;
     bool pending() const { return done.valid(); }
     void wait() {
@@ -536,34 +539,61 @@ class ProcessGroup {
       try {
         finished.get();
       } catch (const std::exception& error) {
-        group->failed_in_shared_memory(Call{"allgather", sequence, input}, error);
+        group->failed_in_shared_memory(Call{operation, sequence, input}, error);
       }
     }
   };
-  PendingGather allgather_into_async(torch::Tensor output, torch::Tensor input) {
+  PendingCollective allgather_into_async(torch::Tensor output, torch::Tensor input) {
     if (!gathers_in_shared_memory(input)) {
       allgather_into(output, input);
       return {};
     }
-    PendingGather gathering{this, check("allgather", input).sequence, input, {}};
+    PendingCollective gathering{this, "allgather", check("allgather", input).sequence, input, {}, {}};
     check_gather_layout(output, input);
     gathering.done = shm_->submit([output, input](shm::Transport& transport) {
       transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
     });
     return gathering;
   }
+  // reduce_scatter (below), started on the shared-memory path's thread where it carries `input`;
+  // the chunk is `result` once wait() returns. `input` must stay unchanged until then. `into`,
+  // when given (contiguous, of the chunk's size and dtype), is where the shared-memory path puts
+  // the chunk, and may be this rank's chunk of `input` itself: a reduce-scatter in place,
+  // without a buffer of its own.
+  PendingCollective reduce_scatter_async(const torch::Tensor& input, ReduceOp op = ReduceOp::sum,
+                                         torch::Tensor into = {}) {
+    const auto type = reducible_in_shared_memory(input);
+    if (!type || !input.is_contiguous()) {
+      PendingCollective done{this, "reduce_scatter", 0, {}, {}, {}};
+      done.result = reduce_scatter(input, op);
+      return done;
+    }
+    check_reduce_scatter(input, op);
+    PendingCollective pending{this, "reduce_scatter", check("reduce_scatter", input).sequence,
+                              input, {}, {}};
+    const torch::Tensor flat = input.view(-1);
+    const std::int64_t chunk = flat.numel() / size_;
+    if (into.defined() && (!into.is_contiguous() || into.numel() != chunk ||
+                           into.scalar_type() != flat.scalar_type()))
+      detail::fail("reduce_scatter_async: the output ({} elements of {}) must be contiguous and "
+                   "hold the chunk's {} elements of {}",
+                   into.numel(), c10::toString(into.scalar_type()), chunk,
+                   c10::toString(flat.scalar_type()));
+    pending.result = into.defined() ? into : torch::empty({chunk}, flat.options());
+    pending.done = shm_->submit([flat, result = pending.result, chunk, type = *type,
+                                 reduction = to_shm(op)](shm::Transport& transport) {
+      transport.reduce_scatter(flat.data_ptr(), result.data_ptr(), static_cast<std::size_t>(chunk),
+                               type, reduction);
+    });
+    return pending;
+  }
 
   // input holds size() equal chunks along its flat layout; returns this rank's chunk, summed
   // over ranks (or averaged with ReduceOp::mean).
   torch::Tensor reduce_scatter(const torch::Tensor& input, ReduceOp op = ReduceOp::sum,
                                bool native = true) {
+    check_reduce_scatter(input, op);
     const Call call = check("reduce_scatter", input);
-    if (input.numel() % size_ != 0)
-      detail::fail("reduce_scatter: {} elements do not split into {} equal chunks; pad the input "
-                   "to a multiple of the world size",
-                   input.numel(), size_);
-    if (op != ReduceOp::sum && op != ReduceOp::mean)
-      detail::fail("reduce_scatter supports sum and mean, not max or min");
     const std::int64_t chunk = input.numel() / size_;
     torch::Tensor flat = input.contiguous().view(-1);
     torch::Tensor result;
@@ -640,6 +670,14 @@ class ProcessGroup {
   // All-gather and broadcast copy bytes: any contiguous CPU tensor.
   bool gathers_in_shared_memory(const torch::Tensor& t) const {
     return shm_ && t.device().is_cpu() && t.is_contiguous();
+  }
+  void check_reduce_scatter(const torch::Tensor& input, ReduceOp op) const {
+    if (input.numel() % size_ != 0)
+      detail::fail("reduce_scatter: {} elements do not split into {} equal chunks; pad the input "
+                   "to a multiple of the world size",
+                   input.numel(), size_);
+    if (op != ReduceOp::sum && op != ReduceOp::mean)
+      detail::fail("reduce_scatter supports sum and mean, not max or min");
   }
   void check_gather_layout(const torch::Tensor& output, const torch::Tensor& input) const {
     if (!output.is_contiguous() || !input.is_contiguous() ||

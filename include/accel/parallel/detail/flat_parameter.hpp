@@ -169,15 +169,27 @@ class FlatParameter {
   // the buffer (zeros) if it was released. A .grad the user replaced is copied in first, so it
   // still counts, and becomes a view again.
   void attach_gradients() {
+    for (std::size_t i = 0; i < parameters_.size(); ++i) attach_gradient(i);
+  }
+  // The same for parameter i alone: after autograd gave it a .grad of its own (Zero2 allocates a
+  // bucket's buffer when its first gradient arrives), that gradient is copied into its slot. A
+  // flat parameter of one parameter without padding adopts that .grad as its buffer instead: no
+  // second copy of the gradient, and no copying.
+  void attach_gradient(std::size_t i) {
     torch::NoGradGuard no_grad;
-    if (!gradient_.defined()) gradient_ = torch::zeros({layout_.padded_numel}, flat_.options());
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      torch::Tensor& p = parameters_[i];
-      if (is_gradient_view(i)) continue;
-      torch::Tensor slot = view_of(gradient_, i);
-      if (p.grad().defined()) slot.copy_(p.grad());
-      p.mutable_grad() = slot;
+    torch::Tensor& p = parameters_[i];
+    const torch::Tensor& grad = p.grad();
+    if (!gradient_.defined() && parameters_.size() == 1 && layout_.padded_numel == layout_.numel &&
+        grad.defined() && grad.is_contiguous() && grad.scalar_type() == flat_.scalar_type() &&
+        grad.device() == flat_.device()) {
+      gradient_ = grad.view({layout_.padded_numel});
+      return;
     }
+    if (!gradient_.defined()) gradient_ = torch::zeros({layout_.padded_numel}, flat_.options());
+    if (is_gradient_view(i)) return;
+    torch::Tensor slot = view_of(gradient_, i);
+    if (grad.defined()) slot.copy_(grad);
+    p.mutable_grad() = slot;
   }
   // The full flat gradient buffer; undefined while released.
   const torch::Tensor& gradient() const { return gradient_; }

@@ -3,7 +3,7 @@
 //
 //   flatten()           trainable parameters of one group (a model for Zero2, a unit for Zero3),
 //                       by dtype, into flat parameters (flat_parameter.hpp); a hook on each
-//                       parameter's gradient accumulator tells Derived::gradient_arrived(f).
+//                       parameter's gradient accumulator tells Derived::gradient_arrived(f, i).
 //   prepare(optimizer)  the type is checked (shardable_optimizer.hpp); the user's object keeps its
 //                       param groups but never steps and holds no state.
 //   optimizer.step()    the first step builds, once, an optimizer of the user's type over this
@@ -12,8 +12,8 @@
 //                       then Derived::after_shard_step(flats) (Zero2 all-gathers the updated
 //                       shards; Zero3 leaves them sharded until the next forward).
 //
-// Derived (CRTP, no virtual dispatch) provides gradient_arrived(std::size_t flat) and
-// after_shard_step(const std::vector<std::size_t>& flats).
+// Derived (CRTP, no virtual dispatch) provides gradient_arrived(std::size_t flat, std::size_t index)
+// and after_shard_step(const std::vector<std::size_t>& flats).
 #pragma once
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -295,7 +295,7 @@ class ShardedStrategy : public LocalStrategy {
       const auto& params = flats_.back()->parameters();
       for (std::size_t i = 0; i < params.size(); ++i) {
         where_[params[i].unsafeGetTensorImpl()] = {f, i};
-        install_hook(params[i], f);
+        install_hook(params[i], f, i);
       }
       made.push_back(f);
     }
@@ -308,15 +308,29 @@ class ShardedStrategy : public LocalStrategy {
   // averaged within the node, then across the nodes (each node as many ranks: the mean of the
   // means is the mean).
   void reduce_scatter_gradient(std::size_t f) {
-    FlatParameter& flat = *flats_[f];
     if (pending_[f] != 0) {
-      torch::Tensor averaged = shard_group_->reduce_scatter(flat.gradient(), runtime::ReduceOp::mean);
-      if (replica_group_ != nullptr) replica_group_->allreduce(averaged, runtime::ReduceOp::mean);
-      torch::NoGradGuard no_grad;
-      flat.shard_gradient().add_(averaged);
-      pending_[f] = 0;
+      runtime::ProcessGroup::PendingCollective sent = start_reduce_scatter(f);
+      sent.wait();
+      add_to_shard(f, sent.result);
     }
-    flat.release_gradients();
+    flats_[f]->release_gradients();
+  }
+  // Flat parameter f's full gradient reduce-scattered (mean) in place where the shared-memory
+  // path carries it: the chunk lands in this rank's part of the buffer itself (dead once sent),
+  // so no buffer of the shard's size is allocated per reduce-scatter.
+  runtime::ProcessGroup::PendingCollective start_reduce_scatter(std::size_t f) {
+    FlatParameter& flat = *flats_[f];
+    const std::int64_t shard = flat.layout().shard_numel;
+    return shard_group_->reduce_scatter_async(flat.gradient(), runtime::ReduceOp::mean,
+                                              flat.gradient().narrow(0, flat.rank() * shard, shard));
+  }
+  // Flat parameter f's reduce-scattered (averaged) gradient, averaged across the nodes too under
+  // Fsdp<HybridShard>, added to its shard gradient.
+  void add_to_shard(std::size_t f, torch::Tensor averaged) {
+    if (replica_group_ != nullptr) replica_group_->allreduce(averaged, runtime::ReduceOp::mean);
+    torch::NoGradGuard no_grad;
+    flats_[f]->shard_gradient().add_(averaged);
+    pending_[f] = 0;
   }
 
   // What every backward starts with: the layout still holds, and a micro-step that does not end
@@ -488,15 +502,15 @@ class ShardedStrategy : public LocalStrategy {
     return *sharded;
   }
 
-  // Tells Derived when autograd has accumulated one of the flat parameter's gradients.
-  void install_hook(const torch::Tensor& parameter, std::size_t f) {
+  // Tells Derived when autograd has accumulated the gradient of parameter i of flat parameter f.
+  void install_hook(const torch::Tensor& parameter, std::size_t f, std::size_t i) {
     // The tensor holds its accumulator weakly: keep it, or the hook silently never fires.
     auto accumulator = torch::autograd::impl::grad_accumulator(parameter);
     accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, f](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list& /*inputs*/) {
+        [this, f, i](const torch::autograd::variable_list& outputs,
+                     const torch::autograd::variable_list& /*inputs*/) {
           pending_[f] = 1;
-          derived().gradient_arrived(f);
+          derived().gradient_arrived(f, i);
           return outputs;
         }));
     accumulators_.push_back(std::move(accumulator));

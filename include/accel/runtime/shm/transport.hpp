@@ -101,6 +101,7 @@ class Transport {
   }
 
   // `input` holds size() chunks of `chunk` elements; `output` gets this rank's chunk reduced.
+  // `output` may be this rank's chunk of `input`: each piece is copied out before it is written.
   void reduce_scatter(const void* input, void* output, std::size_t chunk, DataType type,
                       Reduction op) {
     const std::size_t es = element_size(type);
