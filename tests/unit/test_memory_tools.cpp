@@ -86,7 +86,7 @@ TEST_CASE("estimate memory: the ZeRO formulas with accel's flat-parameter paddin
   const std::vector<accel::memory::FlatGroup> buckets{{4, 4, 0}, {40, 4, 1}, {6, 4, 2}, {2, 4, 3}, {8, 4, 4}};
   CHECK(estimate_flats(Sharding::gradients_and_state, buckets, 0, 2, 0, adam).backward_extra == 40 * 4);
   CHECK(estimate_flats(Sharding::gradients_and_state, buckets, 0, 2, 0, adam, 2).backward_extra ==
-        (40 + 6 + 2) * 4);
+        (4 + 40 + 6) * 4);  // buckets 0, 1 and 2
   // A model known by its count: 1 MiB, then 2 MiB buckets of fp32 (262144 and 524288 elements).
   const auto counted = accel::memory::buckets_of_count(std::int64_t{1} << 20, 4, 1.0, 2.0);
   REQUIRE(counted.size() == 3);
