@@ -1,7 +1,7 @@
 // What the sharded strategies (Zero2, Zero3 and their Fsdp names) share: flat parameters, the
 // hooks that see gradients arrive, and an optimizer of the user's type over this rank's shard.
 //
-//   flatten()           trainable parameters of one group (a model for Zero2, a unit for Zero3),
+//   flatten()           trainable parameters of one group (a bucket for Zero2, a unit for Zero3),
 //                       by dtype, into flat parameters (flat_parameter.hpp); a hook on each
 //                       parameter's gradient accumulator tells Derived::gradient_arrived(f, i).
 //   prepare(optimizer)  the type is checked (shardable_optimizer.hpp); the user's object keeps its
