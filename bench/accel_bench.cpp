@@ -11,6 +11,8 @@
 //   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
 // samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM.
 #include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
+#include <accel/memory.hpp>
 #include <sched.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>

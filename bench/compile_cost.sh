@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What one variant's translation unit costs to compile: accel against plain libtorch.
 #
-#   bench/compile_cost.sh [--turns N] [--build-dir DIR] [--parts] [--keep-going]
+#   bench/compile_cost.sh [--turns N] [--build-dir DIR] [--parts] [--fmt-header-only]
 #
 # bench/compile_cost/accel.cpp is a training program through <accel/accelerator.hpp>
 # (Accelerator<Ddp, Bf16, GradAccum<4>>, an accel::DataLoader, prepare, backward, step);
@@ -9,8 +9,8 @@
 # gradient accumulation by hand). The script configures bench/compile_cost/ (a CMake project
 # that adds accel as a subproject) into DIR (default build-compile-cost/), reads the exact
 # command each TU gets through accel::accel from DIR/compile_commands.json (-O3 -DNDEBUG
-# -std=gnu++20, torch's include dirs and defines, FMT_HEADER_ONLY, ACCEL_HAS_GLOO, ...; both TUs
-# get the same flags), then runs those commands itself, one at a time, in alternation:
+# -std=gnu++20, torch's include dirs and defines, ACCEL_HAS_GLOO, ...; both TUs get the same
+# flags), then runs those commands itself, one at a time, in alternation:
 # plain, accel, plain, accel, ... (--turns each, default 3, at least 3 recommended). Each
 # compile's wall time and peak RSS come from `/usr/bin/time -f "%e %M"`.
 #
@@ -25,14 +25,19 @@
 # and prints, per part, its median time and RSS and the difference from parts/torch_only.cpp.
 # They print before the last line, which stays the compile_ratio line.
 #
+# --fmt-header-only configures accel with -DACCEL_FMT_HEADER_ONLY=ON (FMT_HEADER_ONLY, {fmt}
+# compiled into every TU, as accel built before stop 24; default build dir then
+# build-compile-cost-fmt-header-only/), to measure what linking libfmt buys.
+#
 # Needs cmake, a C++20 g++, libtorch and accel's other dependencies (scripts/setup-debian.sh),
 # python3 (to read compile_commands.json) and GNU time at /usr/bin/time (Debian: `time`).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir="$repo/build-compile-cost"
+build_dir=""
 turns=3
 parts=0
+fmt_header_only=OFF
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,10 +46,15 @@ while [ $# -gt 0 ]; do
     --build-dir) [ $# -ge 2 ] || { echo "compile_cost.sh: --build-dir needs a value" >&2; exit 2; }
                  mkdir -p "$2"; build_dir=$(cd "$2" && pwd); shift 2 ;;
     --parts) parts=1; shift ;;
+    --fmt-header-only) fmt_header_only=ON; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compile_cost.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ -z "$build_dir" ]; then
+  build_dir="$repo/build-compile-cost"
+  [ "$fmt_header_only" = ON ] && build_dir+="-fmt-header-only"
+fi
 case "$turns" in
   ''|*[!0-9]*|0) echo "compile_cost.sh: --turns '$turns' must be a whole number >= 1" >&2; exit 2 ;;
 esac
@@ -62,7 +72,8 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 if [ -f "$build_dir/CMakeCache.txt" ]; then generator=(); fi  # keep the generator it has
 echo "compile_cost: configuring $build_dir" >&2
 mkdir -p "$build_dir"
-cmake -S "$repo/bench/compile_cost" -B "$build_dir" "${generator[@]}" >"$build_dir/configure.log" 2>&1 || {
+cmake -S "$repo/bench/compile_cost" -B "$build_dir" "${generator[@]}" \
+  -DACCEL_FMT_HEADER_ONLY="$fmt_header_only" >"$build_dir/configure.log" 2>&1 || {
   cat "$build_dir/configure.log" >&2
   echo "compile_cost.sh: configuring bench/compile_cost failed (log above)" >&2
   exit 1

@@ -29,7 +29,12 @@ endmacro()
 
 function(accel_link_dependencies target)
   # fmt first: a libtorch that bundles its own fmt headers must not shadow the one we link.
-  target_link_libraries(${target} INTERFACE fmt::fmt-header-only torch Boost::headers
+  if(ACCEL_FMT_HEADER_ONLY)
+    set(accel_fmt fmt::fmt-header-only)
+  else()
+    set(accel_fmt fmt::fmt)
+  endif()
+  target_link_libraries(${target} INTERFACE ${accel_fmt} torch Boost::headers
                                              nlohmann_json::nlohmann_json)
   # Absolute paths found on this machine stay out of the exported target: accel-config.cmake
   # finds Gloo again on the consumer's machine.

@@ -3,6 +3,7 @@
 //   fashion_mnist --strategy zero3 --precision bf16 --accum 4
 //   fashion_mnist --nproc 2 --strategy ddp
 #include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
 
 #include <unistd.h>
 

@@ -1,19 +1,20 @@
-// Everything a training program uses: the Accelerator (core.hpp) with its policies, options,
-// DataLoader and collectives; memory tools (memory/: checkpoint, Checkpointed, estimate_memory,
-// find_executable_batch_size); checkpoints (state/checkpoint.hpp: save_state, load_state,
-// save_model, load_model); accel::launch (launch.hpp); parameter digests (state/digest.hpp);
-// run tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
+// What a training loop uses: the Accelerator (core.hpp) with its policies, options, DataLoader
+// and collectives; accel::launch (launch.hpp); parameter digests (state/digest.hpp); run
+// tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
 // library's version.
+//
+// Two groups are headers of their own, since each costs every translation unit that parses it
+// seconds of compile time and a few hundred MB of compiler memory (docs/benchmarks.md, "Compile
+// cost"), and most TUs of a program use neither:
+//   <accel/checkpoints.hpp>  save_state, load_state, save_model, load_model (safetensors, JSON)
+//   <accel/memory.hpp>       checkpoint, Checkpointed, checkpoint_sequential_children,
+//                            estimate_memory, find_executable_batch_size
+// <accel/all.hpp> includes everything. Calling save_state() without <accel/checkpoints.hpp>
+// stops at compile time with an `accel:` message that names the header.
 #pragma once
 
 #include "core.hpp"
 #include "launch.hpp"
-#include "memory/checkpoint.hpp"
-#include "memory/checkpoint_children.hpp"
-#include "memory/checkpointed.hpp"
-#include "memory/estimate_memory.hpp"
-#include "memory/executable_batch_size.hpp"
-#include "state/checkpoint.hpp"
 #include "state/digest.hpp"
 #include "tracking.hpp"
 #include "variants.hpp"

@@ -40,6 +40,7 @@
 #include "detail/bytes.hpp"
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
+#include "detail/small_tensor.hpp"
 #include "options.hpp"
 #include "parallel/detail/clip.hpp"
 #include "parallel/strategies.hpp"
@@ -60,11 +61,26 @@ namespace accel {
 using runtime::ReduceOp;
 
 namespace state {
-// save_state / load_state / save_model / load_model (state/checkpoint.hpp, which
-// <accel/accelerator.hpp> includes): defined there, to keep their dependencies (safetensors,
-// JSON) out of translation units that never checkpoint.
-template <class Accel>
-struct CheckpointIO;
+// save_state / load_state / save_model / load_model are defined in state/checkpoint.hpp
+// (<accel/checkpoints.hpp>), which specializes this for every Accelerator: their safetensors and
+// JSON code stays out of translation units that never checkpoint. A call without that header
+// stops here, naming it.
+template <class Accel, class = void>
+struct CheckpointIO {
+  static_assert(accel::detail::dependent_false<Accel>,
+                "accel: save_state, load_state, save_model and load_model need "
+                "#include <accel/checkpoints.hpp> (or <accel/all.hpp>); <accel/accelerator.hpp> "
+                "leaves checkpoints out to keep them out of the compile time of every TU");
+  // Declared only, so that the assertion above is the one error such a call gives.
+  template <class... Args>
+  static std::filesystem::path save_state(Args&&...);
+  template <class... Args>
+  static std::filesystem::path load_state(Args&&...);
+  template <class... Args>
+  static void save_model(Args&&...);
+  template <class... Args>
+  static void load_model(Args&&...);
+};
 }  // namespace state
 
 
@@ -348,7 +364,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // next check_trigger(), which lowers it again.
   void set_trigger() { trigger_ = true; }
   bool check_trigger() {
-    torch::Tensor flag = torch::tensor({trigger_ ? 1 : 0}, torch::kInt);
+    torch::Tensor flag = accel::detail::one_value(trigger_ ? 1 : 0, torch::kInt);
     if (group_) group_->allreduce(flag, ReduceOp::max);
     const bool raised = flag.item<int>() == 1;
     if (raised) trigger_ = false;
@@ -563,7 +579,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   std::int64_t completed_steps_ = 0;
   std::uint64_t counted_micro_step_ = 0;
 
-  template <class>
+  template <class, class>
   friend struct state::CheckpointIO;
 };
 

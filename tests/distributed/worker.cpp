@@ -3,6 +3,9 @@
 // non-zero with a message naming the failed check otherwise.
 #include "scenario.hpp"
 
+#include <accel/checkpoints.hpp>
+#include <accel/memory.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <csignal>

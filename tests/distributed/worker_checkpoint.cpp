@@ -12,6 +12,8 @@
 //   after_kill   the first automatic checkpoint is the newest committed one, and loads
 #include "scenario.hpp"
 
+#include <accel/checkpoints.hpp>
+
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>

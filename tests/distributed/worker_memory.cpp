@@ -4,6 +4,8 @@
 // the smallest size any rank can run.
 #include "scenario.hpp"
 
+#include <accel/memory.hpp>
+
 #include <cstdint>
 #include <vector>
 

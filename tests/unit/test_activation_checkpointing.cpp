@@ -2,6 +2,7 @@
 // gradients bitwise equal to a run without it, dropout included, under each precision; nested
 // and non-tensor arguments; a parameter or input modified before backward is an accel: error.
 #include <accel/accelerator.hpp>
+#include <accel/memory.hpp>
 #include <doctest/doctest.h>
 
 #include <string>

@@ -2,6 +2,7 @@
 // scheduler, a shuffled loader and dropout), crash safety of the folder protocol, automatic
 // naming and its limit, and staged loading: a corrupt checkpoint changes nothing.
 #include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
 #include <doctest/doctest.h>
 
 #include <cstdio>

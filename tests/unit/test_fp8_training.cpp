@@ -2,6 +2,8 @@
 // recipe's formulas, which layers prepare() reroutes and which it leaves in bf16, the scales
 // after each window's step, training next to fp32, the state a checkpoint keeps.
 #include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
+#include <accel/memory.hpp>
 #include <doctest/doctest.h>
 #include <unistd.h>
 

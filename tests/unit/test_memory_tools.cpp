@@ -2,6 +2,7 @@
 // rules and Accelerator::memory_use() on one process, activations measured with and without
 // checkpointing; find_executable_batch_size on a CPU allocation that cannot succeed.
 #include <accel/accelerator.hpp>
+#include <accel/memory.hpp>
 #include <doctest/doctest.h>
 
 #include <cmath>

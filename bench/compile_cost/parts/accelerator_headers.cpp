@@ -1,3 +1,3 @@
-// compile_cost.sh --parts: accel/accelerator.hpp, every accel header, nothing used: parsing only.
+// compile_cost.sh --parts: accel/accelerator.hpp (what a training loop uses), nothing used: parsing only.
 #include <torch/torch.h>
 #include <accel/accelerator.hpp>

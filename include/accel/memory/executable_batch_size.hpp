@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "../detail/error.hpp"
+#include "../detail/small_tensor.hpp"
 #include "../runtime/process_group.hpp"
 
 namespace accel::memory {
@@ -83,7 +84,7 @@ auto find_executable_batch_size(std::int64_t start, Fn&& fn, runtime::ProcessGro
 #endif
     bool any_failed = failed;
     if (group != nullptr) {
-      torch::Tensor flag = torch::tensor({failed ? 1 : 0}, torch::kInt);
+      torch::Tensor flag = accel::detail::one_value(failed ? 1 : 0, torch::kInt);
       group->allreduce(flag, runtime::ReduceOp::max);
       any_failed = flag.item<int>() == 1;
     }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../detail/small_tensor.hpp"
 #include "../policy/parallelism.hpp"
 #include "../precision/autocast.hpp"
 #include "../runtime/process_group.hpp"
@@ -49,7 +50,8 @@ struct DdpStrategy : LocalStrategy {
   template <class Optimizer>
   void prepare_optimizer(Optimizer& optimizer) {
     if (group_ == nullptr) return;
-    torch::Tensor any_state = torch::tensor({optimizer.state().empty() ? 0 : 1}, torch::kInt);
+    torch::Tensor any_state =
+        accel::detail::one_value(optimizer.state().empty() ? 0 : 1, torch::kInt);
     group_->allreduce(any_state, runtime::ReduceOp::max);
     if (any_state.item<int>() == 0) return;
     std::string bytes;

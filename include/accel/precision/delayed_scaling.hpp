@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../detail/error.hpp"
+#include "../detail/small_tensor.hpp"
 #include "../options.hpp"
 #include "float8.hpp"
 
@@ -88,7 +89,7 @@ class DelayedScaling {
   }
   void load_state(const DelayedScalingState& state) {
     check(state);
-    history_ = torch::tensor(state.amax_history, torch::kFloat);
+    history_ = accel::detail::values_tensor(state.amax_history);
     scale_ = state.scale;
   }
   // Whether load_state(state) would take it; an accel::Error naming what does not fit if not.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../detail/gradient_state.hpp"
+#include "../detail/small_tensor.hpp"
 #include "../options.hpp"
 #include "../runtime/process_group.hpp"
 #include "grad_scaler.hpp"
@@ -62,7 +63,7 @@ class DynamicLossScaling {
     record.window = window_;
     bool found = unscale_gradients(strategy.gradients_of(optimizer), window_start_.scale, native_);
     if (group_ != nullptr) {
-      torch::Tensor flag = torch::tensor({found ? 1 : 0}, torch::kInt);
+      torch::Tensor flag = accel::detail::one_value(found ? 1 : 0, torch::kInt);
       group_->allreduce(flag, runtime::ReduceOp::max);
       found = flag.item<int>() != 0;
     }

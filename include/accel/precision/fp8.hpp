@@ -31,6 +31,7 @@
 #include "../detail/error.hpp"
 #include "../detail/gradient_state.hpp"
 #include "../detail/sequential_entry.hpp"
+#include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../options.hpp"
 #include "../policy/precision.hpp"
@@ -205,7 +206,7 @@ struct Precision<Fp8> : WithoutLossScaling {
     if (group_ != nullptr) {
       std::vector<float> amaxes;
       for (const DelayedScaling* t : tensors) amaxes.push_back(t->step_amax());
-      torch::Tensor amax = torch::tensor(amaxes, torch::kFloat);
+      torch::Tensor amax = accel::detail::values_tensor(amaxes);
       group_->allreduce(amax, runtime::ReduceOp::max);
       const float* largest = amax.data_ptr<float>();
       for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i]->set_step_amax(largest[i]);

@@ -14,6 +14,7 @@
 #include "../data/tensor_tree.hpp"
 #include "../detail/bytes.hpp"
 #include "../detail/error.hpp"
+#include "../detail/small_tensor.hpp"
 #include "process_group.hpp"
 
 namespace accel::runtime {
@@ -51,7 +52,7 @@ inline torch::Tensor pad_tensor(ProcessGroup* group, const torch::Tensor& t, std
     detail::fail("pad_across_processes: dim {} is out of range for a tensor of {} dimensions", dim,
                  t.dim());
   if (target < 0) {
-    torch::Tensor size = torch::tensor({t.size(dim)});
+    torch::Tensor size = accel::detail::one_value(t.size(dim));
     group->allreduce(size, ReduceOp::max);
     target = size.item<std::int64_t>();
   }
@@ -86,7 +87,8 @@ inline torch::Tensor gather_tensor(ProcessGroup* group, const torch::Tensor& ten
   layout[2] = t.dim();
   for (std::int64_t d = 1; d < std::min<std::int64_t>(t.dim(), 6); ++d)
     layout[static_cast<std::size_t>(2 + d)] = t.size(d);
-  const torch::Tensor layouts = group->allgather(torch::tensor(layout)).view({-1, 8});
+  const torch::Tensor layouts =
+      group->allgather(accel::detail::values_tensor(layout)).view({-1, 8});
   const torch::Tensor rest = layouts.narrow(1, 1, 7);
   if (!torch::equal(rest, rest[0].expand_as(rest))) {
     std::string each;

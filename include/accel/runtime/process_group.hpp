@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../detail/error.hpp"
+#include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
 #include "direct_gloo.hpp"
 #include "process.hpp"
@@ -631,7 +632,7 @@ class ProcessGroup {
 
   // Rank root's bytes on every rank (the others' argument is ignored).
   std::string broadcast_bytes(const std::string& bytes, int root) {
-    torch::Tensor length = torch::tensor({static_cast<std::int64_t>(bytes.size())});
+    torch::Tensor length = accel::detail::one_value(static_cast<std::int64_t>(bytes.size()));
     broadcast(length, root);
     torch::Tensor buffer = torch::empty({length.item<std::int64_t>()}, torch::kUInt8);
     if (rank_ == root) std::memcpy(buffer.data_ptr(), bytes.data(), bytes.size());
@@ -642,7 +643,7 @@ class ProcessGroup {
 
   // Raw bytes from every rank, in rank order; lengths may differ (for gather_object).
   std::vector<std::string> allgather_bytes(const std::string& bytes) {
-    const torch::Tensor length = torch::tensor({static_cast<std::int64_t>(bytes.size())});
+    const torch::Tensor length = accel::detail::one_value(static_cast<std::int64_t>(bytes.size()));
     const torch::Tensor lengths = allgather(length);
     const std::int64_t longest = lengths.max().item<std::int64_t>();
     // Gloo's all-gather of an empty tensor divides by zero (SIGFPE on libtorch 1.13).
@@ -758,7 +759,7 @@ class ProcessGroup {
     store_->set(key(rank_), to_bytes(description));
     checking_ = true;
     const torch::Tensor mine =
-        torch::tensor({static_cast<std::int64_t>(std::hash<std::string>{}(description))});
+        accel::detail::one_value(static_cast<std::int64_t>(std::hash<std::string>{}(description)));
     const torch::Tensor all = allgather(mine, /*native=*/false);
     checking_ = false;
     const bool agree = torch::equal(all, mine.expand({size_}));
@@ -830,7 +831,7 @@ class ProcessGroup {
     layout[0] = static_cast<std::int64_t>(t.scalar_type());
     layout[1] = t.dim();
     for (std::int64_t d = 0; d < t.dim(); ++d) layout[static_cast<std::size_t>(2 + std::min<std::int64_t>(d, 7))] *= t.size(d);
-    return torch::tensor(layout, torch::kLong);
+    return accel::detail::values_tensor(layout);
   }
   static std::string layout_text(const torch::Tensor& layout) {
     const auto dims = std::min<std::int64_t>(layout[1].item<std::int64_t>(), 8);

@@ -116,8 +116,10 @@ inline std::string broadcast_string(runtime::ProcessGroup* group, const std::str
 
 }  // namespace detail
 
+// Every Accelerator's checkpoints (core.hpp declares the primary template, which stops a call
+// made without this header).
 template <class Accel>
-struct CheckpointIO {
+struct CheckpointIO<Accel, void> {
   using Path = std::filesystem::path;
 
   // --- save_state ----------------------------------------------------------------------------

@@ -159,7 +159,7 @@ inline std::vector<std::pair<std::string, torch::Tensor>> param_state_tensors(
       [&](const char* name, torch::Tensor& t) {
         if (t.defined()) named.emplace_back(name, t.detach().reshape({-1}));
       },
-      [&](std::int64_t& step) { named.emplace_back("step", torch::tensor(step, torch::kInt64)); });
+      [&](std::int64_t& step) { named.emplace_back("step", torch::scalar_tensor(step, torch::kInt64)); });
   return named;
 }
 

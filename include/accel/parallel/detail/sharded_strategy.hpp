@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../../detail/error.hpp"
+#include "../../detail/small_tensor.hpp"
 #include "../../options.hpp"
 #include "../../runtime/process_group.hpp"
 #include "../local.hpp"
@@ -434,7 +435,7 @@ class ShardedStrategy : public LocalStrategy {
     if (group_ == nullptr || find(optimizer) != nullptr) return;
     // State that exists before prepare() (the optimizer stepped, or a checkpoint was loaded into
     // it) would have to be cut into shards; refused on every rank rather than silently dropped.
-    torch::Tensor stepped = torch::tensor({has_stepped(optimizer) ? 1 : 0}, torch::kInt);
+    torch::Tensor stepped = accel::detail::one_value(has_stepped(optimizer) ? 1 : 0, torch::kInt);
     group_->allreduce(stepped, runtime::ReduceOp::max);
     if (stepped.item<int>() != 0)
       accel::detail::fail("{}: the {} passed to prepare() already holds optimizer state on at "

@@ -1,0 +1,12 @@
+// Memory tools (docs/memory.md): activation checkpointing (accel::checkpoint,
+// accel::Checkpointed, memory::checkpoint_sequential_children for
+// Options::activation_checkpointing), accel::estimate_memory and
+// accel::find_executable_batch_size. Kept out of <accel/accelerator.hpp>: libtorch's
+// autograd::Function and the estimate's meta-device run cost seconds of compile time.
+#pragma once
+
+#include "memory/checkpoint.hpp"
+#include "memory/checkpoint_children.hpp"
+#include "memory/checkpointed.hpp"
+#include "memory/estimate_memory.hpp"
+#include "memory/executable_batch_size.hpp"
