@@ -63,6 +63,7 @@ struct Config {
   bool plain = false;
   std::string checkpoint;  // a folder: time save_state / load_state after training
   bool activation_checkpointing = false;  // xfmr: each block through accel::checkpoint
+  std::int64_t checkpoint_blocks = -1;    // with it: only the first N blocks (-1: all)
 };
 
 constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
@@ -117,6 +118,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          beside this one's compute, not when it is needed)
   --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
                          recomputed in backward; docs/memory.md)
+  --checkpoint-blocks N  with --activation-checkpointing: only the first N blocks (the last
+                         ones keep their activations: less recompute, less memory saved)
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
@@ -187,6 +190,7 @@ Config parse(int argc, char** argv) {
       else if (flag == "--small-bucket-kb") c.small_bucket_kb = std::stod(value);
       else if (flag == "--compress") c.compress = value;
       else if (flag == "--checkpoint") c.checkpoint = value;
+      else if (flag == "--checkpoint-blocks") c.checkpoint_blocks = integer();
       else usage_error(fmt::format("unknown option '{}'", flag));
     } catch (const std::logic_error&) {
       usage_error(fmt::format("{} '{}' is not a valid number", flag, value));
@@ -238,6 +242,8 @@ Config parse(int argc, char** argv) {
     usage_error(fmt::format("--compress '{}': use none, fp16 or bf16", c.compress));
   if (c.compress != "none" && c.strategy != "ddp")
     usage_error("--compress goes with --strategy ddp only");
+  if (c.checkpoint_blocks >= 0 && !c.activation_checkpointing)
+    usage_error("--checkpoint-blocks goes with --activation-checkpointing");
   return c;
 }
 
@@ -275,7 +281,10 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct BenchNetImpl : torch::nn::Module {
-  explicit BenchNetImpl(const Config& c) : checkpointing(c.activation_checkpointing) {
+  explicit BenchNetImpl(const Config& c)
+      : checkpointed_blocks(!c.activation_checkpointing  ? 0
+                            : c.checkpoint_blocks < 0 ? c.layers
+                                                      : c.checkpoint_blocks) {
     if (c.model == "xfmr") {
       for (std::int64_t i = 0; i < c.layers; ++i)
         blocks.push_back(register_module(fmt::format("block{}", i), Block(c.hidden, c.heads)));
@@ -294,15 +303,18 @@ struct BenchNetImpl : torch::nn::Module {
 
   torch::Tensor forward(torch::Tensor x) {
     if (!blocks.empty()) {
-      for (auto& block : blocks)
-        x = checkpointing ? accel::checkpoint([&](const torch::Tensor& t) { return block(t); }, x)
-                          : block(x);
+      for (std::size_t i = 0; i < blocks.size(); ++i) {
+        Block& block = blocks[i];  // captured by reference: the recompute calls it again
+        x = static_cast<std::int64_t>(i) < checkpointed_blocks
+                ? accel::checkpoint([&block](const torch::Tensor& t) { return block(t); }, x)
+                : block(x);
+      }
       return head(x.mean(1));
     }
     return net->forward(x);
   }
 
-  bool checkpointing;
+  std::int64_t checkpointed_blocks;  // the first ones run through accel::checkpoint
   torch::nn::Sequential net{nullptr};
   std::vector<Block> blocks;
   torch::nn::Linear head{nullptr};
