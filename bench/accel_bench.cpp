@@ -244,6 +244,9 @@ Config parse(int argc, char** argv) {
     usage_error("--compress goes with --strategy ddp only");
   if (c.checkpoint_blocks >= 0 && !c.activation_checkpointing)
     usage_error("--checkpoint-blocks goes with --activation-checkpointing");
+  if (c.activation_checkpointing && c.model != "xfmr")
+    usage_error(fmt::format("--activation-checkpointing checkpoints xfmr's blocks; --model {} "
+                            "has none (use --model xfmr)", c.model));
   return c;
 }
 
