@@ -306,12 +306,11 @@ struct BenchNetImpl : torch::nn::Module {
 
   torch::Tensor forward(torch::Tensor x) {
     if (!blocks.empty()) {
-      for (std::size_t i = 0; i < blocks.size(); ++i) {
-        Block& block = blocks[i];  // captured by reference: the recompute calls it again
-        x = static_cast<std::int64_t>(i) < checkpointed_blocks
+      std::int64_t index = 0;
+      for (auto& block : blocks)
+        x = index++ < checkpointed_blocks
                 ? accel::checkpoint([&block](const torch::Tensor& t) { return block(t); }, x)
                 : block(x);
-      }
       return head(x.mean(1));
     }
     return net->forward(x);

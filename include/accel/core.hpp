@@ -38,6 +38,7 @@
 #include "data/shard.hpp"
 #include "data/tensor_tree.hpp"
 #include "detail/bytes.hpp"
+#include "detail/dependent_false.hpp"
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
 #include "detail/small_tensor.hpp"
