@@ -64,6 +64,8 @@ struct Config {
   std::string checkpoint;  // a folder: time save_state / load_state after training
   bool activation_checkpointing = false;  // xfmr: each block through accel::checkpoint
   std::int64_t checkpoint_blocks = -1;    // with it: only the first N blocks (-1: all)
+  std::string checkpoint_part = "block";  // or "attention": only each block's attention half
+  bool alternate_checkpointing = false;   // timed steps alternate without / with it
 };
 
 constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
@@ -120,6 +122,16 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          recomputed in backward; docs/memory.md)
   --checkpoint-blocks N  with --activation-checkpointing: only the first N blocks (the last
                          ones keep their activations: less recompute, less memory saved)
+  --checkpoint-part P    with --activation-checkpointing: block (default: the whole block) |
+                         attention (only its attention half, qkv to norm1: what Megatron-LM
+                         calls selective recomputation; the feed-forward keeps its activations)
+  --alternate-checkpointing  with --activation-checkpointing: warm-up and timed steps
+                         alternate between without and with it in this one process (same data,
+                         same model), and rank 0 prints, before the last line,
+                           checkpointing: step_ms_without=<a> step_ms_with=<b> ratio=<b/a>
+                         (medians of each kind's timed steps): a ratio that the machine's
+                         speed swings between runs do not reach. Peak RSS is then the unchecked
+                         steps'; measure it in a run of its own
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
@@ -141,8 +153,9 @@ Config parse(int argc, char** argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     }
-    if (flag == "--activation-checkpointing") {
-      c.activation_checkpointing = true;
+    if (flag == "--activation-checkpointing" || flag == "--alternate-checkpointing") {
+      (flag == "--activation-checkpointing" ? c.activation_checkpointing
+                                            : c.alternate_checkpointing) = true;
       continue;
     }
     if (flag == "--no-heap-tuning") {
@@ -191,6 +204,7 @@ Config parse(int argc, char** argv) {
       else if (flag == "--compress") c.compress = value;
       else if (flag == "--checkpoint") c.checkpoint = value;
       else if (flag == "--checkpoint-blocks") c.checkpoint_blocks = integer();
+      else if (flag == "--checkpoint-part") c.checkpoint_part = value;
       else usage_error(fmt::format("unknown option '{}'", flag));
     } catch (const std::logic_error&) {
       usage_error(fmt::format("{} '{}' is not a valid number", flag, value));
@@ -242,8 +256,14 @@ Config parse(int argc, char** argv) {
     usage_error(fmt::format("--compress '{}': use none, fp16 or bf16", c.compress));
   if (c.compress != "none" && c.strategy != "ddp")
     usage_error("--compress goes with --strategy ddp only");
-  if (c.checkpoint_blocks >= 0 && !c.activation_checkpointing)
-    usage_error("--checkpoint-blocks goes with --activation-checkpointing");
+  if ((c.checkpoint_blocks >= 0 || c.alternate_checkpointing) && !c.activation_checkpointing)
+    usage_error(fmt::format("{} goes with --activation-checkpointing",
+                            c.alternate_checkpointing ? "--alternate-checkpointing"
+                                                      : "--checkpoint-blocks"));
+  if (c.checkpoint_part != "block" && c.checkpoint_part != "attention")
+    usage_error(fmt::format("--checkpoint-part '{}': use block or attention", c.checkpoint_part));
+  if (c.alternate_checkpointing && c.steps < 2)
+    usage_error("--alternate-checkpointing needs --steps 2 or more (one of each kind)");
   if (c.activation_checkpointing && c.model != "xfmr")
     usage_error(fmt::format("--activation-checkpointing checkpoints xfmr's blocks; --model {} "
                             "has none (use --model xfmr)", c.model));
@@ -262,16 +282,20 @@ struct BlockImpl : torch::nn::Module {
         ff2(register_module("ff2", accel::Fp8Linear(4 * hidden, hidden))),
         norm2(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))) {}
 
-  torch::Tensor forward(torch::Tensor x) {
+  torch::Tensor forward(torch::Tensor x) { return feed_forward(attention(x)); }
+
+  // The two halves, each with its residual and norm (--checkpoint-part attention takes the first).
+  torch::Tensor attention(const torch::Tensor& x) {
     const std::int64_t b = x.size(0), s = x.size(1), h = x.size(2), d = h / heads;
     const torch::Tensor parts = qkv(x).view({b, s, 3, heads, d}).permute({2, 0, 3, 1, 4});
     const torch::Tensor q = parts[0], k = parts[1], v = parts[2];  // [b, heads, s, d]
     const torch::Tensor weights =
         torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d))), -1);
     const torch::Tensor mixed = torch::matmul(weights, v).transpose(1, 2).reshape({b, s, h});
-    x = norm1(x + proj(mixed));
-    return norm2(x + ff2(torch::relu(ff1(x))));
+    return norm1(x + proj(mixed));
   }
+
+  torch::Tensor feed_forward(const torch::Tensor& x) { return norm2(x + ff2(torch::relu(ff1(x)))); }
 
   std::int64_t heads;
   // accel::Fp8Linear is torch::nn::Linear but under Fp8, where it computes in fp8 (called by
@@ -287,7 +311,8 @@ struct BenchNetImpl : torch::nn::Module {
   explicit BenchNetImpl(const Config& c)
       : checkpointed_blocks(!c.activation_checkpointing  ? 0
                             : c.checkpoint_blocks < 0 ? c.layers
-                                                      : c.checkpoint_blocks) {
+                                                      : c.checkpoint_blocks),
+        attention_only(c.checkpoint_part == "attention") {
     if (c.model == "xfmr") {
       for (std::int64_t i = 0; i < c.layers; ++i)
         blocks.push_back(register_module(fmt::format("block{}", i), Block(c.hidden, c.heads)));
@@ -307,16 +332,23 @@ struct BenchNetImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     if (!blocks.empty()) {
       std::int64_t index = 0;
-      for (auto& block : blocks)
-        x = index++ < checkpointed_blocks
-                ? accel::checkpoint([&block](const torch::Tensor& t) { return block(t); }, x)
-                : block(x);
+      for (auto& block : blocks) {
+        if (index++ >= checkpointed_blocks)
+          x = block(x);
+        else if (attention_only)
+          x = block->feed_forward(accel::checkpoint(
+              [&block](const torch::Tensor& t) { return block->attention(t); }, x));
+        else
+          x = accel::checkpoint([&block](const torch::Tensor& t) { return block(t); }, x);
+      }
       return head(x.mean(1));
     }
     return net->forward(x);
   }
 
-  std::int64_t checkpointed_blocks;  // the first ones run through accel::checkpoint
+  std::int64_t checkpointed_blocks;  // the first ones run through accel::checkpoint (the
+                                     // training loop sets it with --alternate-checkpointing)
+  bool attention_only;               // of those, only the attention half
   torch::nn::Sequential net{nullptr};
   std::vector<Block> blocks;
   torch::nn::Linear head{nullptr};
@@ -462,14 +494,39 @@ int train(const Config& c) {
       }
     };
 
-    for (int i = 0; i < c.warmup; ++i) optimizer_step(false);
+    // --alternate-checkpointing: step i checkpoints when i is odd, on every rank alike.
+    const std::int64_t checkpointed_blocks = net->checkpointed_blocks;
+    auto choose_checkpointing = [&](int i) {
+      if (c.alternate_checkpointing) net->checkpointed_blocks = i % 2 ? checkpointed_blocks : 0;
+    };
+    for (int i = 0; i < c.warmup; ++i) {
+      choose_checkpointing(i);
+      optimizer_step(false);
+    }
     acc.wait_for_everyone();
+    std::vector<double> step_seconds[2];  // without, with checkpointing (alternating only)
     const Usage usage_start = Usage::now();
     const auto start = Clock::now();
-    for (int i = 0; i < c.steps; ++i) optimizer_step(true);
+    for (int i = 0; i < c.steps; ++i) {
+      choose_checkpointing(i);
+      const auto t0 = Clock::now();
+      optimizer_step(true);
+      step_seconds[i % 2].push_back(seconds(Clock::now() - t0));
+    }
     const double elapsed = seconds(Clock::now() - start);
     const Usage usage_end = Usage::now();
     acc.wait_for_everyone();
+    if (c.alternate_checkpointing && rank == 0) {
+      const auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+      };
+      const double without = median(step_seconds[0]), with = median(step_seconds[1]);
+      fmt::print("checkpointing: step_ms_without={:.1f} step_ms_with={:.1f} ratio={:.3f} "
+                 "(medians of {} and {} alternating steps, {} of {} blocks checkpointed)\n",
+                 1e3 * without, 1e3 * with, with / without, step_seconds[0].size(),
+                 step_seconds[1].size(), checkpointed_blocks, c.layers);
+    }
 
     const double steps_per_s = c.steps / elapsed;
     const double samples_per_s =

@@ -1,8 +1,9 @@
 // Memory tools (docs/memory.md): activation checkpointing (accel::checkpoint,
-// accel::Checkpointed, memory::checkpoint_sequential_children for
-// Options::activation_checkpointing), accel::estimate_memory and
-// accel::find_executable_batch_size. Kept out of <accel/accelerator.hpp>: libtorch's
-// autograd::Function and the estimate's meta-device run cost seconds of compile time.
+// accel::Checkpointed, memory::checkpoint_sequential_children and
+// checkpoint_sequential_children_except_last for Options::activation_checkpointing),
+// accel::estimate_memory and accel::find_executable_batch_size. Kept out of
+// <accel/accelerator.hpp>: libtorch's autograd::Function and the estimate's meta-device run cost
+// seconds of compile time.
 #pragma once
 
 #include "memory/checkpoint.hpp"

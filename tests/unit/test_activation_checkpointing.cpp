@@ -75,11 +75,12 @@ struct Run {
 
 // Two steps (so that the second sees gradients accumulated in place and updated weights) of a
 // prepared model under Accelerator<Ddp, Prec> with or without Options::activation_checkpointing.
+using Wrapper = std::size_t (*)(const std::shared_ptr<torch::nn::Module>&);
 template <class Prec>
-Run train_sequential(bool checkpointing, std::uint64_t dropout_seed = 3) {
+Run train_sequential(bool checkpointing, std::uint64_t dropout_seed = 3,
+                     Wrapper wrapper = &accel::memory::checkpoint_sequential_children) {
   accel::Accelerator<accel::Ddp, Prec> accelerator(
-      {.activation_checkpointing =
-           checkpointing ? &accel::memory::checkpoint_sequential_children : nullptr});
+      {.activation_checkpointing = checkpointing ? wrapper : nullptr});
   auto net = blocks(11);
   torch::optim::SGD sgd(net->parameters(), 0.1);
   auto [model, optimizer] = accelerator.prepare(net, sgd);
@@ -111,6 +112,10 @@ void check_prepare_option() {
   // that drew fresh masks would.
   const Run other_masks = train_sequential<Prec>(true, 4);
   CHECK(!torch::equal(plain.grads.front(), other_masks.grads.front()));
+  const Run except_last =
+      train_sequential<Prec>(true, 3, &accel::memory::checkpoint_sequential_children_except_last);
+  check_bitwise(plain.grads, except_last.grads);
+  CHECK(torch::equal(plain.after, except_last.after));
 }
 
 }  // namespace
@@ -150,6 +155,29 @@ TEST_CASE("activation checkpointing: the prepare option wraps the Sequential's b
   const auto out = model(torch::randn({2, 8}));
   REQUIRE(out.grad_fn());
   CHECK(out.grad_fn()->name().find("CheckpointFunction") != std::string::npos);
+}
+
+TEST_CASE("activation checkpointing: the except-last option leaves each Sequential's last child with parameters alone") {
+  // Two Sequentials in one model: each keeps its own last child.
+  struct TwoStacks : torch::nn::Module {
+    torch::nn::Sequential first = register_module("first", torch::nn::Sequential(Block(), Block()));
+    torch::nn::Sequential second =
+        register_module("second", torch::nn::Sequential(Block(), torch::nn::Linear(16, 1)));
+  };
+  const auto stacks = std::make_shared<TwoStacks>();
+  CHECK(accel::memory::checkpoint_sequential_children_except_last(stacks) == 2);
+  const auto wrapped = [](const torch::nn::Sequential& seq, std::size_t i) {
+    return std::dynamic_pointer_cast<accel::memory::detail::CheckpointCallImpl>(seq->ptr(i)) != nullptr;
+  };
+  CHECK(wrapped(stacks->first, 0));
+  CHECK(!wrapped(stacks->first, 1));
+  CHECK(wrapped(stacks->second, 0));
+  CHECK(!wrapped(stacks->second, 1));
+  auto net = blocks(11);
+  CHECK(accel::memory::checkpoint_sequential_children_except_last(net.ptr()) == 4);
+  const auto out = net->forward(torch::randn({2, 8}));
+  REQUIRE(out.grad_fn());
+  CHECK(out.grad_fn()->name().find("CheckpointFunction") == std::string::npos);
 }
 
 TEST_CASE("activation checkpointing: Checkpointed<Block> members, bitwise equal to the plain model") {
