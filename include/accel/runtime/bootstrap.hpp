@@ -19,15 +19,21 @@ inline torch::Device default_device(int local_rank) {
   return torch::Device(torch::kCPU);
 }
 
-// The group of this job's ranks on `device`, or null on one process.
+// The group of this job's ranks on `device`, or null on one process. On CUDA, the group's CUDA
+// tensors travel over NCCL (nccl.hpp), where this libtorch has it.
 inline std::unique_ptr<ProcessGroup> join_group(const Environment& env, const torch::Device& device,
                                                 GroupSettings settings) {
   if (env.process.world_size == 1) return nullptr;
-  if (device.is_cuda())
-    detail::fail("{} processes on {}: multi-process training on CUDA needs NCCL, which this "
-                 "version of accel does not wire yet; run the ranks on CPU "
-                 "(Options{{.device = torch::kCPU}}) or one process per job",
-                 env.process.world_size, device.str());
+  if (device.is_cuda()) {
+    if (!has_nccl)
+      detail::fail("{} processes on {}: multi-process training on CUDA needs c10d's NCCL group, "
+                   "and this libtorch was built without it (USE_C10D_NCCL undefined); use a CUDA "
+                   "build of libtorch with NCCL (PyTorch's own builds have it), run the ranks on "
+                   "CPU (Options{{.device = torch::kCPU}}), or one process per job",
+                   env.process.world_size, device.str());
+    settings.cuda_device = device.index() < 0 ? static_cast<c10::DeviceIndex>(env.process.local_rank)
+                                              : device.index();
+  }
   return std::make_unique<ProcessGroup>(env, settings);
 }
 

@@ -1,4 +1,5 @@
-// The group of ranks and the collectives accel uses, over c10d (Gloo on CPU). Every gap of a
+// The group of ranks and the collectives accel uses, over c10d: Gloo for CPU tensors, and NCCL
+// for CUDA tensors where the ranks train on CUDA (nccl.hpp). Every gap of a
 // backend is filled here, once, for every strategy:
 //   - reduce-scatter as alltoall plus a local sum: each rank sends and receives (N-1)/N of the
 //     data, like a ring (PyTorch's own fallback, allreduce then slice, moves twice that);
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <netdb.h>
+#include <optional>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -38,6 +40,7 @@
 #include "direct_gloo.hpp"
 #include "process.hpp"
 #include "environment.hpp"
+#include "nccl.hpp"
 #include "shared_memory_path.hpp"
 
 namespace accel::runtime {
@@ -68,6 +71,8 @@ struct GroupSettings {
   std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
   bool check_collectives = false;
   bool shared_memory = true;
+  // The ranks' CUDA device when they train on CUDA: CUDA tensors then travel over NCCL.
+  std::optional<c10::DeviceIndex> cuda_device = std::nullopt;
 };
 
 // A duration in seconds from the environment (fractions allowed), or `fallback` when unset.
@@ -211,6 +216,16 @@ class ProcessGroup {
                    rank_, size_, seconds(rendezvous), error.what());
     }
     store_->setTimeout(timeout_);
+    if (settings.cuda_device) {
+#if defined(USE_C10D_NCCL)
+      cuda_backend_ = make_nccl_backend(store_, rank_, size_, *settings.cuda_device, timeout_);
+#else
+      detail::fail("rank {}: CUDA tensors need c10d's NCCL group, which this libtorch (built "
+                   "without USE_C10D_NCCL) lacks; use a CUDA build of libtorch with NCCL, or "
+                   "train on CPU (Options{{.device = torch::kCPU}})",
+                   rank_);
+#endif
+    }
     if (settings.shared_memory && same_host)
       shm_ = std::make_unique<SharedMemoryPath>(*store_, run_token_, id_, rank_, size_, timeout_);
   }
@@ -319,7 +334,7 @@ class ProcessGroup {
       std::vector<torch::Tensor> list{wire};
       c10d::AllreduceOptions options;
       options.reduceOp = to_c10d(op);
-      await(backend_->allreduce(list, options), call);
+      await(backend_for(wire).allreduce(list, options), call);
     });
     if (op == ReduceOp::mean) tensor.div_(size_);
   }
@@ -369,7 +384,7 @@ class ProcessGroup {
                    c10::toString(sent.scalar_type()), TORCH_VERSION);
     Pending pending{this, check("allreduce", sent).sequence, {}, tensor, wire, {}};
     std::vector<torch::Tensor> list{sent};
-    pending.work = backend_->allreduce(list);
+    pending.work = backend_for(sent).allreduce(list);
     return pending;
   }
 
@@ -420,6 +435,10 @@ class ProcessGroup {
 
   void broadcast(torch::Tensor& tensor, int root = 0) {
     const Call call = check(fmt::format("broadcast(root={})", root), tensor);
+    if (tensor.is_cuda()) {
+      broadcast_on_device(tensor, root, call);
+      return;
+    }
     // The root's dtype and shape travel with the data (no extra round trip): a rank that passed
     // a tensor of the same byte size but another dtype or shape fails instead of reading garbage.
     const torch::Tensor header = describe_layout(tensor);
@@ -465,17 +484,17 @@ class ProcessGroup {
       });
       return output;
     }
-    if (native && detail::gloo_has_allgather_base && wire_native(input)) {
+    if (native && has_allgather_base(input) && wire_native(input)) {
       torch::Tensor output = torch::empty(shape, input.options());
       torch::Tensor in = input;
-      await(backend_->_allgather_base(output, in), call);
+      await(backend_for(input)._allgather_base(output, in), call);
       return output;
     }
     // Fallback: list all-gather, then one concatenation.
     std::vector<torch::Tensor> inputs{to_wire(input)};
     std::vector<std::vector<torch::Tensor>> outputs(1);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(torch::empty_like(inputs[0]));
-    await(backend_->allgather(outputs, inputs), call);
+    await(backend_for(input).allgather(outputs, inputs), call);
     return torch::cat(outputs[0], 0).to(input.scalar_type());
   }
 
@@ -494,10 +513,10 @@ class ProcessGroup {
       });
       return;
     }
-    if (native && detail::gloo_has_allgather_base && wire_native(input)) {
+    if (native && has_allgather_base(input) && wire_native(input)) {
       // A copy of the input: the native op may write this rank's slot while reading the input.
       torch::Tensor in = input.reshape(-1).clone();
-      await(backend_->_allgather_base(flat_output, in), call);
+      await(backend_for(input)._allgather_base(flat_output, in), call);
       return;
     }
     // Gloo's list all-gather gathers into a buffer of its own and then copies each rank's part
@@ -513,7 +532,7 @@ class ProcessGroup {
       for (int r = 0; r < size_; ++r)
         outputs[0].push_back(same_dtype ? flat_output.narrow(0, r * n + begin, length)
                                         : torch::empty_like(inputs[0]));
-      await(backend_->allgather(outputs, inputs), call);
+      await(backend_for(input).allgather(outputs, inputs), call);
       if (!same_dtype)
         for (int r = 0; r < size_; ++r)
           flat_output.narrow(0, r * n + begin, length).copy_(outputs[0][r]);
@@ -605,11 +624,12 @@ class ProcessGroup {
                                  static_cast<std::size_t>(chunk), *type, to_shm(op));
       });
       return result;  // the transport averaged already
-    } else if (native && detail::gloo_has_reduce_scatter_base && wire_native(flat)) {
+    } else if (native && (flat.is_cuda() || detail::gloo_has_reduce_scatter_base) &&
+               wire_native(flat)) {
       result = torch::empty({chunk}, flat.options());
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
-      await(backend_->_reduce_scatter_base(result, flat, options), call);
+      await(backend_for(flat)._reduce_scatter_base(result, flat, options), call);
     } else {
       // alltoall: chunk j goes to rank j, so rank r receives every rank's chunk r; summing them
       // locally finishes the reduce-scatter. In fp32 where the wire lacks bf16. Piece by piece
@@ -622,7 +642,7 @@ class ProcessGroup {
         const std::int64_t length = std::min(fallback_piece, chunk - begin);
         torch::Tensor wire = to_wire(chunks.narrow(1, begin, length).contiguous());
         torch::Tensor received = torch::empty_like(wire);
-        await(backend_->alltoall_base(received, wire, equal_split, equal_split), call);
+        await(backend_for(wire).alltoall_base(received, wire, equal_split, equal_split), call);
         result.narrow(0, begin, length).copy_(received.view({size_, length}).sum(0));
       }
     }
@@ -707,8 +727,22 @@ class ProcessGroup {
     }
   }
 
+  // NCCL carries every dtype accel reduces; Gloo lacks bf16 before 2.x.
   static bool wire_native(const torch::Tensor& t) {
-    return t.scalar_type() != torch::kBFloat16 || detail::gloo_has_bf16;
+    return t.is_cuda() || t.scalar_type() != torch::kBFloat16 || detail::gloo_has_bf16;
+  }
+  static bool has_allgather_base(const torch::Tensor& t) {
+    return t.is_cuda() || detail::gloo_has_allgather_base;
+  }
+
+  // The backend that carries `t`: NCCL for a CUDA tensor, Gloo for the rest.
+  detail::CommBackend& backend_for(const torch::Tensor& t) {
+    if (!t.is_cuda()) return *backend_;
+    if (!cuda_backend_)
+      detail::fail("rank {}: a collective on a tensor on {} in a group of ranks that train on the "
+                   "CPU (no NCCL group); move the tensor to the CPU first, or train on CUDA",
+                   rank_, t.device().str());
+    return *cuda_backend_;
   }
   static torch::Tensor to_wire(const torch::Tensor& t) {
     return wire_native(t) ? t : t.to(torch::kFloat);
@@ -793,6 +827,29 @@ class ProcessGroup {
     detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
   }
 
+  // broadcast() of a CUDA tensor: the root's layout over Gloo (a CPU tensor, checked as on the
+  // CPU path), then the data over NCCL straight into the tensor (or a contiguous stand-in).
+  void broadcast_on_device(torch::Tensor& tensor, int root, const Call& call) {
+    const torch::Tensor mine = describe_layout(tensor);
+    torch::Tensor layout = mine.clone();
+    {
+      std::vector<torch::Tensor> list{layout};
+      c10d::BroadcastOptions options;
+      options.rootRank = root;
+      await(backend_->broadcast(list, options), call);
+    }
+    if (rank_ != root && !torch::equal(layout, mine))
+      detail::fail("broadcast #{} from rank {}: the root sent {} and rank {} passed {}; every rank "
+                   "must pass a tensor of the root's dtype and shape",
+                   call.sequence, root, layout_text(layout), rank_, layout_text(mine));
+    torch::Tensor data = tensor.contiguous();
+    std::vector<torch::Tensor> list{data};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    await(backend_for(data).broadcast(list, options), call);
+    if (!data.is_same(tensor)) tensor.copy_(data);
+  }
+
   void await(const c10::intrusive_ptr<c10d::Work>& work, const Call& call) {
     try {
       work->wait();
@@ -869,7 +926,8 @@ class ProcessGroup {
   std::uint64_t sequence_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
-  c10::intrusive_ptr<detail::CommBackend> backend_;
+  c10::intrusive_ptr<detail::CommBackend> backend_;       // Gloo: CPU tensors
+  c10::intrusive_ptr<detail::CommBackend> cuda_backend_;  // NCCL: CUDA tensors (training on CUDA)
   std::unique_ptr<DirectGloo> direct_;  // made by the first register_allreduce
   // Last, so that it goes first: its thread stops before the rest of the group.
   std::unique_ptr<SharedMemoryPath> shm_;
