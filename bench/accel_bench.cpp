@@ -34,6 +34,10 @@
 
 #include "blas_threads.hpp"
 
+#if ACCEL_BENCH_CUDA  // bench/CMakeLists.txt: a CUDA libtorch
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -465,9 +469,13 @@ int train(const Config& c) {
     constexpr int kBatches = 8;
     std::vector<torch::Tensor> inputs, labels;
     for (int i = 0; i < kBatches; ++i) {
-      inputs.push_back(make_input(c));
-      labels.push_back(torch::randint(10, {c.batch}));
+      inputs.push_back(make_input(c).to(acc.device()));
+      labels.push_back(torch::randint(10, {c.batch}).to(acc.device()));
     }
+    // CUDA runs the step asynchronously: the clock reads after the device is done.
+    const auto wait_for_device = [&] {
+      if (acc.device().is_cuda()) torch::cuda::synchronize(acc.device().index());
+    };
 
     Breakdown parts;
     if (c.breakdown) parts.install(net->parameters());
@@ -504,6 +512,7 @@ int train(const Config& c) {
       optimizer_step(false);
     }
     acc.wait_for_everyone();
+    wait_for_device();
     std::vector<double> step_seconds[2];  // without, with checkpointing (alternating only)
     const Usage usage_start = Usage::now();
     const auto start = Clock::now();
@@ -511,8 +520,10 @@ int train(const Config& c) {
       choose_checkpointing(i);
       const auto t0 = Clock::now();
       optimizer_step(true);
+      if (c.alternate_checkpointing) wait_for_device();
       step_seconds[i % 2].push_back(seconds(Clock::now() - t0));
     }
+    wait_for_device();
     const double elapsed = seconds(Clock::now() - start);
     const Usage usage_end = Usage::now();
     acc.wait_for_everyone();
@@ -631,6 +642,25 @@ int train(const Config& c) {
       if (rank == 0)
         fmt::print("checkpoint: save_s={:.3f} load_s={:.3f} bytes={}\n", save_s, load_s, bytes);
     }
+    if (rank == 0 && c.model == "xfmr") {
+      // Model FLOPs (PaLM's appendix B): 6 per parameter per token for forward and backward,
+      // and 12 x layers x seq x hidden per token for attention's two matmuls; rematerialized
+      // FLOPs not counted.
+      const double tokens_per_s = samples_per_s * static_cast<double>(c.seq);
+      const double flops_per_token = 6.0 * static_cast<double>(parameter_count) +
+                                     12.0 * static_cast<double>(c.layers * c.seq * c.hidden);
+      fmt::print("tokens: tokens_per_s={:.0f} model_tflops_per_s_per_rank={:.2f}\n", tokens_per_s,
+                 tokens_per_s * flops_per_token / 1e12 / world);
+    }
+#if ACCEL_BENCH_CUDA
+    if (rank == 0 && acc.device().is_cuda())
+      fmt::print("device_memory: peak_allocated_mb={:.1f} (rank 0's CUDA caching allocator)\n",
+                 static_cast<double>(c10::cuda::CUDACachingAllocator::getDeviceStats(
+                                         acc.device().index())
+                                         .allocated_bytes[0]
+                                         .peak) /
+                     1e6);
+#endif
     if (rank == 0)
       fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f}\n", steps_per_s,
                  samples_per_s, peak_rss_mb());

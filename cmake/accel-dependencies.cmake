@@ -25,6 +25,17 @@ macro(accel_find_dependencies)
   # libgloo, which the linker wants named; the zip and the wheel build Gloo into libtorch_cpu
   # and ship no libgloo, so nothing is found or needed there.
   find_library(ACCEL_GLOO_LIBRARY gloo HINTS "${TORCH_INSTALL_PREFIX}/lib")
+  # A CUDA libtorch has c10d's NCCL group built in (runtime/nccl.hpp); its header includes
+  # nccl.h, which is in the CUDA toolkit or, for the Python wheel, in the nvidia-nccl package
+  # (scripts/device-check.sh passes ACCEL_NCCL_INCLUDE_DIR).
+  if(TARGET torch_cuda)
+    find_path(ACCEL_NCCL_INCLUDE_DIR nccl.h HINTS ENV NCCL_HOME ENV CUDA_HOME
+      PATH_SUFFIXES include PATHS /usr/local/cuda)
+    if(NOT ACCEL_NCCL_INCLUDE_DIR)
+      message(WARNING "accel: a CUDA libtorch, but no nccl.h: multi-process training on CUDA "
+                      "will stop at start; set ACCEL_NCCL_INCLUDE_DIR to the folder with nccl.h")
+    endif()
+  endif()
 endmacro()
 
 function(accel_link_dependencies target)
@@ -45,6 +56,13 @@ function(accel_link_dependencies target)
   endif()
   if(ACCEL_GLOO_LIBRARY)
     target_link_libraries(${target} INTERFACE "$<BUILD_INTERFACE:${ACCEL_GLOO_LIBRARY}>")
+  endif()
+  # USE_C10D_NCCL is what c10d's own headers test; defined here too, as libtorch's CMake target
+  # may not pass it on to its users.
+  if(TARGET torch_cuda AND ACCEL_NCCL_INCLUDE_DIR)
+    target_include_directories(${target} SYSTEM INTERFACE
+      "$<BUILD_INTERFACE:${ACCEL_NCCL_INCLUDE_DIR}>")
+    target_compile_definitions(${target} INTERFACE USE_C10D_NCCL)
   endif()
   # xxhash.h: a SYSTEM include unless it is in the compiler's own search path (/usr/include),
   # which must never be passed again (it would break #include_next in the C++ headers).

@@ -65,6 +65,9 @@ def parse():
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
                    help="sgd (lr 0.01) or adam (lr 0.001), as accel_bench")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: each rank on cuda:<local rank>, DDP over NCCL even at world size 1 "
+                        "(the reference for accel on a GPU, scripts/device-check.sh)")
     p.add_argument("--checkpoint", default="",
                    help="after training, time torch.save of the model's and the optimizer's "
                         "state_dict into this folder from rank 0 (as Accelerate's save_state "
@@ -214,12 +217,19 @@ def train(a):
     torch.set_num_threads(a.threads)
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
+    cuda = a.device == "cuda"
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+        import tempfile
+        init = os.environ.get("ACCEL_BENCH_INIT") or f"file://{tempfile.mkdtemp()}/store"
+        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world)
+    elif world > 1:
         dist.init_process_group("gloo", init_method=os.environ["ACCEL_BENCH_INIT"],
                                 rank=rank, world_size=world)
 
     torch.manual_seed(0)
-    net = Transformer(a) if a.model == "xfmr" else Mlp(a)
+    net = (Transformer(a) if a.model == "xfmr" else Mlp(a)).to(device)
     parameters = sum(p.numel() for p in net.parameters())
     model = net
     fsdp = a.strategy.startswith("fsdp") and world > 1
@@ -235,9 +245,10 @@ def train(a):
                                          auto_wrap_policy=ModuleWrapPolicy(units),
                                          device_id=torch.device("cpu"), use_orig_params=True)
         net = model
-    elif world > 1:
-        model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb,
-                                                    gradient_as_bucket_view=a.bucket_views)
+    elif world > 1 or cuda:
+        model = nn.parallel.DistributedDataParallel(
+            net, device_ids=[device.index] if cuda else None, bucket_cap_mb=a.bucket_mb,
+            gradient_as_bucket_view=a.bucket_views)
         if a.compress != "none":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.compress == "fp16"
@@ -255,9 +266,11 @@ def train(a):
               f"bucket_views={a.bucket_views}", file=sys.stderr, flush=True)
 
     torch.manual_seed(1000 + rank)  # synthetic data, once per rank, deterministic
-    batches = [(make_input(a), torch.randint(10, (a.batch,))) for _ in range(8)]
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "bf16" \
-        else contextlib.nullcontext
+    batches = [(make_input(a).to(device), torch.randint(10, (a.batch,)).to(device))
+               for _ in range(8)]
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) \
+        if a.precision == "bf16" else contextlib.nullcontext
+    wait_for_device = torch.cuda.synchronize if cuda else (lambda: None)
     cursor = 0
     clock = time.perf_counter
     parts = [0.0, 0.0, 0.0, 0.0]  # forward, backward, step, zero_grad
@@ -292,9 +305,11 @@ def train(a):
         optimizer_step()
     if world > 1:
         dist.barrier()
+    wait_for_device()
     start = time.perf_counter()
     for _ in range(a.steps):
         optimizer_step(timed=True)
+    wait_for_device()
     elapsed = time.perf_counter() - start
     if world > 1:
         dist.barrier()
@@ -317,6 +332,13 @@ def train(a):
                       f"other={v[4] - sum(v[:4]):.3f} total={v[4]:.3f}")
     if a.checkpoint:
         checkpoint(a, net, optimizer, rank, world)
+    if rank == 0 and a.model == "xfmr":  # as accel_bench prints them
+        tokens_per_s = samples_per_s * a.seq
+        flops_per_token = 6.0 * parameters + 12.0 * a.layers * a.seq * a.hidden
+        print(f"tokens: tokens_per_s={tokens_per_s:.0f} "
+              f"model_tflops_per_s_per_rank={tokens_per_s * flops_per_token / 1e12 / world:.2f}")
+    if rank == 0 and cuda:
+        print(f"device_memory: peak_allocated_mb={torch.cuda.max_memory_allocated(device) / 1e6:.1f}")
     if rank == 0:
         print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f} "
               f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)

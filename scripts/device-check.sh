@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The GPU checks of accel, as one script for a lent GPU machine (docs/libtorch-versions.md).
+#
+#   scripts/device-check.sh --prepare   here, on the Debian machine: stages in .cache/device-prefix
+#                                       what the GPU machine lacks (fmt, doctest, Boost.PFR,
+#                                       nlohmann/json and xxHash headers with their CMake
+#                                       configs, the Fashion-MNIST files) and prints how to run
+#   scripts/device-check.sh             there (the device tool's run, carrying .cache/device-prefix):
+#                                       builds against the Python torch it finds, runs the unit
+#                                       tests, the example on the GPU in each precision, and
+#                                       accel_bench on a GPT-2-small-sized transformer in bf16
+#                                       next to bench/reference/ddp.py (PyTorch DDP over NCCL at
+#                                       world size 1) on the same model; writes every log and a
+#                                       summary to $OUT (default: ./device-out)
+#
+# One run is meant to fit in about 8 minutes (each step has its own timeout), so that a second
+# try fits in the machine's 15-minute allowance. A step that fails is recorded and the next
+# one runs anyway: the summary says what passed, failed and measured.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+prefix="$repo/.cache/device-prefix"
+
+if [ "${1:-}" = "--prepare" ]; then
+  set -e
+  rm -rf "$prefix"
+  mkdir -p "$prefix/include/boost" "$prefix/lib/x86_64-linux-gnu/cmake" "$prefix/lib/cmake" \
+           "$prefix/share/cmake" "$prefix/fashion-mnist"
+  cp -r /usr/include/fmt /usr/include/doctest /usr/include/nlohmann /usr/include/xxhash.h \
+        /usr/include/xxh3.h "$prefix/include/"
+  cp -r /usr/include/boost/pfr /usr/include/boost/pfr.hpp "$prefix/include/boost/"
+  cp -r /usr/lib/x86_64-linux-gnu/cmake/fmt /usr/lib/x86_64-linux-gnu/cmake/Boost-1.81.0 \
+        /usr/lib/x86_64-linux-gnu/cmake/boost_headers-1.81.0 "$prefix/lib/x86_64-linux-gnu/cmake/"
+  # fmt's config checks that its library exists, though accel uses fmt header-only there.
+  cp -a /usr/lib/x86_64-linux-gnu/libfmt.so* "$prefix/lib/x86_64-linux-gnu/"
+  cp -r /usr/lib/cmake/doctest "$prefix/lib/cmake/"
+  # Debian's doctest config names /usr; relative to where it now lies instead.
+  sed -i 's|^set(_IMPORT_PREFIX "/usr")|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
+    "$prefix/lib/cmake/doctest/doctestTargets.cmake"
+  cp -r /usr/share/cmake/nlohmann_json "$prefix/share/cmake/"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$prefix/fashion-mnist/"
+  du -sh "$prefix"
+  cat <<EOF
+Staged. On a lent machine, one call of the device tool:
+  run  command: scripts/device-check.sh   carry: [".cache/device-prefix"]   timeout_s: 540
+EOF
+  exit 0
+fi
+
+out=${OUT:-$repo/device-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+# step NAME TIMEOUT CMD...: runs CMD with its output in $out/NAME.log; notes pass or fail.
+step() {
+  local name=$1 limit=$2; shift 2
+  local begin=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then note "PASS $name ($((SECONDS - begin)) s)"
+  else note "FAIL $name (exit $rc after $((SECONDS - begin)) s; $name.log)"; tail -5 "$out/$name.log" | sed 's/^/     /' | tee -a "$summary"; fi
+  return $rc
+}
+
+[ -d "$prefix" ] || { note "FAIL setup: $prefix missing: run scripts/device-check.sh --prepare on the Debian machine and carry .cache/device-prefix"; exit 1; }
+python=$(command -v python3)
+{
+  date -u; uname -a; nvidia-smi 2>&1 | head -15
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
+  c++ --version | head -1; cmake --version | head -1; command -v ninja
+} >"$out/environment.txt" 2>&1
+torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+nccl_include=$("$python" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))' 2>/dev/null)
+[ -f "$nccl_include/nccl.h" ] || nccl_include=$(dirname "$(ls /usr/local/cuda*/include/nccl.h /usr/include/nccl.h 2>/dev/null | head -1)")
+note "torch prefix: $torch_prefix; nccl.h in: $nccl_include"
+generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
+build="$repo/build-device"
+
+step configure 120 cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_prefix" -DACCEL_FMT_HEADER_ONLY=ON \
+  -Dfmt_DIR="$prefix/lib/x86_64-linux-gnu/cmake/fmt" -Ddoctest_DIR="$prefix/lib/cmake/doctest" \
+  -DBoost_DIR="$prefix/lib/x86_64-linux-gnu/cmake/Boost-1.81.0" \
+  -Dboost_headers_DIR="$prefix/lib/x86_64-linux-gnu/cmake/boost_headers-1.81.0" \
+  -Dnlohmann_json_DIR="$prefix/share/cmake/nlohmann_json" \
+  -DACCEL_XXHASH_INCLUDE_DIR="$prefix/include" -DACCEL_NCCL_INCLUDE_DIR="$nccl_include" \
+  -DACCEL_COMPILE_FAIL_TWINS=OFF || exit 1
+step build 300 cmake --build "$build" -j"$(nproc)" --target accel_unit_tests fashion_mnist accel_bench accel-launch || exit 1
+
+# The unit tests build their tensors on the CPU: this runs them against this torch build.
+step unit_tests 90 "$build/tests/accel_unit_tests"
+grep -q "USE_C10D_NCCL\|nccl" "$build/build.ninja" 2>/dev/null && note "USE_C10D_NCCL: in the build's flags"
+
+data="$repo/.cache/fashion-mnist"
+mkdir -p "$data"
+for f in "$prefix"/fashion-mnist/*.gz; do gzip -dc "$f" >"$data/$(basename "$f" .gz)"; done
+for precision in fp32 bf16 fp16 fp8; do
+  step "example_$precision" 60 "$build/examples/fashion_mnist/fashion_mnist" --precision "$precision" \
+    --steps 300 --data-dir "$data" --eval-samples 2000
+  grep -iE "device|accuracy" "$out/example_$precision.log" | tail -2 | sed 's/^/     /' | tee -a "$summary"
+done
+
+# GPT-2-small-sized: 12 blocks of hidden 768, 12 heads, sequence 1024 (85M parameters in the
+# blocks); bf16 autocast, Adam. accel and PyTorch in turns.
+model=(--model xfmr --hidden 768 --layers 12 --heads 12 --seq 1024 --batch 8 --optimizer adam
+       --precision bf16 --steps 20 --warmup 5)
+for turn in 1 2; do
+  step "accel_bench_$turn" 120 "$build/bench/accel_bench" "${model[@]}"
+  step "ddp_py_$turn" 120 "$python" "$repo/bench/reference/ddp.py" "${model[@]}" --device cuda
+done
+peak_tflops=989  # H200 (as H100 SXM): dense bf16 tensor-core peak
+for log in "$out"/accel_bench_*.log "$out"/ddp_py_*.log; do
+  [ -f "$log" ] || continue
+  tf=$(grep -o 'model_tflops_per_s_per_rank=[0-9.]*' "$log" | cut -d= -f2)
+  note "$(basename "$log" .log): $(grep -h '^tokens:\|^device_memory:\|^steps_per_s' "$log" | tr '\n' ' ')${tf:+mfu=$(awk -v t="$tf" -v p=$peak_tflops 'BEGIN{printf "%.3f", t/p}')}"
+done
+note "done in $SECONDS s"
