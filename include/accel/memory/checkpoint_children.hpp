@@ -44,10 +44,6 @@ class CheckpointCallImpl : public torch::nn::Module {
   TensorNames names_;
 };
 
-}  // namespace detail
-
-namespace detail {
-
 // Wraps the children with parameters of the Sequentials in `model`, less each Sequential's last
 // one where `except_last`; returns how many it wrapped.
 inline std::size_t checkpoint_children(const std::shared_ptr<torch::nn::Module>& model,
