@@ -84,11 +84,13 @@ step configure 120 cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_
   -Dnlohmann_json_DIR="$prefix/share/cmake/nlohmann_json" \
   -DACCEL_XXHASH_INCLUDE_DIR="$prefix/include" -DACCEL_NCCL_INCLUDE_DIR="$nccl_include" \
   -DACCEL_COMPILE_FAIL_TWINS=OFF || exit 1
-step build 300 cmake --build "$build" -j"$(nproc)" --target accel_unit_tests fashion_mnist accel_bench accel-launch || exit 1
+step build 300 cmake --build "$build" -j"$(nproc)" --target accel_unit_tests fashion_mnist accel_bench accel-launch accel-check || exit 1
 
 # The unit tests build their tensors on the CPU: this runs them against this torch build.
 step unit_tests 90 "$build/tests/accel_unit_tests"
-grep -q "USE_C10D_NCCL\|nccl" "$build/build.ninja" 2>/dev/null && note "USE_C10D_NCCL: in the build's flags"
+# accel's own report: the devices it sees and whether c10d's NCCL group is compiled in.
+step environment_report 30 "$build/tools/accel-launch" env
+grep -i "nccl\|cuda" "$out/environment_report.log" | head -4 | sed 's/^/     /' | tee -a "$summary"
 
 data="$repo/.cache/fashion-mnist"
 mkdir -p "$data"
