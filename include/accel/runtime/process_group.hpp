@@ -216,16 +216,10 @@ class ProcessGroup {
                    rank_, size_, seconds(rendezvous), error.what());
     }
     store_->setTimeout(timeout_);
-    if (settings.cuda_device) {
-#if defined(USE_C10D_NCCL)
+#if defined(USE_C10D_NCCL)  // without it, join_group() refuses CUDA ranks before this
+    if (settings.cuda_device)
       cuda_backend_ = make_nccl_backend(store_, rank_, size_, *settings.cuda_device, timeout_);
-#else
-      detail::fail("rank {}: CUDA tensors need c10d's NCCL group, which this libtorch (built "
-                   "without USE_C10D_NCCL) lacks; use a CUDA build of libtorch with NCCL, or "
-                   "train on CPU (Options{{.device = torch::kCPU}})",
-                   rank_);
 #endif
-    }
     if (settings.shared_memory && same_host)
       shm_ = std::make_unique<SharedMemoryPath>(*store_, run_token_, id_, rank_, size_, timeout_);
   }
@@ -624,8 +618,7 @@ class ProcessGroup {
                                  static_cast<std::size_t>(chunk), *type, to_shm(op));
       });
       return result;  // the transport averaged already
-    } else if (native && (flat.is_cuda() || detail::gloo_has_reduce_scatter_base) &&
-               wire_native(flat)) {
+    } else if (native && has_reduce_scatter_base(flat) && wire_native(flat)) {
       result = torch::empty({chunk}, flat.options());
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
@@ -733,6 +726,9 @@ class ProcessGroup {
   }
   static bool has_allgather_base(const torch::Tensor& t) {
     return t.is_cuda() || detail::gloo_has_allgather_base;
+  }
+  static bool has_reduce_scatter_base(const torch::Tensor& t) {
+    return t.is_cuda() || detail::gloo_has_reduce_scatter_base;
   }
 
   // The backend that carries `t`: NCCL for a CUDA tensor, Gloo for the rest.
