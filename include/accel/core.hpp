@@ -106,6 +106,12 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
                 {options_.timeout, options_.rendezvous_timeout, options_.check_collectives,
                  options_.shared_memory}))),
         gradients_(accumulation_steps) {
+    if (options_.offload.any() && !parallel::Strategy<parallelism_policy>::can_offload)
+      detail::fail("{}: Options::offload moves optimizer state (and Zero3's parameter shards) to "
+                   "the CPU, and {} keeps them whole on every rank's device; use Zero2, Zero3 or "
+                   "Fsdp<FullShard|ShardGradOp|HybridShard> to offload, or leave Options::offload "
+                   "off",
+                   parallelism_policy::name, parallelism_policy::name);
     precision_.attach(group_.get(), options_, device_);
     if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
     strategy_.attach(group_.get(), options_);

@@ -51,6 +51,25 @@ struct Zero2Options {
   int reduce_scatters_in_flight = 0;
 };
 
+// Zero2's, Zero3's and Fsdp's offloading to the CPU (Options::offload), as DeepSpeed's
+// offload_optimizer and offload_param and FSDP's CPUOffload: device memory traded for copies
+// between the device and the host each step (docs/memory.md, "CPU offload").
+struct OffloadOptions {
+  // This rank's optimizer state, and its step, on the CPU: the shard optimizer steps CPU copies
+  // of this rank's parameter shard (pinned when the device is CUDA); before each step the
+  // reduce-scattered shard gradient is copied to them, after it the updated values come back to
+  // the device (Zero2 then all-gathers them as without offload). The CPU copy is the master: a
+  // parameter written directly on the device between steps is overwritten at the next step;
+  // write through load_state() or full_parameters(), which update it.
+  bool optimizer = false;
+  // Zero3 and Fsdp<FullShard|HybridShard> on 2 or more processes: this rank's parameter shard
+  // and its gradient live on the CPU; a unit's all-gather copies the shard to the device, and the
+  // reduce-scattered gradient is added to the CPU shard gradient. The optimizer then steps on
+  // the CPU too (optimizer is implied). Between steps the device holds no parameters at all.
+  bool parameters = false;
+  bool any() const { return optimizer || parameters; }
+};
+
 // Fp16's dynamic loss scaling (Options::loss_scaling): PyTorch's torch.amp.GradScaler, with its
 // defaults. The loss is multiplied by the scale before backward; a step whose gradients hold an
 // inf or a nan on any rank is skipped and the scale multiplied by backoff_factor; after
@@ -141,6 +160,7 @@ struct Options {
 
   DdpOptions ddp = {};
   Zero2Options zero2 = {};
+  OffloadOptions offload = {};
   LossScalingOptions loss_scaling = {};
   Fp8Options fp8 = {};
   CheckpointOptions checkpoints = {};

@@ -808,6 +808,7 @@ struct ShardedRun {
   double clip = 0.0;  // max_norm; 0: no clipping
   bool scheduler = false;
   bool bucket_per_parameter = false;  // Zero2: Options::zero2 caps small enough for that
+  accel::OffloadOptions offload = {};
 };
 
 // Zero2's caps for a bucket per parameter: each closes at its first parameter.
@@ -823,6 +824,7 @@ template <class Accel, class MakeOptimizer>
 void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run = {}) {
   accel::Options options = test_options();
   if (run.bucket_per_parameter) options.zero2 = bucket_per_parameter;
+  options.offload = run.offload;
   Accel acc(options);
   const int w = acc.num_processes();
   const std::int64_t per_rank = 4;
@@ -941,22 +943,42 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   for (const auto& p : reference->parameters())
     if (!p.requires_grad()) frozen_bytes += p.numel() * 4;
   const accel::MemoryUse use = acc.memory_use();
-  const auto uses = acc.gather_object(std::array{use.parameters, use.gradients, use.optimizer_state});
-  std::int64_t parameters = 0, gradients = 0, state = 0;
+  const auto uses = acc.gather_object(
+      std::array{use.parameters, use.gradients, use.optimizer_state, use.offloaded});
+  std::int64_t parameters = 0, gradients = 0, state = 0, offloaded = 0;
   for (const auto& u : uses) {
     parameters += u[0];
     gradients += u[1];
     state += u[2];
+    offloaded += u[3];
   }
   const std::int64_t padded_bytes = 4 * shard_numel * s;
-  fmt::print("rank {}: memory_use parameters {} gradients {} optimizer_state {} bytes\n",
-             acc.process_index(), use.parameters, use.gradients, use.optimizer_state);
-  EXPECT(state == nodes * one_process.use().optimizer_state);
+  fmt::print("rank {}: memory_use parameters {} gradients {} optimizer_state {} offloaded {} bytes\n",
+             acc.process_index(), use.parameters, use.gradients, use.optimizer_state, use.offloaded);
+  const std::int64_t one_process_state = one_process.use().optimizer_state;
+  // Offloaded to the CPU: the optimizer state, and either the CPU copies of the pieces with their
+  // gradients (offload.optimizer: each trainable element once per node) or the padded shards
+  // with theirs (offload.parameters), which then leave the device.
+  if (run.offload.parameters) {
+    EXPECT(state == 0 && gradients == 0);
+    EXPECT(offloaded == nodes * (one_process_state + 2 * padded_bytes));
+    EXPECT(parameters == w * frozen_bytes);
+    return;
+  }
+  EXPECT(state == (run.offload.optimizer ? 0 : nodes * one_process_state));
+  EXPECT(offloaded == (run.offload.optimizer ? nodes * (one_process_state + 8 * trainable) : 0));
   EXPECT(gradients == nodes * padded_bytes);
   if constexpr (Sharding<typename Accel::parallelism_policy>::shards_parameters)
     EXPECT(parameters == nodes * padded_bytes + w * frozen_bytes);
   else
     EXPECT(parameters == w * (padded_bytes + frozen_bytes));
+  // The optimizer steps CPU copies, not the pieces of the device's shards.
+  if (run.offload.optimizer)
+    for (const auto& group : shard->param_groups())
+      for (const auto& copy : group.params())
+        for (const auto& flat : flats)
+          EXPECT(copy.is_cpu() &&
+                 copy.storage().unsafeGetStorageImpl() != flat->shard().storage().unsafeGetStorageImpl());
 }
 
 // Non-final micro-steps communicate nothing; the final one reduce-scatters once per flat
@@ -1070,6 +1092,14 @@ void zero2_refusals() {
   accel::Options no_flight = test_options();
   no_flight.zero2.reduce_scatters_in_flight = -1;
   expect_error([&] { Zero2 refused(no_flight); }, "reduce_scatters_in_flight -1");
+  accel::Options offload_parameters = test_options();
+  offload_parameters.offload.parameters = true;
+  expect_error([&] { Zero2 refused(offload_parameters); },
+               "Zero2: Options::offload.parameters keeps parameter shards on the CPU between uses, "
+               "and Zero2 keeps every parameter whole on each rank");
+  expect_error([&] { accel::Accelerator<accel::Ddp> refused(offload_parameters); },
+               "Ddp: Options::offload moves optimizer state (and Zero3's parameter shards) to the "
+               "CPU, and Ddp keeps them whole");
   const Regression data;
   torch::manual_seed(4);
   auto net = padded_model();
@@ -1476,6 +1506,24 @@ int main(int argc, char** argv) {
        }},
       {"zero3_gan_accumulation", gan_accumulation<accel::Zero3>},
       {"zero2_adam", [] { sharded_matches_single_process<Zero2>(make_adam); }},
+      {"zero2_offload",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>(
+             make_adam, {.frozen_bias = true, .clip = 0.05, .scheduler = true,
+                         .offload = {.optimizer = true}});
+       }},
+      {"zero3_offload_optimizer",
+       [] {
+         sharded_matches_single_process<Zero3>(make_adamw, {.clip = 0.05, .offload = {.optimizer = true}});
+       }},
+      {"zero3_offload_parameters",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>(
+             make_adam, {.frozen_bias = true, .clip = 0.05, .scheduler = true,
+                         .offload = {.parameters = true}});
+       }},
       {"zero2_sgd_momentum",
        [] { sharded_matches_single_process<Zero2>(make_sgd, {.scheduler = true}); }},
       {"zero2_adamw", [] { sharded_matches_single_process<Zero2>(make_adamw); }},

@@ -20,6 +20,10 @@
 namespace accel::parallel {
 
 struct LocalStrategy {
+  // Whether Options::offload applies: only the sharded strategies keep state to offload
+  // (detail/sharded_strategy.hpp).
+  static constexpr bool can_offload = false;
+
   // label names the model in errors ("prepared model #2 (Discriminator)").
   void prepare_model(torch::nn::Module& /*module*/, const std::string& /*label*/) {}
   template <class Optimizer>

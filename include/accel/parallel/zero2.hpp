@@ -19,7 +19,8 @@
 //                       gradients accumulate.
 //   optimizer.step()    an optimizer of the user's type steps this rank's shards
 //                       (detail/sharded_strategy.hpp); the updated shards are all-gathered back
-//                       into every rank's buffers.
+//                       into every rank's buffers. With Options::offload.optimizer it steps CPU
+//                       copies of them, and the updated values come back to the device first.
 //
 // Which backward a model takes part in: one that reaches at least one of its gradients, or whose
 // window collected some; a model no loss reached (a GAN's generator during its discriminator's
@@ -61,6 +62,12 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
                           "reduce-scatters in flight 0 or more (the defaults: 1, 25 and 0)",
                           name_, zero2.first_bucket_mb, zero2.bucket_mb,
                           zero2.reduce_scatters_in_flight);
+    if (options.offload.parameters)
+      accel::detail::fail("{}: Options::offload.parameters keeps parameter shards on the CPU "
+                          "between uses, and {} keeps every parameter whole on each rank (only "
+                          "gradients and optimizer state are sharded); use Zero3 or "
+                          "Fsdp<FullShard> to offload parameters, or offload.optimizer alone",
+                          name_, name_);
     caps_ = {zero2.first_bucket_mb, zero2.bucket_mb};
     max_in_flight_ = static_cast<std::size_t>(zero2.reduce_scatters_in_flight);
   }

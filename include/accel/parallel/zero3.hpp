@@ -24,6 +24,10 @@
 //                    freed. Units no backward completed are finished after autograd, in order.
 //   optimizer.step() the user's optimizer type over this rank's shard (detail/sharded_strategy.hpp);
 //                    nothing gathered: the next forward gathers the updated shards.
+//   offload          (Options::offload) parameters: the shards and their gradients live on the
+//                    CPU; a gather copies the shard to the device first, and the step runs on
+//                    the CPU. optimizer alone: the shards stay on the device, the optimizer steps
+//                    CPU copies of them (detail/sharded_strategy.hpp).
 //
 // Under GradAccum the full gradients of every unit collect through the window (no
 // communication) and are reduce-scattered at its end, as Zero2 does.
@@ -181,6 +185,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       }
       to_rest(u);
     }
+    copy_pieces_to_host();
   }
 
   // How many units the prepared models were cut into, root units included (for tests and docs).
@@ -233,7 +238,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       detail::FlatParameter& flat = *flats_[f];
       if (flat.materialized()) continue;
       flat.materialize();
-      shard_group_->allgather_into(flat.flat(), flat.shard());
+      shard_group_->allgather_into(flat.flat(), flat.shard_on_device());
     }
   }
 
@@ -247,7 +252,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       detail::FlatParameter& flat = *flats_[f];
       if (flat.materialized()) continue;
       flat.materialize();
-      gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard());
+      gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard_on_device());
     }
   }
 

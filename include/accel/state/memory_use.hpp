@@ -16,7 +16,11 @@ struct MemoryUse {
   std::int64_t parameters = 0;       // bytes, this rank
   std::int64_t gradients = 0;
   std::int64_t optimizer_state = 0;
-  std::int64_t total() const { return parameters + gradients + optimizer_state; }
+  // What Options::offload keeps on the CPU instead: parameter shards and their gradients, the
+  // CPU copies the optimizer steps, and that optimizer's state. Counted here even when the
+  // device is the CPU itself.
+  std::int64_t offloaded = 0;
+  std::int64_t total() const { return parameters + gradients + optimizer_state + offloaded; }
 };
 
 namespace state {
@@ -25,33 +29,36 @@ class MemoryCounter {
  public:
   void parameter(const torch::Tensor& t) { add(t, use_.parameters); }
   void gradient(const torch::Tensor& t) { add(t, use_.gradients); }
+  void offloaded(const torch::Tensor& t) { add(t, use_.offloaded); }
   // The state tensors of torch::optim's SGD, Adam, AdamW, Adagrad, RMSprop and LBFGS; the state
   // of an optimizer class of your own is not seen (libtorch gives no generic way to list it).
-  void optimizer_state(const torch::optim::Optimizer& optimizer) {
+  // offloaded: it steps on the CPU for Options::offload.
+  void optimizer_state(const torch::optim::Optimizer& optimizer, bool offloaded = false) {
+    std::int64_t& kind = offloaded ? use_.offloaded : use_.optimizer_state;
     for (const auto& [key, state] : optimizer.state()) {
       const auto* s = state.get();
       if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(s))
-        count_state({adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
+        count_state(kind, {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
       else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(s))
-        count_state({adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
+        count_state(kind, {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
       else if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(s))
-        count_state({sgd->momentum_buffer()});
+        count_state(kind, {sgd->momentum_buffer()});
       else if (const auto* adagrad = dynamic_cast<const torch::optim::AdagradParamState*>(s))
-        count_state({adagrad->sum()});
+        count_state(kind, {adagrad->sum()});
       else if (const auto* rms = dynamic_cast<const torch::optim::RMSpropParamState*>(s))
-        count_state({rms->square_avg(), rms->momentum_buffer(), rms->grad_avg()});
+        count_state(kind, {rms->square_avg(), rms->momentum_buffer(), rms->grad_avg()});
       else if (const auto* lbfgs = dynamic_cast<const torch::optim::LBFGSParamState*>(s)) {
-        count_state({lbfgs->d(), lbfgs->H_diag(), lbfgs->prev_flat_grad()});
+        count_state(kind, {lbfgs->d(), lbfgs->H_diag(), lbfgs->prev_flat_grad()});
         for (const auto* list : {&lbfgs->old_dirs(), &lbfgs->old_stps(), &lbfgs->ro()})
-          for (const auto& t : *list) add(t, use_.optimizer_state);
+          for (const auto& t : *list) add(t, kind);
       }
     }
   }
   const MemoryUse& use() const { return use_; }
 
  private:
-  void count_state(std::initializer_list<torch::Tensor> tensors) {
-    for (const auto& t : tensors) add(t, use_.optimizer_state);
+  void count_state(std::int64_t& kind, std::initializer_list<torch::Tensor> tensors) {
+    for (const auto& t : tensors) add(t, kind);
   }
   void add(const torch::Tensor& t, std::int64_t& bytes) {
     if (!t.defined() || !t.has_storage()) return;

@@ -102,19 +102,9 @@ class FlatParameter {
       parameters_[i].set_data(slot);
     }
     shard_gradient_ = torch::zeros({layout_.shard_numel}, flat_.options());
-    const std::int64_t shard_begin = rank_ * layout_.shard_numel;
-    shard_ = flat_.narrow(0, shard_begin, layout_.shard_numel);
+    shard_ = flat_.narrow(0, rank_ * layout_.shard_numel, layout_.shard_numel);
     if (residency_ == Residency::sharded) shard_ = shard_.clone();
-    const std::int64_t shard_end = shard_begin + layout_.shard_numel;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      const std::int64_t begin = std::max(shard_begin, layout_.offsets[i]);
-      const std::int64_t end = std::min(shard_end, layout_.offsets[i] + parameters_[i].numel());
-      if (begin >= end) continue;
-      // detach(): a leaf the optimizer accepts, still sharing the shard's storage.
-      torch::Tensor data = shard_.narrow(0, begin - shard_begin, end - begin).detach();
-      data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
-      pieces_.push_back({i, begin - layout_.offsets[i], std::move(data)});
-    }
+    cut_pieces();
   }
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
@@ -133,6 +123,27 @@ class FlatParameter {
   torch::Tensor& flat() { return flat_; }
   // This rank's contiguous shard (replicated: a view of the buffer; sharded: its own tensor).
   const torch::Tensor& shard() const { return shard_; }
+
+  // Sharded residency only (Options::offload.parameters): this rank's shard and its gradient
+  // move to the CPU (pinned memory when the buffer is on CUDA), and the pieces with them; the
+  // full buffer stays on the device. The strategy copies the shard to the device to all-gather
+  // it (shard_on_device()) and adds reduce-scattered gradients into the CPU shard gradient.
+  void keep_shard_on_host() {
+    if (residency_ != Residency::sharded)
+      accel::detail::fail("FlatParameter: only a sharded flat parameter keeps its shard on the host");
+    torch::NoGradGuard no_grad;
+    const auto host = flat_.options().device(torch::kCPU).pinned_memory(flat_.is_cuda());
+    torch::Tensor shard = torch::empty({layout_.shard_numel}, host);
+    shard.copy_(shard_);
+    shard_ = shard;
+    shard_gradient_ = torch::zeros({layout_.shard_numel}, host);
+    cut_pieces();
+  }
+  // The shard where the full buffer is, for all-gathering into it: the shard itself, or a copy
+  // when it is kept on the host.
+  torch::Tensor shard_on_device() const {
+    return shard_.device() == flat_.device() ? shard_ : shard_.to(flat_.device());
+  }
 
   // Sharded residency only. Whether the full buffer has storage.
   bool materialized() const { return flat_.storage().nbytes() != 0; }
@@ -211,6 +222,23 @@ class FlatParameter {
     std::vector<std::int64_t> result;
     for (const auto& p : params) result.push_back(p.numel());
     return result;
+  }
+
+  // This rank's shard cut along parameter boundaries: each piece a leaf aliasing the shard
+  // (detach(): a leaf the optimizer accepts, still sharing its storage), its .grad aliasing the
+  // shard gradient.
+  void cut_pieces() {
+    pieces_.clear();
+    const std::int64_t shard_begin = rank_ * layout_.shard_numel;
+    const std::int64_t shard_end = shard_begin + layout_.shard_numel;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      const std::int64_t begin = std::max(shard_begin, layout_.offsets[i]);
+      const std::int64_t end = std::min(shard_end, layout_.offsets[i] + c10::multiply_integers(shapes_[i]));
+      if (begin >= end) continue;
+      torch::Tensor data = shard_.narrow(0, begin - shard_begin, end - begin).detach();
+      data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
+      pieces_.push_back({i, begin - layout_.offsets[i], std::move(data)});
+    }
   }
 
   bool is_gradient_view(std::size_t i) const {

@@ -11,6 +11,13 @@
 //                       copies the user's group options in (LR schedulers keep working), steps,
 //                       then Derived::after_shard_step(flats) (Zero2 all-gathers the updated
 //                       shards; Zero3 leaves them sharded until the next forward).
+//   Options::offload    optimizer: the shard optimizer steps CPU copies of the pieces instead
+//                       (pinned when the device is CUDA): the pieces' gradients are copied to
+//                       them before the step and the values back after it. On one process, where
+//                       nothing is flattened, the pieces are the parameters themselves.
+//                       parameters (Zero3): the shards themselves live on the CPU
+//                       (FlatParameter::keep_shard_on_host), so the optimizer steps there with
+//                       no copies.
 //
 // Derived (CRTP, no virtual dispatch) provides gradient_arrived(std::size_t flat, std::size_t index)
 // and after_shard_step(const std::vector<std::size_t>& flats).
@@ -50,10 +57,20 @@ class ShardedStrategy : public LocalStrategy {
   ShardedStrategy(const ShardedStrategy&) = delete;
   ShardedStrategy& operator=(const ShardedStrategy&) = delete;
 
-  void attach(runtime::ProcessGroup* process_group, const Options& /*options*/) {
+  void attach(runtime::ProcessGroup* process_group, const Options& options) {
     group_ = process_group;
     shard_group_ = process_group;
+    offload_ = options.offload;
+    if (offload_.parameters && group_ == nullptr)
+      accel::detail::fail("{}: Options::offload.parameters keeps this rank's parameter shards on "
+                          "the CPU, and on one process nothing is sharded (the model stays whole "
+                          "on its device); set offload.optimizer instead to keep the optimizer "
+                          "state and its step on the CPU, or run 2 or more processes",
+                          name_);
   }
+
+  // Strategies without shards (Ddp) refuse Options::offload.
+  static constexpr bool can_offload = true;
 
   template <class Optimizer>
   void prepare_optimizer(Optimizer& optimizer) {
@@ -137,13 +154,23 @@ class ShardedStrategy : public LocalStrategy {
   // optimizers' state.
   void count_memory(state::MemoryCounter& counter) const {
     for (const auto& flat : flats_) {
+      if (offload_.parameters) {
+        counter.offloaded(flat->shard());
+        counter.offloaded(flat->shard_gradient());
+      }
       counter.parameter(flat->shard());
       counter.parameter(flat->flat());  // 0 bytes while a Zero3 unit is not gathered
       counter.gradient(flat->shard_gradient());
       counter.gradient(flat->gradient());
     }
-    for (const auto& sharded : optimizers_)
-      if (sharded.shard) counter.optimizer_state(*sharded.shard);
+    for (const auto& sharded : optimizers_) {
+      for (const auto& copies : sharded.host)
+        for (const auto& copy : copies) {
+          counter.offloaded(copy);
+          counter.offloaded(copy.grad());
+        }
+      if (sharded.shard) counter.optimizer_state(*sharded.shard, offload_.any());
+    }
   }
 
   // --- Checkpoints (LocalStrategy's hooks): each rank writes its pieces of the flattened
@@ -174,8 +201,8 @@ class ShardedStrategy : public LocalStrategy {
   // The shard optimizer's slots (building it if it has not stepped yet): saved and loaded by
   // every rank.
   std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank) {
-    ShardedOptimizer* found = find(user);
-    if (group_ == nullptr || found == nullptr) return LocalStrategy::state_slots(user, saving, rank);
+    ShardedOptimizer* found = find(user);  // on one process only under offload.optimizer
+    if (found == nullptr) return LocalStrategy::state_slots(user, saving, rank);
     ShardedOptimizer& sharded = found->build(*this, user);
     std::vector<StateSlot> slots;
     if (saving && !saves_shards()) return slots;
@@ -204,10 +231,12 @@ class ShardedStrategy : public LocalStrategy {
       pending_[f] = 1;
     }
   }
-  // Parameters sharded at rest go back to rest: a full copy gathered before the load is stale.
+  // Parameters sharded at rest go back to rest: a full copy gathered before the load is stale;
+  // so are the optimizer's CPU copies.
   void after_state_loaded() {
     for (auto& flat : flats_)
       if (flat->residency() == Residency::sharded) flat->to_rest();
+    copy_pieces_to_host();
   }
 
   // The flat parameters, in preparation order (Zero2: one per prepared model and dtype; Zero3:
@@ -241,7 +270,24 @@ class ShardedStrategy : public LocalStrategy {
     std::vector<std::vector<PieceOf>> piece_of;
     // build_shard() for the user's type, which only register_optimizer() knows.
     ShardedOptimizer& (*build)(ShardedStrategy&, torch::optim::Optimizer&) = nullptr;
+    // Options::offload.optimizer: beside pieces, the CPU copies the shard optimizer steps
+    // (built with it; empty otherwise).
+    std::vector<std::vector<torch::Tensor>> host;
   };
+
+  // Whether the shard optimizer steps CPU copies of the pieces (offload.optimizer alone: with
+  // offload.parameters the pieces are on the CPU already).
+  bool steps_host_copies() const { return offload_.optimizer && !offload_.parameters; }
+
+  // The pieces' current values into the CPU copies, where the parameters changed other than by
+  // a step (a checkpoint loaded, full_parameters() written back).
+  void copy_pieces_to_host() {
+    torch::NoGradGuard no_grad;
+    for (auto& sharded : optimizers_)
+      for (std::size_t g = 0; g < sharded.host.size(); ++g)
+        for (std::size_t j = 0; j < sharded.host[g].size(); ++j)
+          sharded.host[g][j].copy_(sharded.pieces[g][j]);
+  }
 
   // Before a model is flattened: its parameters and buffers from rank 0, and no optimizer
   // stepped yet (their shards were cut from the models prepared then).
@@ -291,6 +337,7 @@ class ShardedStrategy : public LocalStrategy {
       flats_.push_back(std::make_unique<FlatParameter>(std::move(kind.params),
                                                        std::move(kind.names), shard_group_->size(),
                                                        shard_group_->rank(), residency));
+      if (offload_.parameters) flats_.back()->keep_shard_on_host();
       labels_.push_back(label);
       pending_.push_back(0);
       const auto& params = flats_.back()->parameters();
@@ -330,7 +377,8 @@ class ShardedStrategy : public LocalStrategy {
   void add_to_shard(std::size_t f, torch::Tensor averaged) {
     if (replica_group_ != nullptr) replica_group_->allreduce(averaged, runtime::ReduceOp::mean);
     torch::NoGradGuard no_grad;
-    flats_[f]->shard_gradient().add_(averaged);
+    torch::Tensor& shard_gradient = flats_[f]->shard_gradient();  // on the CPU: offload.parameters
+    shard_gradient.add_(averaged.to(shard_gradient.device()));
     pending_[f] = 0;
   }
 
@@ -381,6 +429,7 @@ class ShardedStrategy : public LocalStrategy {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<ShardedOptimizer> optimizers_;
   bool sharded_ = false;  // the gradients live in the shards (after a window's reduce-scatter)
+  OffloadOptions offload_;
 
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }
@@ -394,7 +443,7 @@ class ShardedStrategy : public LocalStrategy {
   // Builds the shard optimizer at the first step; then options in, step, Derived's after-step.
   template <class Optimizer>
   void step_shard(Optimizer& optimizer) {
-    if (group_ == nullptr) return LocalStrategy::optimizer_step(optimizer);
+    if (group_ == nullptr && !steps_host_copies()) return LocalStrategy::optimizer_step(optimizer);
     // The shards are cut from the param groups as they are at the first step.
     if (ShardedOptimizer* existing = find(optimizer); existing != nullptr && !existing->shard)
       existing->indexed = false;
@@ -410,8 +459,35 @@ class ShardedStrategy : public LocalStrategy {
     // The user's options as they are now: a scheduler, or the user, may have changed them.
     for (std::size_t g = 0; g < groups.size(); ++g)
       shard_groups[g].set_options(groups[g].options().clone());
-    sharded.shard->step();
+    if (sharded.host.empty()) {
+      sharded.shard->step();
+    } else {
+      step_host_copies(sharded);
+    }
     derived().after_shard_step(sharded.flats);
+  }
+
+  // offload.optimizer: the pieces' gradients to the CPU copies (a piece without one this step
+  // leaves its copy without one, so the optimizer skips it as it would the parameter), the step
+  // there, the updated values back. Blocking copies: the step needs the gradients, and the next
+  // forward the values.
+  static void step_host_copies(ShardedOptimizer& sharded) {
+    torch::NoGradGuard no_grad;
+    for (std::size_t g = 0; g < sharded.host.size(); ++g)
+      for (std::size_t j = 0; j < sharded.host[g].size(); ++j) {
+        const torch::Tensor& gradient = sharded.pieces[g][j].grad();
+        torch::Tensor& copy = sharded.host[g][j];
+        if (!gradient.defined()) {
+          copy.mutable_grad() = torch::Tensor();
+          continue;
+        }
+        if (!copy.grad().defined()) copy.mutable_grad() = torch::empty_like(copy);
+        copy.mutable_grad().copy_(gradient);
+      }
+    sharded.shard->step();
+    for (std::size_t g = 0; g < sharded.host.size(); ++g)
+      for (std::size_t j = 0; j < sharded.host[g].size(); ++j)
+        sharded.pieces[g][j].copy_(sharded.host[g][j]);
   }
 
   // The optimizer over this rank's shard, built from the param groups as they are now unless it
@@ -421,9 +497,21 @@ class ShardedStrategy : public LocalStrategy {
     ShardedOptimizer& sharded = index(optimizer);
     if (sharded.shard) return sharded;
     const auto& groups = optimizer.param_groups();
+    if (steps_host_copies()) {
+      torch::NoGradGuard no_grad;
+      sharded.host.assign(groups.size(), {});
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        for (const torch::Tensor& piece : sharded.pieces[g]) {
+          const auto on_host = torch::TensorOptions().dtype(piece.dtype()).device(torch::kCPU);
+          torch::Tensor copy = torch::empty(piece.sizes(), on_host.pinned_memory(piece.is_cuda()));
+          copy.copy_(piece);
+          sharded.host[g].push_back(copy);
+        }
+    }
     std::vector<torch::optim::OptimizerParamGroup> shard_groups;
     for (std::size_t g = 0; g < groups.size(); ++g)
-      shard_groups.emplace_back(sharded.pieces[g], groups[g].options().clone());
+      shard_groups.emplace_back(sharded.host.empty() ? sharded.pieces[g] : sharded.host[g],
+                                groups[g].options().clone());
     using Options = typename ShardableOptimizer<Optimizer>::options;
     sharded.shard = std::make_unique<Optimizer>(std::move(shard_groups),
                                                 static_cast<const Options&>(optimizer.defaults()));
@@ -432,11 +520,11 @@ class ShardedStrategy : public LocalStrategy {
 
   template <class Optimizer>
   void register_optimizer(Optimizer& optimizer) {
-    if (group_ == nullptr || find(optimizer) != nullptr) return;
+    if ((group_ == nullptr && !steps_host_copies()) || find(optimizer) != nullptr) return;
     // State that exists before prepare() (the optimizer stepped, or a checkpoint was loaded into
     // it) would have to be cut into shards; refused on every rank rather than silently dropped.
     torch::Tensor stepped = accel::detail::one_value(has_stepped(optimizer) ? 1 : 0, torch::kInt);
-    group_->allreduce(stepped, runtime::ReduceOp::max);
+    if (group_ != nullptr) group_->allreduce(stepped, runtime::ReduceOp::max);
     if (stepped.item<int>() != 0)
       accel::detail::fail("{}: the {} passed to prepare() already holds optimizer state on at "
                           "least one rank (it stepped, or state was loaded into it); {} builds "
@@ -479,6 +567,11 @@ class ShardedStrategy : public LocalStrategy {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const auto& params = groups[g].params();
       for (std::size_t k = 0; k < params.size(); ++k) {
+        if (group_ == nullptr) {  // one process, offload.optimizer: each parameter its own piece
+          sharded->pieces[g].push_back(params[k]);
+          sharded->piece_of[g].push_back({k, 0});
+          continue;
+        }
         const auto found = where_.find(params[k].unsafeGetTensorImpl());
         if (found == where_.end()) {
           // Frozen at prepare: no gradient, so the user's optimizer would skip it too.
