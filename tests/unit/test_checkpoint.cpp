@@ -62,10 +62,12 @@ struct Run {
   std::int64_t save_after = -1;
   fs::path save_to = {};
   fs::path resume_from = {};
+  accel::OffloadOptions offload = {};
 };
 
+template <class Accel = Strategy>
 std::uint64_t train(const Run& run, Counters* counters_out = nullptr) {
-  Strategy acc({.seed = 7});
+  Accel acc({.seed = 7, .offload = run.offload});
   Net net;
   torch::optim::Adam adam(net->parameters(), 0.01);
   torch::optim::StepLR schedule(adam, 2, 0.5);
@@ -118,6 +120,26 @@ TEST_CASE("checkpoint: a resumed run continues bitwise, mid-epoch and mid-window
     CHECK(train({.steps = 6, .resume_from = at}, &resumed_run) == straight);
     CHECK(resumed_run.evaluations == saved_run.evaluations);  // the registered struct came back
   }
+  fs::remove_all(folder);
+}
+
+// On one process Options::offload.optimizer steps CPU copies of the parameters: the same
+// arithmetic as stepping them in place, and the copies must come back from a checkpoint.
+TEST_CASE("checkpoint: offload.optimizer on one process trains as without it and resumes bitwise") {
+  using Offloaded = accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<4>>;
+  const fs::path folder = fresh_folder("offload");
+  const std::uint64_t straight = train({.steps = 6});
+  const Run offloaded{.steps = 6, .offload = {.optimizer = true}};
+  CHECK(train<Offloaded>(offloaded) == straight);
+  Run saving = offloaded;
+  saving.save_after = 14;
+  saving.save_to = folder / "after_14";
+  CHECK(train<Offloaded>(saving) == straight);
+  Run resuming = offloaded;
+  resuming.resume_from = saving.save_to;
+  CHECK(train<Offloaded>(resuming) == straight);
+  // Its state is read by a run without offload too (the same slices).
+  CHECK(train({.steps = 6, .resume_from = saving.save_to}) == straight);
   fs::remove_all(folder);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -145,6 +146,49 @@ TEST_CASE("estimate memory: activations measured from a batch, and what checkpoi
                        "accel: estimate_memory: ranks_per_node is 3; it must divide world_size 4 "
                        "(0: one node)",
                        accel::Error);
+}
+
+TEST_CASE("offload on one process: the optimizer steps CPU copies; refused where nothing is sharded") {
+  torch::manual_seed(0);
+  auto net = stack<WideBlock>(16, 2);
+  torch::optim::Adam adam(net->parameters(), 1e-3);
+  accel::Accelerator<accel::Zero3> acc({.offload = {.optimizer = true}});
+  auto [model, optimizer] = acc.prepare(net, adam);
+  acc.backward(model(torch::randn({4, 16})).square().mean());
+  optimizer.step();
+  optimizer.zero_grad();
+  std::int64_t parameter_bytes = 0;
+  for (const auto& p : net->parameters()) parameter_bytes += p.numel() * 4;
+  const accel::MemoryUse use = acc.memory_use();
+  CHECK(use.parameters == parameter_bytes);
+  CHECK(use.gradients == parameter_bytes);
+  CHECK(use.optimizer_state == 0);
+  // The copies and their gradients, and Adam's two moments over them.
+  CHECK(use.offloaded == 4 * parameter_bytes);
+  const auto* shard = acc.strategy().shard_optimizer(adam);
+  REQUIRE(shard != nullptr);
+  const auto& copies = shard->param_groups()[0].params();
+  REQUIRE(copies.size() == net->parameters().size());
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    CHECK(copies[i].is_cpu());
+    CHECK(copies[i].data_ptr() != net->parameters()[i].data_ptr());
+    CHECK(torch::equal(copies[i], net->parameters()[i]));  // the step's result came back
+  }
+  CHECK(adam.state().empty());
+
+  const auto refused = [](auto make, const char* needle) {
+    try {
+      make();
+      FAIL("no error; expected one naming '" << needle << "'");
+    } catch (const accel::Error& error) {
+      CHECK(std::string(error.what()).find(needle) != std::string::npos);
+    }
+  };
+  refused([] { accel::Accelerator<accel::Ddp> ddp({.offload = {.optimizer = true}}); },
+          "Ddp: Options::offload moves optimizer state");
+  refused([] { accel::Accelerator<accel::Zero3> zero3({.offload = {.parameters = true}}); },
+          "Zero3: Options::offload.parameters keeps this rank's parameter shards on the CPU, and "
+          "on one process nothing is sharded");
 }
 
 TEST_CASE("find_executable_batch_size: halves on a CPU allocation failure, other errors pass") {
