@@ -62,6 +62,7 @@ struct Config {
   bool bucket_views = accel::DdpOptions{}.gradients_as_bucket_views;
   bool tune_heap = accel::Options{}.tune_cpu_heap;
   bool prefetch = accel::Options{}.prefetch_units;
+  std::string offload = "none";
   bool breakdown = false;
   bool pin = false;
   bool plain = false;
@@ -122,6 +123,9 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                          plain loop of --plain always has them)
   --prefetch             zero3, fsdp: Options::prefetch_units = true (the next unit gathered
                          beside this one's compute, not when it is needed)
+  --offload O            none (default) | optimizer | parameters: Options::offload (zero2, zero3,
+                         fsdp*): optimizer state and its step on CPU copies; parameters (zero3,
+                         fsdp): the parameter shards too
   --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
                          recomputed in backward; docs/memory.md)
   --checkpoint-blocks N  with --activation-checkpointing: only the first N blocks (the last
@@ -191,6 +195,7 @@ Config parse(int argc, char** argv) {
       };
       if (flag == "--strategy") c.strategy = value;
       else if (flag == "--optimizer") c.optimizer = value;
+      else if (flag == "--offload") c.offload = value;
       else if (flag == "--precision") c.precision = value;
       else if (flag == "--model") c.model = value;
       else if (flag == "--accum") c.accum = static_cast<int>(integer());
@@ -264,6 +269,8 @@ Config parse(int argc, char** argv) {
     usage_error(fmt::format("{} goes with --activation-checkpointing",
                             c.alternate_checkpointing ? "--alternate-checkpointing"
                                                       : "--checkpoint-blocks"));
+  if (c.offload != "none" && c.offload != "optimizer" && c.offload != "parameters")
+    usage_error(fmt::format("--offload '{}': use none, optimizer or parameters", c.offload));
   if (c.checkpoint_part != "block" && c.checkpoint_part != "attention")
     usage_error(fmt::format("--checkpoint-part '{}': use block or attention", c.checkpoint_part));
   if (c.alternate_checkpointing && c.steps < 2)
@@ -443,7 +450,8 @@ int train(const Config& c) {
       .ddp = {.bucket_mb = c.bucket_mb,
               .gradients_as_bucket_views = c.bucket_views,
               .small_bucket_kb = c.small_bucket_kb},
-      .zero2 = {.bucket_mb = c.bucket_mb, .reduce_scatters_in_flight = c.in_flight}});
+      .zero2 = {.bucket_mb = c.bucket_mb, .reduce_scatters_in_flight = c.in_flight},
+      .offload = {.optimizer = c.offload == "optimizer", .parameters = c.offload == "parameters"}});
   const int rank = acc.process_index(), world = acc.num_processes();
 
   torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)
@@ -460,9 +468,9 @@ int train(const Config& c) {
     if (rank == 0)
       fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
                  "optimizer={} precision={} accum={} compress={} bucket_views={} "
-                 "small_bucket_kb={} tune_cpu_heap={}\n",
+                 "small_bucket_kb={} tune_cpu_heap={} offload={}\n",
                  c.model, parameter_count, world, c.strategy, c.optimizer, c.precision, c.accum,
-                 c.compress, c.bucket_views, c.small_bucket_kb, c.tune_heap);
+                 c.compress, c.bucket_views, c.small_bucket_kb, c.tune_heap, c.offload);
 
     // Synthetic data, generated once per rank, deterministic.
     torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));

@@ -109,8 +109,14 @@ for turn in 1 2; do
   step "accel_bench_$turn" 120 "$build/bench/accel_bench" "${model[@]}"
   step "ddp_py_$turn" 120 "$python" "$repo/bench/reference/ddp.py" "${model[@]}" --device cuda
 done
+# CPU offload's memory table: peak device memory of Zero2 at world size 1 (one GPU: NCCL takes
+# one rank per GPU, and offload.parameters needs two ranks) without and with offload.optimizer.
+for offload in none optimizer; do
+  step "offload_$offload" 90 "$build/bench/accel_bench" "${model[@]}" \
+    --strategy zero2 --offload "$offload" --steps 5 --warmup 2
+done
 peak_tflops=989  # H200 (as H100 SXM): dense bf16 tensor-core peak
-for log in "$out"/accel_bench_*.log "$out"/ddp_py_*.log; do
+for log in "$out"/accel_bench_*.log "$out"/ddp_py_*.log "$out"/offload_*.log; do
   [ -f "$log" ] || continue
   tf=$(grep -o 'model_tflops_per_s_per_rank=[0-9.]*' "$log" | cut -d= -f2)
   note "$(basename "$log" .log): $(grep -h '^tokens:\|^device_memory:\|^steps_per_s' "$log" | tr '\n' ' ')${tf:+mfu=$(awk -v t="$tf" -v p=$peak_tflops 'BEGIN{printf "%.3f", t/p}')}"

@@ -61,10 +61,19 @@ constexpr std::int64_t total_steps = 10;
 // second window).
 constexpr std::int64_t save_mid_after = 21;
 
+// ACCEL_TEST_OFFLOAD=optimizer or parameters: the same programs with Options::offload.
+accel::Options program_options() {
+  accel::Options options = accel_test::test_options();
+  const char* offload = std::getenv("ACCEL_TEST_OFFLOAD");
+  const std::string what = offload == nullptr ? "" : offload;
+  options.offload = {.optimizer = what == "optimizer", .parameters = what == "parameters"};
+  return options;
+}
+
 // What the save, resume and reshard phases train: the same objects, prepared the same way.
 template <class Par>
 struct Program {
-  accel::Accelerator<Par, accel::Fp32, accel::GradAccum<4>> acc{accel_test::test_options()};
+  accel::Accelerator<Par, accel::Fp32, accel::GradAccum<4>> acc{program_options()};
   torch::nn::Sequential net = make_model();
   torch::optim::AdamW adamw{net->parameters(), torch::optim::AdamWOptions(0.02).weight_decay(0.1)};
   torch::optim::StepLR schedule{adamw, 3, 0.7};
