@@ -630,9 +630,9 @@ int train(const Config& c) {
     const accel::MemoryUse use = acc.memory_use();
     if (rank == 0)
       fmt::print("memory_use: parameters_mb={:.1f} gradients_mb={:.1f} optimizer_state_mb={:.1f} "
-                 "total_mb={:.1f} (rank 0, after the last step)\n",
+                 "offloaded_mb={:.1f} total_mb={:.1f} (rank 0, after the last step)\n",
                  use.parameters / 1e6, use.gradients / 1e6, use.optimizer_state / 1e6,
-                 use.total() / 1e6);
+                 use.offloaded / 1e6, use.total() / 1e6);
     if (!c.checkpoint.empty()) {
       // save_state and load_state of everything prepared, timed from barrier to barrier.
       const std::filesystem::path folder = std::filesystem::path(c.checkpoint) / "state";

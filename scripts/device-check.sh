@@ -87,7 +87,13 @@ step configure 120 cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_
 step build 300 cmake --build "$build" -j"$(nproc)" --target accel_unit_tests fashion_mnist accel_bench accel-launch accel-check || exit 1
 
 # The unit tests build their tensors on the CPU: this runs them against this torch build.
-step unit_tests 90 "$build/tests/accel_unit_tests"
+# The CUDA cases among them (fp8 through _scaled_mm) must find tensor cores on an H200.
+step unit_tests 90 env ACCEL_EXPECT_FP8_TENSOR_CORES=1 "$build/tests/accel_unit_tests"
+grep -i "tensor cores\|skipped" "$out/unit_tests.log" | head -3 | sed 's/^/     /' | tee -a "$summary"
+# The self-test on one process: its NCCL check makes a one-rank NCCL group on cuda:0 and runs
+# the collectives on CUDA tensors (an Accelerator makes no group on one process).
+step self_test_nccl 60 "$build/tools/accel-launch" test --nproc 1
+grep "NCCL\|self-test:" "$out/self_test_nccl.log" | sed 's/^/     /' | tee -a "$summary"
 # accel's own report: the devices it sees and whether c10d's NCCL group is compiled in.
 step environment_report 30 "$build/tools/accel-launch" env
 grep -i "nccl\|cuda" "$out/environment_report.log" | head -4 | sed 's/^/     /' | tee -a "$summary"

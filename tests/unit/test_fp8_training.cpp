@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -143,6 +144,46 @@ TEST_CASE("fp8_linear: forward and backward are the recipe's, through each tenso
     accel::precision::fp8_linear(x * 100, w, b, scaling);
   }
   CHECK(scaling->input.step_amax() == 0.0f);
+}
+
+// Where a GPU is present: the three products through at::_scaled_mm give what the emulation
+// gives on the CPU (fp32 sums of exact fp8 products, up to their order). The device check
+// (scripts/device-check.sh) sets ACCEL_EXPECT_FP8_TENSOR_CORES on a GPU that has them.
+TEST_CASE("fp8_linear on CUDA: fp8 tensor cores (at::_scaled_mm) compute the emulated products") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("no CUDA device: skipped");
+    return;
+  }
+  const torch::Device cuda(torch::kCUDA, 0);
+  torch::manual_seed(12);
+  const torch::Tensor x = torch::randn({32, 32}) * 3, w = torch::randn({16, 32}) * 0.2,
+                      b = torch::randn({16}), dy = torch::randn({32, 16}) * 1e-3;
+  struct Result {
+    torch::Tensor y, dx, dw;
+  };
+  const auto run = [&](const torch::Device& device, const c10::intrusive_ptr<Fp8LinearScaling>& scaling) {
+    const auto xr = x.to(device).requires_grad_(), wr = w.to(device).requires_grad_();
+    const torch::Tensor y = accel::precision::fp8_linear(xr, wr, b.to(device), scaling);
+    y.backward(dy.to(device));
+    return Result{y.detach().cpu(), xr.grad().cpu(), wr.grad().cpu()};
+  };
+  const accel::Fp8Options options{.amax_history_len = 4};
+  const auto on_cpu = c10::make_intrusive<Fp8LinearScaling>(options);
+  const auto on_gpu = c10::make_intrusive<Fp8LinearScaling>(options);
+  for (const auto& scaling : {on_cpu, on_gpu}) {  // the amaxes of a first step become the scales
+    run(scaling == on_cpu ? torch::Device(torch::kCPU) : cuda, scaling);
+    for (DelayedScaling* t : {&scaling->input, &scaling->weight, &scaling->grad_output}) t->update();
+  }
+  CHECK(on_cpu->input.scale() == on_gpu->input.scale());
+  const std::uint64_t before = accel::precision::fp8_tensor_core_matmuls();
+  const Result emulated = run(torch::Device(torch::kCPU), on_cpu);
+  const Result gpu = run(cuda, on_gpu);
+  const std::uint64_t on_tensor_cores = accel::precision::fp8_tensor_core_matmuls() - before;
+  MESSAGE("fp8 products on tensor cores: " << on_tensor_cores << " of 3");
+  CHECK(torch::allclose(gpu.y, emulated.y, 1e-5, 1e-5));
+  CHECK(torch::allclose(gpu.dx, emulated.dx, 1e-5, 1e-8));
+  CHECK(torch::allclose(gpu.dw, emulated.dw, 1e-5, 1e-8));
+  if (std::getenv("ACCEL_EXPECT_FP8_TENSOR_CORES") != nullptr) CHECK(on_tensor_cores == 3);
 }
 
 TEST_CASE("Fp8: prepare() reroutes the Linear layers it can, lists the others, keeps every name") {

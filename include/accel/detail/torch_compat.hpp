@@ -75,6 +75,20 @@ inline constexpr std::optional<c10::ScalarType> float8_e5m2_dtype =
     std::nullopt;
 #endif
 
+// fp8 tensor-core matmul, CUDA only: at::_scaled_mm(a, b, scale_a, scale_b, ...) -> out from
+// 2.4 (before, the scales were optional arguments after out_dtype and it returned (out, amax)).
+// a row-major, b column-major, float8 both (not both e5m2); out = (a scale_a)(b scale_b), fp32.
+inline constexpr bool has_scaled_mm = ACCEL_TORCH_AT_LEAST(2, 4);
+inline torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b,
+                               const torch::Tensor& scale_a, const torch::Tensor& scale_b) {
+#if ACCEL_TORCH_AT_LEAST(2, 4)
+  return at::_scaled_mm(a, b, scale_a, scale_b, std::nullopt, std::nullopt, torch::kFloat);
+#else
+  (void)a, (void)b, (void)scale_a, (void)scale_b;
+  TORCH_CHECK(false, "accel: at::_scaled_mm is used from libtorch 2.4 on");
+#endif
+}
+
 // Autocast state. 1.13 has one set of functions per device type (set_cpu_enabled,
 // set_autocast_cpu_dtype, set_enabled for CUDA, ...); 2.4+ takes the device type as an argument
 // (set_autocast_enabled(DeviceType, bool), set_autocast_dtype(DeviceType, ScalarType)) and

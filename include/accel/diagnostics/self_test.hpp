@@ -17,9 +17,11 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../core.hpp"
+#include "../runtime/nccl.hpp"
 
 namespace accel::diagnostics {
 
@@ -245,6 +247,43 @@ inline int self_test(std::FILE* out = stdout) {
     return compare("pad_across_processes", padded,
                    torch::cat({torch::ones({rank + 1}), torch::zeros({world - rank - 1})}));
   });
+  // Where this libtorch has c10d's NCCL and a GPU is visible: the collectives the strategies run
+  // on CUDA tensors, over an NCCL group of this launch's ranks on cuda:<local rank>, made here
+  // even for one process (an Accelerator makes none there).
+  if (runtime::has_nccl && torch::cuda::is_available()) {
+    const auto local = static_cast<c10::DeviceIndex>(accelerator.local_process_index());
+    const torch::Device cuda(torch::kCUDA, local);
+    check(fmt::format("NCCL on {}: allreduce, broadcast, allgather into a flat buffer, "
+                      "reduce_scatter (fp32 and bf16)",
+                      cuda.str()),
+          [&] {
+            runtime::GroupSettings settings = runtime::with_environment(
+                {.timeout = std::chrono::seconds(60), .rendezvous_timeout = std::chrono::seconds(60)});
+            settings.cuda_device = local;
+            runtime::ProcessGroup nccl(accelerator.environment(), settings);
+            for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+              const std::string kind(c10::toString(dtype));
+              torch::Tensor sum = (base + r).to(cuda, dtype);
+              nccl.allreduce(sum);
+              torch::Tensor root = torch::full({3}, r, torch::TensorOptions(dtype).device(cuda));
+              nccl.broadcast(root, static_cast<int>(world - 1));
+              torch::Tensor flat = torch::empty({2 * world}, torch::TensorOptions(dtype).device(cuda));
+              nccl.allgather_into(flat, torch::full({2}, r, torch::TensorOptions(dtype).device(cuda)));
+              const torch::Tensor input = (torch::arange(3 * world, torch::kFloat) + r).to(cuda, dtype);
+              const torch::Tensor mine = torch::arange(3 * rank, 3 * rank + 3, torch::kFloat);
+              const torch::Tensor scattered = nccl.reduce_scatter(input, ReduceOp::mean);
+              for (const auto& [what, got, expected] :
+                   {std::tuple{"allreduce", sum, base * w + w * (w - 1) / 2},
+                    std::tuple{"broadcast", root, torch::full({3}, w - 1)},
+                    std::tuple{"allgather_into", flat, gathered},
+                    std::tuple{"reduce_scatter", scattered, mine + (w - 1) / 2}})
+                if (auto problem = compare(fmt::format("{} {}", kind, what), got.cpu().to(torch::kFloat), expected);
+                    !problem.empty())
+                  return problem;
+            }
+            return std::string();
+          });
+  }
   check("Ddp: 12 Adam steps match one process on the global batch", [&] {
     return self_check::matches_one_process<Accelerator<Ddp>>(6);
   });

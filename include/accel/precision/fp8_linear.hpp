@@ -7,6 +7,13 @@
 //   backward   G = e5m2(dy sg); dx = (G Wq) / (sg sw), dW = (G^T Xq) / (sg sx); the bias
 //              gradient is the sum of dy unrounded, as in TransformerEngine.
 //
+// The three products run on fp8 tensor cores (at::_scaled_mm) where they can: CUDA, libtorch 2.4
+// or newer, a GPU of compute capability 8.9 or newer (Ada, Hopper: the H200 is 9.0), and every
+// dimension a multiple of 16. Elsewhere they are emulated: the same fp8 operands multiplied in
+// fp32, which is what the tensor cores compute up to the order of the sums. A GPU that refuses
+// _scaled_mm is told once (a warning) and emulated from then on; fp8_tensor_core_matmuls()
+// counts the products that ran on tensor cores.
+//
 // Backward uses the Xq and Wq forward made, kept in libtorch's float8 dtype where it has one
 // (a byte each) and in bf16 elsewhere (which holds every e4m3 value exactly): an fp8 layer's
 // saved activation is a quarter, or half, of fp32's.
@@ -22,6 +29,8 @@
 
 #include <torch/torch.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -42,6 +51,59 @@ struct Fp8LinearScaling : torch::CustomClassHolder {
   DelayedScaling input, weight, grad_output;
 };
 
+// Products of fp8 operands run through at::_scaled_mm so far, in this process.
+inline std::atomic<std::uint64_t>& fp8_tensor_core_matmul_count() {
+  static std::atomic<std::uint64_t> count{0};
+  return count;
+}
+inline std::uint64_t fp8_tensor_core_matmuls() { return fp8_tensor_core_matmul_count().load(); }
+
+// Per CUDA device: whether _scaled_mm has worked there (1), was refused (2), or is untried (0).
+inline std::atomic<int>& scaled_mm_state_of(c10::DeviceIndex device) {
+  static std::array<std::atomic<int>, 64> states{};
+  return states[static_cast<std::size_t>(device) % states.size()];
+}
+
+// Values on an fp8 grid in libtorch's float8 dtype of that format (2.1 and newer: exact).
+inline torch::Tensor in_float8_dtype(const torch::Tensor& grid, Float8Format format) {
+  return grid.to(*(format == Float8Format::e4m3 ? accel::detail::float8_e4m3_dtype
+                                                : accel::detail::float8_e5m2_dtype));
+}
+
+// (a b) / (sa sb) in fp32, for a [m, k] and b [k, n] holding values on an fp8 grid (x s rounded
+// to e4m3, or e5m2 for a; in any dtype that holds them exactly): on fp8 tensor cores where they
+// apply (above), else emulated.
+inline torch::Tensor fp8_grid_matmul(const torch::Tensor& a, Float8Format a_format, double sa,
+                                     const torch::Tensor& b, double sb) {
+  if constexpr (accel::detail::has_scaled_mm) {
+    const bool shapes_fit = a.size(0) % 16 == 0 && a.size(1) % 16 == 0 && b.size(1) % 16 == 0;
+    if (a.is_cuda() && shapes_fit) {
+      std::atomic<int>& state = scaled_mm_state_of(a.device().index());
+      if (state.load() != 2) {
+        try {
+          const auto on = torch::TensorOptions().device(a.device()).dtype(torch::kFloat);
+          // _scaled_mm's layout: a row-major, b column-major (b^T contiguous).
+          torch::Tensor out = accel::detail::scaled_mm(
+              in_float8_dtype(a, a_format).contiguous(),
+              in_float8_dtype(b, Float8Format::e4m3).t().contiguous().t(),
+              torch::full({}, 1.0 / sa, on), torch::full({}, 1.0 / sb, on));
+          state.store(1);
+          ++fp8_tensor_core_matmul_count();
+          return out;
+        } catch (const c10::Error& error) {
+          if (state.load() == 1) throw;  // it worked on this device: a real error
+          state.store(2);
+          TORCH_WARN("accel: Fp8 on ", a.device().str(), ": at::_scaled_mm is refused (",
+                     error.what_without_backtrace(),
+                     "); fp8 matmuls on this device are emulated in fp32 from now on (the same "
+                     "rounding, without the tensor cores' speed)");
+        }
+      }
+    }
+  }
+  return a.to(torch::kFloat).matmul(b.to(torch::kFloat)).mul_(1.0 / (sa * sb));
+}
+
 // How backward keeps a tensor of e4m3 values: exact in either dtype.
 inline torch::Tensor kept_for_backward(const torch::Tensor& grid) {
   return grid.to(accel::detail::float8_e4m3_dtype.value_or(c10::ScalarType::BFloat16));
@@ -58,7 +120,7 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const torch::Tensor xq = scaling->input.to_grid(input.reshape({-1, in_features}), record);
     const torch::Tensor wq = scaling->weight.to_grid(weight, record);
     const double sx = scaling->input.scale(), sw = scaling->weight.scale();
-    torch::Tensor y = xq.matmul(wq.t()).mul_(1.0 / (sx * sw));
+    torch::Tensor y = fp8_grid_matmul(xq, Float8Format::e4m3, sx, wq.t(), sw);
     if (bias.defined()) y.add_(bias.to(torch::kFloat));
 
     ctx->save_for_backward({kept_for_backward(xq), kept_for_backward(wq)});
@@ -79,7 +141,8 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
                                                  torch::autograd::variable_list grad_outputs) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor xq = saved[0].to(torch::kFloat), wq = saved[1].to(torch::kFloat);
+    const torch::Tensor& xq = saved[0];
+    const torch::Tensor& wq = saved[1];
     const auto scaling = c10::static_intrusive_pointer_cast<Fp8LinearScaling>(
         ctx->saved_data.at("scaling").toCapsule());
     const double sx = ctx->saved_data.at("sx").toDouble(), sw = ctx->saved_data.at("sw").toDouble();
@@ -92,11 +155,11 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const double sg = scaling->grad_output.scale();
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0))
-      dx = g.matmul(wq)
-               .mul_(1.0 / (sg * sw))
+      dx = fp8_grid_matmul(g, Float8Format::e5m2, sg, wq, sw)
                .to(dtype("input_dtype"))
                .reshape(ctx->saved_data.at("input_sizes").toIntVector());
-    if (ctx->needs_input_grad(1)) dw = g.t().matmul(xq).mul_(1.0 / (sg * sx)).to(dtype("weight_dtype"));
+    if (ctx->needs_input_grad(1))
+      dw = fp8_grid_matmul(g.t(), Float8Format::e5m2, sg, xq, sx).to(dtype("weight_dtype"));
     if (ctx->needs_input_grad(2)) db = dy.to(torch::kFloat).sum(0).to(dtype("bias_dtype"));
     return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
