@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -26,15 +27,25 @@ double clip_grad_norm(Strategy& strategy, const std::vector<torch::Tensor>& para
   // reduce_norm, even one whose shard holds none of these parameters (it adds zero).
   std::vector<torch::Tensor> grads = strategy.gradients_to_clip(parameters);
   const bool is_max = std::isinf(norm_type);
-  std::vector<torch::Tensor> parts;
-  parts.reserve(grads.size());
-  for (const auto& g : grads)
-    if (g.numel() > 0)
-      parts.push_back(is_max ? g.abs().max().to(torch::kDouble)
-                             : g.to(torch::kDouble).abs().pow(norm_type).sum());
-  const torch::Tensor local = parts.empty() ? torch::zeros({}, torch::kDouble)
-                              : is_max      ? torch::stack(parts).max()
-                                            : torch::stack(parts).sum();
+  // Combined per device, then on the CPU: one small copy per device, and every rank reduces a
+  // CPU tensor whatever devices its gradients are on (a shard may hold none of them, or be on
+  // the CPU under Options::offload.parameters while the device is CUDA).
+  const auto combine = [&](const torch::Tensor& stacked) {
+    return is_max ? stacked.max() : stacked.sum();
+  };
+  std::vector<std::vector<torch::Tensor>> by_device;
+  for (const auto& g : grads) {
+    if (g.numel() == 0) continue;
+    torch::Tensor part = is_max ? g.abs().max().to(torch::kDouble)
+                                : g.to(torch::kDouble).abs().pow(norm_type).sum();
+    auto same = std::find_if(by_device.begin(), by_device.end(),
+                             [&](const auto& parts) { return parts.front().device() == g.device(); });
+    if (same == by_device.end()) same = by_device.insert(by_device.end(), std::vector<torch::Tensor>{});
+    same->push_back(std::move(part));
+  }
+  std::vector<torch::Tensor> on_cpu{torch::zeros({}, torch::kDouble)};
+  for (const auto& parts : by_device) on_cpu.push_back(combine(torch::stack(parts)).cpu());
+  const torch::Tensor local = combine(torch::stack(on_cpu));
   const double reduced = strategy.reduce_norm(local, is_max).template item<double>();
   const double total = is_max ? reduced : std::pow(reduced, 1.0 / norm_type);
   const double coefficient = max_norm / (total + 1e-6);
