@@ -1482,6 +1482,12 @@ int main(int argc, char** argv) {
          hybrid_layout();
        }},
       {"fsdp_hybrid_shard_checkpoint", hybrid_checkpoint},
+      {"fsdp_hybrid_shard_offload",
+       [] {
+         sharded_matches_single_process<
+             accel::Accelerator<accel::Fsdp<accel::HybridShard>, accel::Fp32, accel::GradAccum<2>>>(
+             make_adam, {.clip = 0.05, .offload = {.parameters = true}});
+       }},
       {"fsdp_hybrid_shard_accum_clip",
        [] {
          sharded_matches_single_process<

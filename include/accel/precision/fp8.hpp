@@ -14,9 +14,10 @@
 // tensor's amax of the window becomes the largest across ranks (one all-reduce for all), then
 // its scale is updated: every rank quantizes alike, as one process on the global batch does.
 //
-// The arithmetic is emulated in this version, on every device: the values rounded to the fp8
-// formats (through libtorch's float8 dtypes from 2.1, by fp32 operations that give the same bits
-// on 1.13) and multiplied in fp32. The mode is said at construction.
+// The products run on fp8 tensor cores through at::_scaled_mm on CUDA where the GPU and libtorch
+// have them (fp8_linear.hpp); elsewhere they are emulated: the values rounded to the fp8 formats
+// (through libtorch's float8 dtypes from 2.1, by fp32 operations that give the same bits on
+// 1.13) and multiplied in fp32. The mode is said at construction.
 #pragma once
 
 #include <fmt/format.h>
@@ -52,8 +53,11 @@ struct Fp8State {
   std::vector<Fp8LayerState> layers;
 };
 
-// The emulation in use, as construction reports it.
-inline std::string fp8_mode() {
+// The arithmetic in use on `device`, as construction reports it.
+inline std::string fp8_mode(const torch::Device& device) {
+  if (device.is_cuda() && accel::detail::has_scaled_mm)
+    return "on fp8 tensor cores through at::_scaled_mm (a GPU of compute capability 8.9 or newer; "
+           "emulated in fp32, with a warning, on one without)";
   return accel::detail::has_float8
              ? "emulated: values rounded through libtorch's float8 dtypes, multiplied in fp32"
              : fmt::format("emulated: values rounded to the fp8 formats by fp32 operations "
@@ -72,7 +76,7 @@ struct Precision<Fp8> : WithoutLossScaling {
     if (is_main()) {
       fmt::print("accel: Fp8 on {}: Linear layers in e4m3/e5m2 with delayed scaling (amax over {} "
                  "steps, margin {}), {}; the rest in bf16\n",
-                 device.str(), options_.amax_history_len, options_.margin, fp8_mode());
+                 device.str(), options_.amax_history_len, options_.margin, fp8_mode(device));
     }
   }
 
