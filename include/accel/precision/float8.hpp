@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string_view>
 
 #include "../detail/error.hpp"
@@ -49,10 +50,14 @@ inline torch::Tensor round_to_float8_emulated(const torch::Tensor& x, Float8Form
   return torch::copysign(torch::round(magnitude / quantum) * quantum, clamped);
 }
 
+// libtorch's dtype of `format` (Float8_e4m3fn, Float8_e5m2), where it has one (2.1 and newer).
+inline std::optional<c10::ScalarType> float8_dtype_of(Float8Format format) {
+  return format == Float8Format::e4m3 ? detail::float8_e4m3_dtype : detail::float8_e5m2_dtype;
+}
+
 // Through the real dtype (libtorch 2.1 and newer).
 inline torch::Tensor round_to_float8_native(const torch::Tensor& x, Float8Format format) {
-  const auto dtype = format == Float8Format::e4m3 ? detail::float8_e4m3_dtype
-                                                  : detail::float8_e5m2_dtype;
+  const auto dtype = float8_dtype_of(format);
   if (!dtype) detail::fail("float8 dtypes need libtorch 2.1 or newer, and this is libtorch {}",
                            TORCH_VERSION);
   const Float8Spec spec = spec_of(format);

@@ -64,12 +64,6 @@ inline std::atomic<int>& scaled_mm_state_of(c10::DeviceIndex device) {
   return states[static_cast<std::size_t>(device) % states.size()];
 }
 
-// Values on an fp8 grid in libtorch's float8 dtype of that format (2.1 and newer: exact).
-inline torch::Tensor in_float8_dtype(const torch::Tensor& grid, Float8Format format) {
-  return grid.to(*(format == Float8Format::e4m3 ? accel::detail::float8_e4m3_dtype
-                                                : accel::detail::float8_e5m2_dtype));
-}
-
 // (a b) / (sa sb) in fp32, for a [m, k] and b [k, n] holding values on an fp8 grid (x s rounded
 // to e4m3, or e5m2 for a; in any dtype that holds them exactly): on fp8 tensor cores where they
 // apply (above), else emulated.
@@ -84,8 +78,8 @@ inline torch::Tensor fp8_grid_matmul(const torch::Tensor& a, Float8Format a_form
           const auto on = torch::TensorOptions().device(a.device()).dtype(torch::kFloat);
           // _scaled_mm's layout: a row-major, b column-major (b^T contiguous).
           torch::Tensor out = accel::detail::scaled_mm(
-              in_float8_dtype(a, a_format).contiguous(),
-              in_float8_dtype(b, Float8Format::e4m3).t().contiguous().t(),
+              a.to(*float8_dtype_of(a_format)).contiguous(),
+              b.to(*float8_dtype_of(Float8Format::e4m3)).t().contiguous().t(),
               torch::full({}, 1.0 / sa, on), torch::full({}, 1.0 / sb, on));
           state.store(1);
           ++fp8_tensor_core_matmul_count();

@@ -459,19 +459,15 @@ class ShardedStrategy : public LocalStrategy {
     // The user's options as they are now: a scheduler, or the user, may have changed them.
     for (std::size_t g = 0; g < groups.size(); ++g)
       shard_groups[g].set_options(groups[g].options().clone());
-    if (sharded.host.empty()) {
-      sharded.shard->step();
-    } else {
-      step_host_copies(sharded);
-    }
+    step_optimizer(sharded);
     derived().after_shard_step(sharded.flats);
   }
 
-  // offload.optimizer: the pieces' gradients to the CPU copies (a piece without one this step
-  // leaves its copy without one, so the optimizer skips it as it would the parameter), the step
-  // there, the updated values back. Blocking copies: the step needs the gradients, and the next
-  // forward the values.
-  static void step_host_copies(ShardedOptimizer& sharded) {
+  // The shard optimizer's step. Under offload.optimizer the pieces' gradients go to the CPU
+  // copies first (a piece without one this step leaves its copy without one, so the optimizer
+  // skips it as it would the parameter), and the updated values come back after it. Blocking
+  // copies: the step needs the gradients, and the next forward the values.
+  static void step_optimizer(ShardedOptimizer& sharded) {
     torch::NoGradGuard no_grad;
     for (std::size_t g = 0; g < sharded.host.size(); ++g)
       for (std::size_t j = 0; j < sharded.host[g].size(); ++j) {
