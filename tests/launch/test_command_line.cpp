@@ -7,6 +7,7 @@
 #include <accel/launch.hpp>
 #include <algorithm>
 #include <csignal>
+#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -29,6 +30,38 @@ std::string error_of(std::initializer_list<const char*> words) {
     return error.what();
   }
   return "";
+}
+
+// accel-launch --config FILE run on `content` written to FILE in `dir`: the exit status and
+// stderr. The file is read by the launcher executable, since config_file.hpp needs yaml-cpp and
+// only accel-launch links it; the command it would start, `true`, is never reached on a bad file.
+launch_test::Finished launch_with_config(const launch_test::TestDir& dir, const std::string& content,
+                                         const std::string& name = "bad.yaml") {
+  std::ofstream(dir.file(name), std::ios::binary) << content;
+  launch_test::Process launcher({ACCEL_TEST_LAUNCHER, "--config", dir.file(name), "--", "true"},
+                                dir, {{"ACCEL_NPROC", std::nullopt}, {"OMP_NUM_THREADS", "1"}});
+  return launcher.wait();
+}
+
+// An accel-launch built without yaml-cpp reads no file: the config tests have nothing to check.
+bool reads_config(const launch_test::Finished& finished) {
+  if (!launch_test::contains(finished.err, "built without yaml-cpp")) return true;
+  MESSAGE("accel-launch was built without yaml-cpp; skipped");
+  return false;
+}
+
+// The file is refused with status 2 and exactly `message` (after "accel: "; `FILE` in it stands
+// for the file's path), before anything starts.
+void check_refused(const std::string& content, std::string message) {
+  const launch_test::TestDir dir;
+  const auto finished = launch_with_config(dir, content);
+  if (!reads_config(finished)) return;
+  const std::string path = dir.file("bad.yaml");
+  for (auto at = message.find("FILE"); at != std::string::npos; at = message.find("FILE", at))
+    message.replace(at, 4, path);
+  INFO("file:\n" << content);
+  CHECK(finished.status == 2);
+  CHECK(finished.err == "accel: " + message + "\n");
 }
 
 struct UnsetNproc {
@@ -99,6 +132,53 @@ TEST_CASE("command line: every mistake gets an accel: message naming the value")
   check({"--", "true"}, {"ACCEL_NPROC='abc'", "unset it"});
   ::setenv("ACCEL_NPROC", "0", 1);
   check({"--", "true"}, {"ACCEL_NPROC=0", "at least 1"});
+}
+
+TEST_CASE("config file: a folder is refused, not read (it aborted the launcher)") {
+  const launch_test::TestDir dir;
+  launch_test::Process launcher({ACCEL_TEST_LAUNCHER, "--config", dir.path(), "--", "true"}, dir);
+  const auto finished = launcher.wait();
+  if (!reads_config(finished)) return;
+  CHECK(finished.status == 2);
+  CHECK(finished.err == "accel: --config " + dir.path() + " is a folder, not a YAML file; give " +
+                            "the path of a file in it, e.g. --config " + dir.path() +
+                            "/launch.yaml\n");
+}
+
+TEST_CASE("config file: a repeated key is refused with both lines, not last-wins") {
+  check_refused("nproc: 2\ngrace: 1\nnproc: 2\n",
+                "FILE:3: the file has 'nproc' twice, on lines 1 and 3; keep one of them");
+  check_refused("env:\n  FOO: a\n  FOO: b\n",
+                "FILE:3: 'env' has 'FOO' twice, on lines 2 and 3; keep one of them");
+}
+
+TEST_CASE("config file: an env name setenv() would refuse is an error, not dropped") {
+  const std::string rule =
+      ", which is not a variable name: a name must be non-empty and contain no '=' (nor a NUL); "
+      "e.g. env: {NCCL_DEBUG: INFO}";
+  check_refused("env:\n  OK: 1\n  \"BAD=NAME\": x\n", "FILE:3: 'env' has 'BAD=NAME'" + rule);
+  check_refused("env:\n  \"\": y\n", "FILE:2: 'env' has ''" + rule);
+  check_refused("env:\n  RANK: 3\n",
+                "FILE:2: 'env' sets RANK, which the launcher sets for every worker itself; e.g. "
+                "env: {NCCL_DEBUG: INFO}");
+}
+
+TEST_CASE("config file: threads-per-process above 1024 is out of range") {
+  check_refused("threads-per-process: 100000\n",
+                "FILE:1: threads-per-process '100000' is out of range; give at most 1024 threads "
+                "per worker (no more than the node's cores), e.g. 8");
+}
+
+TEST_CASE("config file: a second YAML document is refused, not ignored") {
+  check_refused("nproc: 1\n---\nnproc: 2\n",
+                "FILE:3: a second YAML document (after a '---' line); accel-launch reads one "
+                "document per file: remove the '---' and put all the settings in one mapping");
+  // A '---' before the settings, or one with nothing after it, ignores nothing.
+  const launch_test::TestDir dir;
+  const auto finished = launch_with_config(dir, "---\nnproc: 1\n---\n", "ok.yaml");
+  if (!reads_config(finished)) return;
+  INFO("stderr: " << finished.err);
+  CHECK(finished.status == 0);
 }
 
 TEST_CASE("launch(): --nproc is taken out of the program's arguments, before -- only") {

@@ -5,6 +5,12 @@
 #include <accel/checkpoints.hpp>
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -267,3 +273,180 @@ TEST_CASE("checkpoint: save_model writes safetensors that load_model reads back"
   CHECK_THROWS_WITH(acc.load_model(wrong_model, folder / "one"), doctest::Contains("unexpected"));
   fs::remove_all(folder);
 }
+
+// --- What save_state may delete: only what accel wrote (docs/checkpoints.md) ----------------------
+
+namespace {
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_text(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
+bool has_staging_leftovers(const fs::path& folder) {
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.path().filename().string().ends_with(".partial")) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("checkpoint: save_state refuses a folder or file it did not write, and deletes nothing") {
+  const fs::path folder = fresh_folder("foreign");
+  accel::Options options{.seed = 3};
+  options.checkpoints = {.directory = folder / "root"};
+  Strategy acc(options);
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+
+  // A folder of the user's notes.
+  fs::create_directories(folder / "outputs");
+  write_text(folder / "outputs" / "notes.txt", "mine");
+  CHECK_THROWS_WITH(acc.save_state(folder / "outputs"),
+                    doctest::Contains("outputs' exists and is not an accel checkpoint: it has no "
+                                      "manifest.json"));
+  CHECK(read_text(folder / "outputs" / "notes.txt") == "mine");
+  // A file.
+  write_text(folder / "file", "data");
+  CHECK_THROWS_WITH(acc.save_state(folder / "file"), doctest::Contains("it is not a folder"));
+  CHECK(read_text(folder / "file") == "data");
+  // The working directory, named as ".".
+  const fs::path before = fs::current_path();
+  fs::current_path(folder / "outputs");
+  CHECK_THROWS_WITH(acc.save_state(fs::path(".")), doctest::Contains("is not an accel checkpoint"));
+  fs::current_path(before);
+  CHECK(read_text(folder / "outputs" / "notes.txt") == "mine");
+  // The checkpoints root, holding automatic checkpoints.
+  acc.save_state();
+  acc.save_state();
+  CHECK_THROWS_WITH(acc.save_state(folder / "root"), doctest::Contains("is not an accel checkpoint"));
+  CHECK(fs::exists(folder / "root" / "checkpoint_0" / "manifest.json"));
+  CHECK(fs::exists(folder / "root" / "checkpoint_1" / "manifest.json"));
+  // A checkpoint the user put a file into is no longer only accel's.
+  write_text(folder / "root" / "checkpoint_1" / "eval.txt", "0.93");
+  CHECK_THROWS_WITH(acc.save_state(folder / "root" / "checkpoint_1"),
+                    doctest::Contains("it holds 'eval.txt', which its manifest does not name"));
+  CHECK(read_text(folder / "root" / "checkpoint_1" / "eval.txt") == "0.93");
+  // A staging folder's name holding something a save does not write.
+  fs::create_directories(folder / ".kept.partial");
+  write_text(folder / ".kept.partial" / "draft.txt", "x");
+  CHECK_THROWS_WITH(acc.save_state(folder / "kept"), doctest::Contains("accel will not delete it"));
+  CHECK(read_text(folder / ".kept.partial" / "draft.txt") == "x");
+  CHECK_FALSE(has_staging_leftovers(folder / "root"));
+  CHECK_FALSE(has_staging_leftovers(folder / "outputs"));
+  CHECK_FALSE(fs::exists(folder / ".outputs.partial"));
+  CHECK_FALSE(fs::exists(folder / ".file.partial"));
+  fs::remove_all(folder);
+}
+
+TEST_CASE("checkpoint: a trailing separator, '.' and a symlink name the same checkpoint") {
+  const fs::path folder = fresh_folder("paths");
+  Strategy acc({.seed = 4});
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  acc.save_state(fs::path((folder / "ck").string() + "/"));
+  CHECK(fs::exists(folder / "ck" / "manifest.json"));
+  acc.save_state(fs::path((folder / "ck").string() + "/"));  // replaces its own checkpoint
+  const fs::path before = fs::current_path();
+  fs::current_path(folder / "ck");
+  acc.save_state(fs::path("."));
+  fs::current_path(before);
+  fs::create_directory_symlink(folder / "ck", folder / "link");
+  acc.save_state(folder / "link");
+  CHECK(fs::is_symlink(folder / "link"));
+  CHECK(fs::exists(folder / "link" / "manifest.json"));
+  CHECK_FALSE(has_staging_leftovers(folder));
+  acc.load_state(fs::path((folder / "ck").string() + "/"));
+  fs::remove_all(folder);
+}
+
+TEST_CASE("checkpoint: one run per checkpoint folder; a dead holder's lock is taken over") {
+  const fs::path root = fresh_folder("lock");
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  int held[2];
+  REQUIRE(::pipe(held) == 0);
+  const pid_t other_run = ::fork();
+  REQUIRE(other_run >= 0);
+  if (other_run == 0) {  // another job's main process: takes the folder and waits
+    accel::state::hold_folder_for_this_run(accel::state::resolved_folder(root), "test");
+    char c = 1;
+    (void)!::write(held[1], &c, 1);
+    (void)!::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  REQUIRE(::read(held[0], &c, 1) == 1);
+  accel::Options options{.seed = 5};
+  options.checkpoints = {.directory = root};
+  Strategy acc(options);
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  CHECK_THROWS_WITH(acc.save_state(),
+                    doctest::Contains(fmt::format("belongs to another run that is still running "
+                                                  "(pid {} on ",
+                                                  other_run)
+                                          .c_str()));
+  CHECK_THROWS_WITH(acc.load_state(), doctest::Contains("belongs to another run"));
+  CHECK_FALSE(fs::exists(root / "checkpoint_0"));
+  // The other run dies without a word (SIGKILL): the kernel drops its lock.
+  ::kill(other_run, SIGKILL);
+  int status = 0;
+  ::waitpid(other_run, &status, 0);
+  CHECK(acc.save_state() == root / "checkpoint_0");
+  CHECK(acc.load_state() == root / "checkpoint_0");
+  for (int fd : {go[0], go[1], held[0], held[1]}) ::close(fd);
+  fs::remove_all(root);
+}
+
+TEST_CASE("checkpoint: a save that cannot write leaves no partial files and the old one whole") {
+  const fs::path folder = fresh_folder("full");
+  Strategy acc({.seed = 6});
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  acc.save_state(folder / "ck");
+  const std::string manifest = read_text(folder / "ck" / "manifest.json");
+  // A file size limit stands in for a full disk: the rank file's write fails part way.
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = 1024;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  CHECK_THROWS_WITH(acc.save_state(folder / "ck"), doctest::Contains("File too large"));
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &saved) == 0);
+  std::signal(SIGXFSZ, previous);
+  CHECK_FALSE(fs::exists(folder / ".ck.partial"));
+  CHECK(read_text(folder / "ck" / "manifest.json") == manifest);
+  acc.load_state(folder / "ck");
+  fs::remove_all(folder);
+}
+
+TEST_CASE("checkpoint: the manifest's own checksum catches a changed step count; a missing rank "
+          "file is named") {
+  const fs::path folder = fresh_folder("manifest_sum");
+  Strategy acc({.seed = 7});
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  acc.save_state(folder / "good");
+  fs::copy(folder / "good", folder / "edited", fs::copy_options::recursive);
+  std::string text = read_text(folder / "edited" / "manifest.json");
+  const auto at = text.find("\"completed_steps\": 0");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 20, "\"completed_steps\": 8");
+  write_text(folder / "edited" / "manifest.json", text);
+  CHECK_THROWS_WITH(acc.load_state(folder / "edited"), doctest::Contains("the manifest is corrupt"));
+  fs::copy(folder / "good", folder / "missing", fs::copy_options::recursive);
+  fs::remove(folder / "missing" / "rank_0.safetensors");
+  CHECK_THROWS_WITH(acc.load_state(folder / "missing"),
+                    doctest::Contains(("accel: load_state: '" +
+                                       (folder / "missing" / "rank_0.safetensors").string() +
+                                       "' is missing")
+                                          .c_str()));
+  acc.load_state(folder / "good");
+  fs::remove_all(folder);
+}
+

@@ -14,20 +14,25 @@
 //     NCCL_DEBUG: INFO
 //
 // Keys are the command-line flags without their dashes in front; flags given on the command
-// line override the file. An unknown key or a value of the wrong type is an `accel:` error
-// naming the file, the line and the key. `accel-launch config` writes such a file from flags.
+// line override the file. An unknown or repeated key, a value of the wrong type or out of range,
+// an `env` name setenv() would refuse, a second YAML document and a folder instead of a file are
+// `accel:` errors naming the file, the line and the key. `accel-launch config` writes such a file
+// from flags.
 //
 // Only accel-launch includes this header (it needs yaml-cpp); the rest of the launcher does not.
 #pragma once
 
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -77,33 +82,139 @@ inline std::string config_key_list() {
   return list;
 }
 
+// The most threads one worker may ask for. The largest machines have about a thousand hardware
+// threads (two 192-core CPUs with SMT: 768), and OpenMP starts every thread asked for, each with
+// its own stack, whatever the cores: a bigger number is a typo (100000 for 10) that would
+// oversubscribe the node or exhaust its memory, not a setting.
+inline constexpr int max_threads_per_process = 1024;
+
 // A whole-number setting given as a string: checked as the command line would check it.
 inline int threads_value(std::string_view text, const std::string& shown) {
   const int value = parse_whole_number(text, shown, "give threads per worker, e.g. 8");
   if (value < 1) fail(shown + " is out of range; give at least 1 thread per worker, e.g. 8");
+  if (value > max_threads_per_process)
+    fail(shown + " is out of range; give at most " + std::to_string(max_threads_per_process) +
+         " threads per worker (no more than the node's cores), e.g. 8");
   return value;
 }
 
-inline LaunchConfig read_launch_config(const std::string& path) {
-  YAML::Node root;
+// Whether setenv() takes `name`: it refuses an empty name and one with '=' (EINVAL; '=' ends the
+// name in an environment entry), and a NUL would cut the name short. The same rule for a file's
+// `env` and for `accel-launch config --env NAME=VALUE`, so that no variable is dropped on the way
+// to the workers.
+inline bool is_variable_name(std::string_view name) {
+  return !name.empty() && name.find('=') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+// A name as a message shows it: a NUL in it, which would end the message there, as \0.
+inline std::string shown_name(std::string_view name) {
+  std::string shown;
+  for (const char c : name) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+  return shown;
+}
+
+inline std::string line_of(const YAML::Node& node) { return std::to_string(node.Mark().line + 1); }
+
+// The file's text. yaml-cpp reads a stream's buffer directly, so a read error (a folder opens
+// fine and fails on the first read, EISDIR) escapes it as std::ios_base::failure and aborts
+// accel-launch: the file is read here, every failure an `accel:` error.
+inline std::string read_config_text(const std::string& path) {
+  const auto unreadable = [&](const std::string& why) {
+    fail("--config " + path + " cannot be read (" + why +
+         "); give the path of a YAML file, e.g. one written by accel-launch config");
+  };
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) unreadable(std::generic_category().message(errno));
+  if (S_ISDIR(info.st_mode))
+    fail("--config " + path + " is a folder, not a YAML file; give the path of a file in it, "
+         "e.g. --config " + path + "/launch.yaml");
+  std::string text;
   try {
-    std::ifstream probe(path);
-    if (!probe) fail("--config " + path + " cannot be read; give the path of a YAML file, "
-                     "e.g. one written by accel-launch config");
-    root = YAML::LoadFile(path);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) unreadable(std::generic_category().message(errno));
+    char buffer[4096];
+    while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+      text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (in.bad()) unreadable("a read failed");
+  } catch (const std::ios_base::failure& error) {
+    unreadable(error.code().message());
+  }
+  return text;
+}
+
+// The file's one document (a null node when the file is empty). A file may hold several YAML
+// documents ('---' between them); reading the first alone would ignore the rest without a word.
+inline YAML::Node parse_config_document(const std::string& path, const std::string& text) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
   } catch (const YAML::ParserException& error) {
     fail(path + ":" + std::to_string(error.mark.line + 1) + ": not valid YAML: " + error.msg);
   }
+  if (documents.empty()) return YAML::Node();
+  for (std::size_t i = 1; i < documents.size(); ++i)  // an empty one ('---' at the end) holds nothing
+    if (!documents[i].IsNull())
+      fail(path + ":" + line_of(documents[i]) +
+           ": a second YAML document (after a '---' line); accel-launch reads one document per "
+           "file: remove the '---' and put all the settings in one mapping");
+  return documents.front();
+}
+
+// Checks that every key of a mapping is a plain name and appears once: yaml-cpp keeps every entry
+// of a mapping, a repeated one too, and reading them in order would let the last win without a
+// word. `what` says whose keys they are in a message.
+inline void check_config_keys(const YAML::Node& map, const std::string& path,
+                              const std::string& what) {
+  std::vector<std::string> keys;
+  std::vector<std::string> lines;
+  for (const auto& entry : map) {
+    const std::string line = line_of(entry.first);
+    // as<std::string>() throws past the `accel:` errors for a key that is a list or a mapping.
+    if (!entry.first.IsScalar())
+      fail(path + ":" + line + ": " + what + " has a key that is not a name; write name: value");
+    const std::string key = entry.first.Scalar();
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key)
+        fail(path + ":" + line + ": " + what + " has '" + key + "' twice, on lines " + lines[i] +
+             " and " + line + "; keep one of them");
+    keys.push_back(key);
+    lines.push_back(line);
+  }
+}
+
+// The `env` mapping: every variable a single value under a name setenv() takes, none of those
+// the launcher sets itself.
+inline void read_config_environment(const YAML::Node& value, const std::string& where,
+                                    const std::string& path, LaunchExtras& extras) {
+  const std::string example = "; e.g. env: {NCCL_DEBUG: INFO}";
+  if (!value.IsMap()) fail(where + "'env' must be a mapping of variable names to values" + example);
+  check_config_keys(value, path, "'env'");
+  for (const auto& variable : value) {
+    const std::string name = variable.first.Scalar();
+    const std::string at = path + ":" + line_of(variable.first) + ": 'env' ";
+    if (!is_variable_name(name))
+      fail(at + "has '" + shown_name(name) + "', which is not a variable name: a name must be non-empty and "
+           "contain no '=' (nor a NUL)" + example);
+    if (is_launcher_variable(name))
+      fail(at + "sets " + name + ", which the launcher sets for every worker itself" + example);
+    if (!variable.second.IsScalar())
+      fail(at + "sets " + name + " to something other than a single value" + example);
+    extras.environment.emplace_back(name, variable.second.Scalar());
+  }
+}
+
+inline LaunchConfig read_launch_config(const std::string& path) {
+  const YAML::Node root = parse_config_document(path, read_config_text(path));
   LaunchConfig config;
   if (root.IsNull()) return config;  // an empty file sets nothing
   if (!root.IsMap())
     fail(path + ": the file must be a mapping of settings (key: value), e.g. nproc: 4");
-  std::vector<std::string> seen;
+  check_config_keys(root, path, "the file");
   for (const auto& entry : root) {
-    const auto line = std::to_string(entry.first.Mark().line + 1);
-    const std::string key = entry.first.as<std::string>();
+    const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
-    const std::string where = path + ":" + line + ": ";
+    const std::string where = path + ":" + line_of(entry.first) + ": ";
     const ConfigKey* known = nullptr;
     for (const auto& candidate : config_keys)
       if (candidate.name == key) known = &candidate;
@@ -119,20 +230,11 @@ inline LaunchConfig read_launch_config(const std::string& path) {
       fail(where + "'" + key + "' " + what + "; e.g. " + std::string(known->example));
     };
     if (known->type == ConfigType::environment) {
-      if (!value.IsMap()) wrong("must be a mapping of variable names to values");
-      for (const auto& variable : value) {
-        const std::string name = variable.first.as<std::string>();
-        if (!variable.second.IsScalar())
-          wrong("sets " + name + " to something other than a single value");
-        if (is_launcher_variable(name))
-          wrong("sets " + name + ", which the launcher sets for every worker itself");
-        config.extras.environment.emplace_back(name, variable.second.as<std::string>());
-      }
+      read_config_environment(value, where, path, config.extras);
       continue;
     }
     if (!value.IsScalar()) wrong("must be a single value");
     const std::string text = value.as<std::string>();
-    const std::string shown = key + " '" + text + "'";
     switch (known->type) {
       case ConfigType::whole_number: {
         int number = 0;
@@ -142,7 +244,8 @@ inline LaunchConfig read_launch_config(const std::string& path) {
           wrong("is '" + text + "', not a whole number");
         }
         if (key == "threads-per-process") {
-          config.extras.threads_per_process = threads_value(std::to_string(number), shown);
+          config.extras.threads_per_process =
+              threads_value(std::to_string(number), where + key + " '" + text + "'");
           continue;
         }
         config.flags.insert(config.flags.end(), {"--" + key, std::to_string(number)});
@@ -233,7 +336,8 @@ inline ConfiguredLine apply_launch_config(int argc, const char* const* argv) {
 // Sets the extras in this process, whose environment the workers inherit: the file's variables
 // and OMP_NUM_THREADS (which the launcher then leaves as it is, threads.hpp).
 inline void apply_launch_extras(const LaunchExtras& extras) {
-  for (const auto& [name, value] : extras.environment) ::setenv(name.c_str(), value.c_str(), 1);
+  for (const auto& [name, value] : extras.environment)  // names checked: is_variable_name
+    if (::setenv(name.c_str(), value.c_str(), 1) != 0) fail_with_errno("cannot set " + name);
   if (extras.threads_per_process)
     ::setenv("OMP_NUM_THREADS", std::to_string(*extras.threads_per_process).c_str(), 1);
 }
@@ -271,9 +375,14 @@ inline int write_launch_config(int argc, const char* const* argv) {
     } else if (arg == "--env") {
       const std::string pair = value();
       const auto equals = pair.find('=');
-      if (equals == std::string::npos || equals == 0)
+      if (equals == std::string::npos || !is_variable_name(pair.substr(0, equals)))
         fail("--env '" + pair + "' is not NAME=VALUE; e.g. --env NCCL_DEBUG=INFO");
-      environment.emplace_back(pair.substr(0, equals), pair.substr(equals + 1));
+      const std::string name = pair.substr(0, equals);
+      // The file would be refused when used (read_config_environment): refused now instead.
+      if (is_launcher_variable(name))
+        fail("--env " + name + ": the launcher sets " + name + " for every worker itself; leave it "
+             "out");
+      environment.emplace_back(name, pair.substr(equals + 1));
     } else if (arg.starts_with("--")) {
       const std::string key(arg.substr(2));
       const ConfigKey* known = nullptr;

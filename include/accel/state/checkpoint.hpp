@@ -40,6 +40,7 @@
 #include "../version.hpp"
 #include "checkpoint_folder.hpp"
 #include "checksum.hpp"
+#include "folder_lock.hpp"
 #include "optimizer_state.hpp"
 #include "posix_file.hpp"
 #include "safetensors.hpp"
@@ -48,7 +49,8 @@
 
 namespace accel::state {
 
-inline constexpr int checkpoint_format_version = 1;
+// 2: the manifest carries its own checksum (manifest_xxh3). Version 1 still loads.
+inline constexpr int checkpoint_format_version = 2;
 
 namespace detail {
 
@@ -109,6 +111,15 @@ std::string error_of(F&& step) {
   return {};
 }
 
+// The manifest's own checksum: XXH3-64 of its text without the "manifest_xxh3" field, so that
+// a flipped bit in a step count or a learning rate is caught like one in a rank file.
+inline constexpr const char* manifest_checksum_key = "manifest_xxh3";
+inline std::string manifest_checksum(nlohmann::json manifest) {
+  manifest.erase(manifest_checksum_key);
+  const std::string text = manifest.dump(1);
+  return checksum_hex(checksum(text.data(), text.size()));
+}
+
 inline std::string broadcast_string(runtime::ProcessGroup* group, const std::string& value) {
   if (group == nullptr) return value;
   return runtime::gather_object(group, value).front();
@@ -128,45 +139,33 @@ struct CheckpointIO<Accel, void> {
     const int rank = acc.process_index();
     const Path root = acc.options_.checkpoints.directory;
     std::string target_text;
+    bool under_root = false;
     std::string error = detail::error_of([&] {
       if (rank != 0) return;
-      const Path target = requested ? *requested : next_automatic_checkpoint(root);
-      begin_staging(target);
+      // The root is locked before the next number is chosen: two runs never pick the same one.
+      const Path resolved_root = resolved_folder(root);
+      if (!requested || resolved_folder(*requested).parent_path() == resolved_root) {
+        hold_folder_for_this_run(resolved_root, "save_state");
+        under_root = true;
+      }
+      const Path target = resolved_folder(requested ? *requested : next_automatic_checkpoint(root));
+      begin_staging(target, "save_state");
       target_text = target.string();
     });
     detail::agree(group, error, "save_state: preparing the folder");
     const Path target = detail::broadcast_string(group, target_text);
     const Path staging = staging_folder(target);
-
-    // Every rank writes its file straight from the tensors, hashing it as it goes; the sizes and
-    // checksums go to the main process's manifest.
-    std::string record;
-    error = detail::error_of([&] {
-      StreamingChecksum sum;
-      const std::uint64_t bytes = safetensors::write_file(
-          staging / detail::rank_file(rank), rank_tensors(acc), {},
-          [&sum](const void* data, std::size_t size) { sum.update(data, size); });
-      record = nlohmann::json{{"name", detail::rank_file(rank)},
-                              {"bytes", bytes},
-                              {"xxh3", checksum_hex(sum.value())}}
-                   .dump();
-    });
-    detail::agree(group, error, "save_state: writing the rank files");
-    std::vector<std::string> records{record};
-    if (group != nullptr) records = runtime::gather_object(group, record);
-
-    error = detail::error_of([&] {
-      if (rank != 0) return;
-      nlohmann::json manifest = manifest_of(acc);
-      manifest["files"] = nlohmann::json::array();
-      for (const auto& r : records) manifest["files"].push_back(nlohmann::json::parse(r));
-      posix::write_file_synced(staging / manifest_name, manifest.dump(1));
-      commit_staging(staging, target);
-      if (!requested || target.parent_path() == root)
-        prune_checkpoints(root, acc.options_.checkpoints.total_limit);
-    });
-    detail::agree(group, error, "save_state: committing");
-    return target;
+    try {
+      write_and_commit(acc, staging, target,
+                       under_root ? std::optional<Path>(resolved_folder(root)) : std::nullopt);
+    } catch (...) {
+      // A failed save (a full disk, a rank that could not write) leaves no rank's file behind:
+      // they are what keeps the disk full.
+      std::error_code ignored;
+      if (rank == 0 && !why_not_staging(staging)) std::filesystem::remove_all(staging, ignored);
+      throw;
+    }
+    return requested ? *requested : root / target.filename();
   }
 
   // --- load_state ----------------------------------------------------------------------------
@@ -180,6 +179,11 @@ struct CheckpointIO<Accel, void> {
         return;
       }
       const Path root = acc.options_.checkpoints.directory;
+      // Resuming from the root makes it this run's: another run still writing there would
+      // otherwise be resumed from, and then written over.
+      std::error_code absent;
+      if (std::filesystem::is_directory(root, absent))
+        hold_folder_for_this_run(resolved_folder(root), "load_state");
       const auto newest = newest_committed_checkpoint(root);
       if (!newest)
         accel::detail::fail("load_state: no committed checkpoint_<n> under '{}' (a folder "
@@ -258,6 +262,41 @@ struct CheckpointIO<Accel, void> {
   }
 
  private:
+  // Every rank writes its file straight from the tensors, hashing it as it goes; the sizes and
+  // checksums go to the main process's manifest, written last, before the commit.
+  // Afterwards the checkpoints under `prune_root` are pruned to Options::checkpoints.total_limit.
+  static void write_and_commit(Accel& acc, const Path& staging, const Path& target,
+                               const std::optional<Path>& prune_root) {
+    runtime::ProcessGroup* group = acc.group_.get();
+    const int rank = acc.process_index();
+    std::string record;
+    std::string error = detail::error_of([&] {
+      StreamingChecksum sum;
+      const std::uint64_t bytes = safetensors::write_file(
+          staging / detail::rank_file(rank), rank_tensors(acc), {},
+          [&sum](const void* data, std::size_t size) { sum.update(data, size); });
+      record = nlohmann::json{{"name", detail::rank_file(rank)},
+                              {"bytes", bytes},
+                              {"xxh3", checksum_hex(sum.value())}}
+                   .dump();
+    });
+    detail::agree(group, error, "save_state: writing the rank files");
+    std::vector<std::string> records{record};
+    if (group != nullptr) records = runtime::gather_object(group, record);
+
+    error = detail::error_of([&] {
+      if (rank != 0) return;
+      nlohmann::json manifest = manifest_of(acc);
+      manifest["files"] = nlohmann::json::array();
+      for (const auto& r : records) manifest["files"].push_back(nlohmann::json::parse(r));
+      manifest[detail::manifest_checksum_key] = detail::manifest_checksum(manifest);
+      posix::write_file_synced(staging / manifest_name, manifest.dump(1));
+      commit_staging(staging, target, "save_state");
+      if (prune_root) prune_checkpoints(*prune_root, acc.options_.checkpoints.total_limit);
+    });
+    detail::agree(group, error, "save_state: committing");
+  }
+
   // --- What one rank writes ------------------------------------------------------------------
   static std::vector<std::pair<std::string, torch::Tensor>> rank_tensors(Accel& acc) {
     const int rank = acc.process_index();
@@ -456,7 +495,7 @@ struct CheckpointIO<Accel, void> {
       return *found;
     };
     try {
-      return stage_from(acc, folder, field, rank);
+      return stage_from(acc, folder, manifest, field, rank);
     } catch (const json::exception& e) {
       accel::detail::fail("load_state: '{}' does not have the layout of format version {} ({})",
                           manifest_path.string(), checkpoint_format_version, e.what());
@@ -465,14 +504,23 @@ struct CheckpointIO<Accel, void> {
 
   template <class Field>
   static std::vector<std::function<void()>> stage_from(Accel& acc, const Path& folder,
+                                                       const nlohmann::json& manifest,
                                                        Field&& field, int rank) {
     const std::string where = (folder / manifest_name).string();
-    if (field("format") != "accel-checkpoint" ||
-        field("format_version").template get<int>() != checkpoint_format_version)
+    const int version = field("format_version").template get<int>();
+    if (field("format") != "accel-checkpoint" || version < 1 || version > checkpoint_format_version)
       accel::detail::fail("load_state: '{}' is format {} version {}; this accel reads "
-                          "accel-checkpoint version {}",
+                          "accel-checkpoint versions 1 to {}",
                           where, field("format").dump(), field("format_version").dump(),
                           checkpoint_format_version);
+    if (version >= 2) {
+      const std::string sum = detail::manifest_checksum(manifest);
+      if (sum != field(detail::manifest_checksum_key).template get<std::string>())
+        accel::detail::fail("load_state: '{}' has checksum {}, its {} says {}; the manifest is "
+                            "corrupt",
+                            where, sum, detail::manifest_checksum_key,
+                            field(detail::manifest_checksum_key).template get<std::string>());
+    }
     const int saved_world = field("world_size").template get<int>();
     const std::string saved_parallelism = field("parallelism").template get<std::string>();
     const std::string saved_precision = field("precision").template get<std::string>();
@@ -505,6 +553,11 @@ struct CheckpointIO<Accel, void> {
     for (const auto& file : field("files")) {
       const std::string name = file.at("name").template get<std::string>();
       const Path path = folder / name;
+      std::error_code missing;
+      if (!std::filesystem::is_regular_file(path, missing))
+        accel::detail::fail("load_state: '{}' is missing; the manifest names it, so the checkpoint "
+                            "is incomplete (copied in part?)",
+                            path.string());
       std::string bytes = posix::read_file(path);
       const auto expected_bytes = file.at("bytes").template get<std::uint64_t>();
       if (bytes.size() != expected_bytes)
