@@ -1,5 +1,5 @@
 // What a training loop uses: the Accelerator (core.hpp) with its policies, options, DataLoader
-// and collectives; accel::launch (launch.hpp); parameter digests (state/digest.hpp); run
+// and collectives; accel::Sharded units (parallel/sharded.hpp); accel::launch (launch.hpp); parameter digests (state/digest.hpp); run
 // tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
 // library's version.
 //
@@ -15,6 +15,8 @@
 
 #include "core.hpp"
 #include "launch.hpp"
+#include "parallel/sharded.hpp"
+#include "schedules.hpp"
 #include "state/digest.hpp"
 #include "tracking.hpp"
 #include "variants.hpp"

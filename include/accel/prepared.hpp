@@ -161,7 +161,18 @@ class PreparedLoader {
 
   // One epoch; the first skip_first_batches(n) batches of it are passed over (for resuming;
   // load_state() sets this from the checkpoint).
-  iterator begin() { return iterator(this); }
+  // An epoch without a batch is refused: a loop such as `while (completed_steps() < total)`
+  // over it would spin forever without training.
+  iterator begin() {
+    if (loader_->size() == 0)
+      accel::detail::fail("prepared loader #{}: an epoch of it holds no batch ({} samples, batch "
+                          "size {}{}), so a loop over it trains nothing and one waiting for "
+                          "completed_steps() never ends; give it data, or a batch size of at most "
+                          "the number of samples",
+                          slot_ + 1, loader_->num_samples(), loader_->options().batch_size,
+                          loader_->options().drop_last ? ", drop_last" : "");
+    return iterator(this);
+  }
   std::default_sentinel_t end() const { return {}; }
 
   // This rank's batches per epoch.

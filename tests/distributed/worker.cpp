@@ -255,7 +255,9 @@ torch::nn::Sequential regression_model() {
 }
 
 // make_model: any model of 5 inputs and 1 output; it is built twice from the same seed.
-template <class Accel, auto make_model = regression_model>
+// users_own_optimizer: step and zero the torch optimizer itself, not prepare()'s handle (right
+// under Ddp, whose gradients live in the parameters' .grad).
+template <class Accel, auto make_model = regression_model, bool users_own_optimizer = false>
 void ddp_matches_single_process() {
   Accel acc(test_options());
   const int w = acc.num_processes();
@@ -269,8 +271,13 @@ void ddp_matches_single_process() {
   for (int epoch = 0; epoch < 2; ++epoch)
     for (const auto& batch : batches) {
       acc.backward(torch::mse_loss(model(batch.x), batch.y));
-      optimizer.step();
-      optimizer.zero_grad();
+      if (users_own_optimizer && acc.sync_gradients()) {
+        adam.step();
+        adam.zero_grad();
+      } else if (!users_own_optimizer) {
+        optimizer.step();
+        optimizer.zero_grad();
+      }
     }
 
   // The reference: one process, the same initial weights (rank 0's), batches of W x per_rank
@@ -1211,6 +1218,17 @@ void shm_mismatched_reduce() {
   throw std::runtime_error("a reduce of 16 bytes against 32 bytes returned");
 }
 
+// Rank 1 freezes a bias that rank 0 trains: prepare() refuses on every rank, naming the
+// parameter, instead of training different models (over Gloo, buckets of different sizes).
+void different_models() {
+  Ddp acc(test_options());
+  torch::nn::Sequential net(torch::nn::Linear(4, 8), torch::nn::ReLU(), torch::nn::Linear(8, 2));
+  if (acc.process_index() == 1) net[0]->named_parameters()["bias"].set_requires_grad(false);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  throw std::runtime_error("prepare() accepted different models");
+}
+
 // The last rank leaves its Accelerator normally (it caught an error of its own and returns
 // non-zero) while the others wait in a barrier: it must not hold them for long, and their error
 // names the barrier and the rank that left.
@@ -1252,6 +1270,71 @@ struct UnitsNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(UnitsNet);
 UnitsNet units_model() { return UnitsNet(); }
+
+// A transformer's shape as C++ users write it: blocks in a ModuleList, each an accel::Sharded
+// unit whose forward takes several arguments (a tensor mask, a number, a switch) and returns two
+// tensors, both in the loss.
+struct ListBlockImpl : torch::nn::Module {
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear fc{nullptr};
+  ListBlockImpl()
+      : norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({6})))),
+        fc(register_module("fc", torch::nn::Linear(6, 6))) {}
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& mask,
+                                                   double scale, bool residual) {
+    const torch::Tensor h = torch::tanh(fc(norm(x))) * mask * scale;
+    return {residual ? x + h : h, h.pow(2).mean(1, /*keepdim=*/true)};  // per sample
+  }
+};
+TORCH_MODULE(ListBlock);
+
+struct ListNetImpl : torch::nn::Module {
+  torch::nn::Linear in{nullptr}, out{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  std::vector<accel::Sharded<ListBlock>> block;  // the same modules, typed for their forward
+  ListNetImpl()
+      : in(register_module("in", torch::nn::Linear(5, 6))),
+        out(register_module("out", torch::nn::Linear(6, 1))),
+        blocks(register_module("blocks", torch::nn::ModuleList())) {
+    for (int i = 0; i < 3; ++i) {
+      block.push_back(accel::Sharded<ListBlock>());
+      blocks->push_back(block.back());
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = in(x), aux = torch::zeros({x.size(0), 1});
+    const torch::Tensor mask = (torch::arange(6) % 3 != 0).to(torch::kFloat);
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      auto [next, extra] = block[i](h, mask, 0.5 + 0.25 * static_cast<double>(i), i != 1);
+      h = next;
+      aux = aux + extra;
+    }
+    return out(h) + 0.01 * aux;
+  }
+};
+TORCH_MODULE(ListNet);
+ListNet list_model() { return ListNet(); }
+
+// Each Sharded block is a unit of its own: freed after its forward, gathered again for its
+// backward; the root (in, out) stays gathered from forward to backward.
+template <class Accel>
+void sharded_blocks_residency() {
+  Accel acc(test_options());
+  torch::manual_seed(1);
+  auto net = list_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  const auto& flats = acc.strategy().flat_parameters();
+  EXPECT(acc.strategy().unit_count() == 4);  // three blocks, then the root
+  EXPECT(flats.size() == 4);
+  for (std::size_t b = 0; b < 3; ++b) EXPECT(flats[b]->layout().numel == 6 * 6 + 6 + 6 + 6);
+  const torch::Tensor loss = model(torch::randn({4, 5})).pow(2).mean();
+  for (std::size_t b = 0; b < 3; ++b) EXPECT(!flats[b]->materialized());
+  EXPECT(flats[3]->materialized());
+  acc.backward(loss);
+  for (const auto& flat : flats) EXPECT(!flat->materialized() && !flat->gradient().defined());
+  optimizer.step();
+}
 
 // What Zero3 holds when: units as DESIGN.md lays them out, full parameters only while used.
 template <class Accel>
@@ -1473,6 +1556,15 @@ int main(int argc, char** argv) {
        ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::ShardGradOp>>>},
       {"zero3", ddp_matches_single_process<Zero3>},
       {"zero3_units", ddp_matches_single_process<Zero3, units_model>},
+      {"zero3_sharded_blocks", ddp_matches_single_process<Zero3, list_model>},
+      {"zero3_accum_sharded_blocks",
+       ddp_matches_single_process<accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>,
+                                  list_model>},
+      {"fsdp_full_shard_sharded_blocks",
+       ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>, list_model>},
+      {"ddp_sharded_blocks", ddp_matches_single_process<Ddp, list_model>},
+      {"ddp_users_own_optimizer", ddp_matches_single_process<Ddp, regression_model, true>},
+      {"zero3_sharded_blocks_residency", sharded_blocks_residency<Zero3>},
       {"zero3_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_full_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>>},
@@ -1589,6 +1681,7 @@ int main(int argc, char** argv) {
       {"gloo_abort", gloo_abort},
       {"shm_mismatched_reduce", shm_mismatched_reduce},
       {"caught_error", caught_error},
+      {"different_models", different_models},
       {"skipped_collective", skipped_collective},
       {"stopped_rank", [] { stopped_rank(false); }},
       {"stopped_rank_in_backward", [] { stopped_rank(true); }},

@@ -155,6 +155,18 @@ TEST_CASE("a prepared loader yields batches on the accelerator's device") {
   CHECK(total == 0 + 1 + 2 + 3 + 4);
 }
 
+TEST_CASE("a prepared loader whose epoch holds no batch is refused, not iterated silently") {
+  accel::Accelerator<accel::Ddp> accelerator({.device = torch::Device(torch::kCPU)});
+  accel::DataLoader small(Numbers{3}, {.batch_size = 4, .drop_last = true});
+  accel::DataLoader empty(Numbers{0}, {.batch_size = 2});
+  auto [small_batches, empty_batches] = accelerator.prepare(small, empty);
+  CHECK_THROWS_WITH((void)small_batches.begin(),
+                    doctest::Contains("prepared loader #1: an epoch of it holds no batch (3 samples, "
+                                      "batch size 4, drop_last)"));
+  CHECK_THROWS_WITH((void)empty_batches.begin(), doctest::Contains("prepared loader #2"));
+  CHECK(accelerator.completed_steps() == 0);
+}
+
 TEST_CASE("a custom collate function builds batches of the user's own type") {
   struct Batch {
     torch::Tensor values;

@@ -33,9 +33,12 @@
 // communication) and are reduce-scattered at its end, as Zero2 does.
 #pragma once
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -43,6 +46,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../data/tensor_tree.hpp"
 #include "../policy/parallelism.hpp"
 #include "detail/sharded_strategy.hpp"
 #include "detail/units.hpp"
@@ -84,12 +88,17 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
         units_[u].previous = model.units.back();
       }
       model.units.push_back(u);
-      detail::intercept_calls(child, this, u);
+      if (child.marked != nullptr)
+        child.marked->unit_route = {this, u, &FullyShardedStrategy::enter_unit,
+                                    &FullyShardedStrategy::leave_unit};
+      else
+        detail::intercept_calls(child, this, u);
     }
     detail::NamedParameters rest;
     for (const auto& item : all)
       if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
         rest.emplace_back(item.key(), item.value());
+    warn_if_mostly_root(rest, total_numel(all), label);
     model.root = add_unit(rest, label);
     if (model.root != no_unit) model.units.push_back(model.root);
     for (const std::size_t u : model.units) to_rest(u);
@@ -113,8 +122,13 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       for (const std::size_t u : model->units) to_rest(u);
       return;
     }
-    if constexpr (std::is_same_v<Outputs, torch::Tensor>)
-      if (model->root != no_unit && outputs.requires_grad()) hook_backward(outputs, model->root);
+    if (model->root == no_unit) return;
+    std::vector<torch::Tensor> in_graph;
+    if constexpr (data::detail::walkable<Outputs>())
+      data::for_each_tensor(outputs, [&in_graph](const torch::Tensor& t) {
+        if (t.requires_grad()) in_graph.push_back(t);
+      });
+    if (!in_graph.empty()) hook_backward(in_graph, model->root);
   }
 
   void before_backward(bool sync) {
@@ -147,18 +161,19 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // A unit gathered already (inside full_parameters()) stays gathered.
   template <class Run>
   torch::Tensor unit_forward(std::size_t u, Run&& run) {
-    const bool gathered_before = is_gathered(u) && !units_[u].prefetched;
-    gather(u);
-    prefetch(units_[u].next);
+    const bool was_gathered = enter(u);
     torch::Tensor output = run();
-    const bool graph = torch::GradMode::is_enabled() && output.requires_grad();
-    if (graph) hook_backward(output, u);
-    if (gathered_before) return output;
-    if (graph)
-      for (const std::size_t f : units_[u].flats) flats_[f]->free_full();
-    else
-      to_rest(u);
+    leave(u, was_gathered, {output});
     return output;
+  }
+
+  // The same for a module marked with accel::Sharded, through its UnitRoute.
+  static bool enter_unit(void* self, std::size_t u) {
+    return static_cast<FullyShardedStrategy*>(self)->enter(u);
+  }
+  static void leave_unit(void* self, std::size_t u, bool was_gathered,
+                         const std::vector<torch::Tensor>& outputs) {
+    static_cast<FullyShardedStrategy*>(self)->leave(u, was_gathered, outputs);
   }
 
   // Every unit of `module` gathered (a collective: every rank calls it), for reading or writing
@@ -209,6 +224,29 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     std::vector<std::size_t> units;  // its child units in call order, then its root unit
     std::size_t root = no_unit;
   };
+
+  template <class Named>
+  static std::int64_t total_numel(const Named& named) {
+    std::int64_t total = 0;
+    for (const auto& item : named) total += item.value().numel();
+    return total;
+  }
+
+  // The root unit is the fallback: gathered whole for the whole step, it saves nothing. Said
+  // once, on rank 0, when it holds most of a model large enough for that to matter.
+  void warn_if_mostly_root(const detail::NamedParameters& rest, std::int64_t total,
+                           const std::string& label) const {
+    std::int64_t in_root = 0;
+    for (const auto& [name, p] : rest) in_root += p.numel();
+    constexpr std::int64_t worth_saying = 1 << 20;  // a million parameters
+    if (total < worth_saying || 2 * in_root <= total || group_->rank() != 0) return;
+    fmt::print(stderr,
+               "accel: warning: {}: its root unit holds {:.0f}% of the parameters, which every "
+               "rank gathers whole for the whole step; mark the blocks of its ModuleLists (or "
+               "other large modules) with accel::Sharded so that each is a unit of its own "
+               "(docs/distributed.md#zero3)\n",
+               label, 100.0 * static_cast<double>(in_root) / static_cast<double>(total));
+  }
 
   std::size_t add_unit(const detail::NamedParameters& named, const std::string& label) {
     const auto flats = flatten(named, label, detail::Residency::sharded);
@@ -271,9 +309,39 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     }
   }
 
-  void hook_backward(const torch::Tensor& output, std::size_t u) {
-    output.register_hook([this, u](const torch::Tensor& /*gradient*/) { prepare_backward(u); });
+  // Gathered for a unit's call; whether it was already (then the call frees nothing).
+  bool enter(std::size_t u) {
+    const bool was_gathered = is_gathered(u) && !units_[u].prefetched;
+    gather(u);
+    prefetch(units_[u].next);
+    return was_gathered;
   }
+  // After the call: its outputs in the graph hooked for backward, its full parameters freed.
+  void leave(std::size_t u, bool was_gathered, const std::vector<torch::Tensor>& outputs) {
+    std::vector<torch::Tensor> in_graph;
+    if (torch::GradMode::is_enabled())
+      for (const auto& t : outputs)
+        if (t.defined() && t.requires_grad()) in_graph.push_back(t);
+    if (!in_graph.empty()) hook_backward(in_graph, u);
+    if (was_gathered) return;
+    if (!in_graph.empty())
+      for (const std::size_t f : units_[u].flats) flats_[f]->free_full();
+    else
+      to_rest(u);
+  }
+
+  // Whichever of one call's outputs backward reaches first gathers the unit for it; the others'
+  // hooks then do nothing (a block returning two tensors is prepared for backward once).
+  void hook_backward(const std::vector<torch::Tensor>& outputs, std::size_t u) {
+    auto reached = std::make_shared<bool>(false);
+    for (const auto& output : outputs)
+      output.register_hook([this, u, reached](const torch::Tensor& /*gradient*/) {
+        if (*reached) return;
+        *reached = true;
+        prepare_backward(u);
+      });
+  }
+
 
   // Backward has reached the unit's output: its parameters again, and gradients to add into.
   void prepare_backward(std::size_t u) {

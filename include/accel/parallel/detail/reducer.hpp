@@ -98,7 +98,7 @@ class Reducer {
         const bool view = is_bucket_view(i);
         if (view || options_.gradients_as_bucket_views) {
           if (!Hook::divides_before_sending) sum.mul_(inverse_);
-          if (!view) p.mutable_grad() = sum;
+          if (!view) p.mutable_grad() = alias_of(bucket.flat, slot_[i].offset, p.sizes());
         } else if (!p.grad().defined()) {
           p.mutable_grad() = Hook::divides_before_sending ? sum.clone() : sum * inverse_;
         } else if (Hook::divides_before_sending) {
@@ -177,6 +177,18 @@ class Reducer {
             "at prepare(), so set requires_grad before preparing the model (prepare it again "
             "in a new Accelerator to change which parameters train)",
             names_[i], model_, trainable_[i] ? "frozen" : "unfrozen");
+  }
+
+  // The bucket's slot at `offset`, shaped like a parameter, sharing the bucket's storage but not
+  // an autograd view of it: the user's own optimizer.zero_grad() (detach_() then zero_() on
+  // libtorch 1.13) then zeroes the slot as it would any gradient, where on a view it fails with
+  // "Can't detach views in-place".
+  static torch::Tensor alias_of(const torch::Tensor& flat, std::int64_t offset,
+                                torch::IntArrayRef shape) {
+    std::vector<std::int64_t> strides(shape.size(), 1);
+    for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+    return torch::empty({0}, flat.options())
+        .set_(flat.storage(), flat.storage_offset() + offset, shape, strides);
   }
 
   // True when parameter i's gradient already lives in its bucket slot.

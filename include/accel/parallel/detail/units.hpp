@@ -1,8 +1,11 @@
 // How Zero3 and Fsdp<FullShard> cut a model into units, each gathered whole only while it runs.
 // Libtorch modules have no forward hooks, so a unit is a module whose calls accel can intercept:
-// a child of a torch::nn::Sequential, whose call goes through the Sequential's AnyModule entry
-// (replaced by a wrapper that gathers, runs the child and frees). Everything else of a prepared
-// model forms its root unit, gathered from the model's forward to the end of its backward.
+//   - a module marked with accel::Sharded (../sharded.hpp), anywhere in the tree (a ModuleList's
+//     blocks, a member): its own forward calls the strategy through its UnitRoute;
+//   - a child of a torch::nn::Sequential, whose call goes through the Sequential's AnyModule
+//     entry (replaced by a wrapper that gathers, runs the child and frees).
+// Everything else of a prepared model forms its root unit, gathered from the model's forward to
+// the end of its backward.
 #pragma once
 
 #include <torch/torch.h>
@@ -15,27 +18,32 @@
 #include <vector>
 
 #include "../../detail/sequential_entry.hpp"
+#include "../unit_route.hpp"
 
 namespace accel::parallel::detail {
 
 using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// A child of a Sequential that becomes a unit.
+// A module that becomes a unit: marked (`marked` set) or a child of a Sequential (`parent`).
 struct SequentialChild {
   std::string name;                                // its path in the prepared model
   std::shared_ptr<torch::nn::SequentialImpl> parent;
   std::shared_ptr<torch::nn::Module> module;
+  MarkedUnit* marked = nullptr;
 };
 
-// The children of every Sequential in `module`'s tree, outermost first; the children of a
-// Sequential that is itself such a child belong to it (one unit), and are not listed.
+// The units in `module`'s tree in registration order (a ModuleList's blocks in their order,
+// which is the order most forwards call them): marked modules, and the children of every
+// Sequential. What lies inside a unit belongs to it (one unit) and is not listed.
 inline std::vector<SequentialChild> sequential_children(const std::shared_ptr<torch::nn::Module>& module,
                                                         const std::string& prefix = "") {
   std::vector<SequentialChild> found;
   const auto sequential = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module);
   for (const auto& child : module->named_children()) {
     const std::string name = prefix.empty() ? child.key() : prefix + "." + child.key();
-    if (sequential) {
+    if (auto* marked = dynamic_cast<MarkedUnit*>(child.value().get())) {
+      found.push_back({name, sequential, child.value(), marked});
+    } else if (sequential) {
       found.push_back({name, sequential, child.value()});
     } else {
       auto inner = sequential_children(child.value(), name);

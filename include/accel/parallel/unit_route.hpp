@@ -1,0 +1,38 @@
+// How a module marked as a unit (accel::Sharded, parallel/sharded.hpp) reaches the strategy that
+// shards it, without knowing that strategy's type: two plain function pointers and the strategy's
+// address, filled in by prepare() under Zero3 / Fsdp<FullShard|HybridShard> and left empty under
+// every other strategy (the module then runs as it is). No virtual call on the path.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace accel::parallel::detail {
+
+struct UnitRoute {
+  void* owner = nullptr;  // the strategy; nullptr: not a unit of any (the call runs as it is)
+  std::size_t unit = 0;
+  // Before the call: the unit's full parameters gathered. Returns whether they were already
+  // (inside full_parameters(), or a recomputing activation checkpoint): then nothing is freed.
+  bool (*enter)(void* owner, std::size_t unit) = nullptr;
+  // After it: a hook on each output in the graph gathers the unit again for its backward, and
+  // the full parameters are freed.
+  void (*leave)(void* owner, std::size_t unit, bool was_gathered,
+                const std::vector<torch::Tensor>& outputs) = nullptr;
+};
+
+// The base by which prepare() finds a marked module anywhere in a model's tree
+// (dynamic_cast, once, at prepare).
+class MarkedUnit {
+ public:
+  MarkedUnit() = default;
+  MarkedUnit(const MarkedUnit&) = default;
+  MarkedUnit& operator=(const MarkedUnit&) = default;
+  virtual ~MarkedUnit() = default;
+
+  UnitRoute unit_route;
+};
+
+}  // namespace accel::parallel::detail
