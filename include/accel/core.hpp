@@ -113,7 +113,16 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
                    "off",
                    parallelism_policy::name, parallelism_policy::name);
     precision_.attach(group_.get(), options_, device_);
-    if (options_.tune_cpu_heap && device_.is_cpu()) runtime::keep_freed_cpu_memory();
+    if (options_.tune_cpu_heap && device_.is_cpu()) {
+      // glibc refuses a threshold above 32 MiB (HEAP_MAX_SIZE / 2 on 64-bit).
+      const std::size_t threshold = options_.cpu_heap_mmap_threshold.value_or(
+          shards_parameters_v<parallelism_policy> ? std::size_t{8} << 20 : std::size_t{32} << 20);
+      if (threshold < 4096 || threshold > (std::size_t{32} << 20))
+        detail::fail("Options::cpu_heap_mmap_threshold is {} bytes; use 4096 to 33554432 (32 MiB, "
+                     "the default)",
+                     threshold);
+      runtime::keep_freed_cpu_memory(threshold);
+    }
     strategy_.attach(group_.get(), options_);
     if (options_.seed) set_seed(*options_.seed);
   }
@@ -156,6 +165,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // one batch share its micro-step (gradient_state.hpp).
   void backward(const torch::Tensor& loss) {
     gradients_.on_backward();
+    gradients_.on_mean_loss();
     precision_.on_backward(gradients_);
     const bool sync = gradients_.sync_gradients();
     strategy_.before_backward(sync);
@@ -163,6 +173,35 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
         gradients_.window_length() == 1 ? loss : loss * gradients_.accumulation_factor();
     precision_.scale_loss(averaged).backward();
     strategy_.after_backward(sync);
+  }
+
+  // Token-weighted accumulation: loss_sum is a micro-batch's loss summed (not averaged) over
+  // `tokens` counted items (non-padding target tokens, say; 0 for a batch of padding only). The
+  // window's gradient is that of one batch of all its tokens on every rank and micro-step:
+  // sum of grad(loss_sum) / the window's tokens over every rank, whatever their split, and the
+  // short last window of an epoch needs no 1/k either. backward() adds the sums (scaled by the
+  // precision policy only); on the window's last micro-step the first of clip_grad_norm(),
+  // unscale_gradients() and optimizer.step() all-reduces the token count (one integer) and
+  // divides the gradients by it. A window takes one kind of loss: backward(loss) in it too is an
+  // error, as is a window with no token on any rank.
+  template <std::integral Count>
+    requires(!std::same_as<Count, bool>)
+  void backward(const torch::Tensor& loss_sum, Count tokens) {
+    gradients_.on_backward();
+    gradients_.on_token_loss(static_cast<std::int64_t>(tokens));
+    precision_.on_backward(gradients_);
+    const bool sync = gradients_.sync_gradients();
+    strategy_.before_backward(sync);
+    precision_.scale_loss(loss_sum).backward();
+    strategy_.after_backward(sync);
+  }
+  template <class Count>
+    requires(!std::integral<Count> || std::same_as<Count, bool>)
+  void backward(const torch::Tensor& /*loss_sum*/, const Count& /*tokens*/) {
+    static_assert(detail::dependent_false<Count>,
+                  "accel: backward(loss_sum, tokens) takes the token count as an integer "
+                  "(std::int64_t, int, ...), e.g. mask.sum().item<std::int64_t>(): the window's "
+                  "gradients are divided by the counts summed over its micro-steps and ranks");
   }
 
   // RAII: one micro-step in a loop without a prepared loader, as Accelerate's accumulate():
@@ -211,9 +250,11 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // Loss scaling (Fp16): divides the gradients of every prepared optimizer by the loss scale, at
   // most once per window, as torch.amp.GradScaler.unscale_(); clip_grad_norm() and
   // optimizer.step() call it, so only code that reads gradients before either needs it. Nothing
-  // under other precisions, and before the window's last micro-step.
+  // under other precisions, and before the window's last micro-step. After
+  // backward(loss_sum, tokens) it first divides the window's gradients by its token count (once).
   void unscale_gradients() {
     if (!sync_gradients()) return;
+    divide_by_window_tokens();
     for (auto* optimizer : optimizers_) precision_.unscale(strategy_, *optimizer);
   }
   // Loss scaling: whether a prepared optimizer's last step was skipped because its gradients
@@ -459,6 +500,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
       counted_micro_step_ = gradients_.micro_steps();
       ++completed_steps_;
     }
+    divide_by_window_tokens();
     if (precision_.may_step(strategy_, optimizer)) strategy_.optimizer_step(optimizer);
   }
 
@@ -548,6 +590,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     precision_.prepare_model(module, label);
     if (options_.activation_checkpointing != nullptr) options_.activation_checkpointing(module);
     strategy_.prepare_model(*module, label);
+    if (options_.tune_cpu_heap && device_.is_cpu()) runtime::release_freed_cpu_memory();
     models_.push_back(module);
   }
 
@@ -596,6 +639,28 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
       if (loaders_[i].identity == &loader) return i;
     loaders_.push_back(state::loader_position(loader));
     return loaders_.size() - 1;
+  }
+
+  // Token-weighted windows (backward(loss_sum, tokens)), once on the last micro-step: every
+  // strategy holds the gradient sums averaged over the W ranks (Ddp every parameter's, the
+  // sharded strategies this rank's shard), so they are multiplied by W / the window's tokens
+  // summed over the ranks: the sum over every rank and micro-step divided by that count.
+  void divide_by_window_tokens() {
+    if (!sync_gradients() || gradients_.loss_kind() != detail::GradientState::LossKind::token_sum ||
+        gradients_.tokens_divided())
+      return;
+    gradients_.mark_tokens_divided();
+    torch::Tensor total = detail::one_value(gradients_.window_tokens(), torch::kLong);
+    if (group_) group_->allreduce(total, ReduceOp::sum);
+    const std::int64_t tokens = total.item<std::int64_t>();
+    if (tokens <= 0)
+      detail::fail("backward(loss_sum, tokens): this accumulation window counted {} tokens on {} "
+                   "rank(s) ({} here); its gradients are divided by that count, so at least one "
+                   "micro-batch of the window must have a token on some rank",
+                   tokens, num_processes(), gradients_.window_tokens());
+    parallel::detail::scale_gradients(strategy_, prepared_parameters(),
+                                      static_cast<double>(num_processes()) /
+                                          static_cast<double>(tokens));
   }
 
   std::vector<torch::Tensor> prepared_parameters() const {

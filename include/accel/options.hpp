@@ -118,6 +118,15 @@ struct Options {
   // up to 1 GiB of freed memory for reuse. Skipped when MALLOC_MMAP_THRESHOLD_ or
   // MALLOC_TRIM_THRESHOLD_ is set, and off the glibc heap (a preloaded jemalloc or tcmalloc).
   bool tune_cpu_heap = true;
+  // With tune_cpu_heap: blocks below this many bytes come from glibc's heap and stay in the
+  // process when freed (no page faults at the next step); larger ones are mapped and given back
+  // when freed. Unset: 32 MiB, and 8 MiB under the policies that shard parameters (Zero3,
+  // Fsdp<FullShard|HybridShard>), chosen for memory: their gathered units and full gradients
+  // then go back to the kernel between uses instead of fragmenting the heap. On a 48M-parameter
+  // mlp at 2 ranks, Zero3 at 32 MiB peaked at 0.87x to 1.05x of Ddp's RSS with SGD (0.84x with
+  // Adam), at 8 MiB 0.65x (0.56x), at up to 40% fewer steps/s with SGD (docs/memory.md, "Zero3's
+  // peak on CPU"). 4096 to 33554432 (glibc's largest).
+  std::optional<std::size_t> cpu_heap_mmap_threshold = std::nullopt;
 
   // How long a collective may wait for the other ranks before failing, instead of hanging
   // (PyTorch's default, 30 minutes); the error names the collective. ACCEL_TIMEOUT=<seconds>

@@ -4,6 +4,9 @@
 #   checkpoint.sh LAUNCHER WORKER reshard                 saved by each strategy at one world
 #                                                         size, loaded by others at others
 #   checkpoint.sh LAUNCHER WORKER kill                    rank 0 killed mid-save, then resumed
+#   checkpoint.sh LAUNCHER WORKER groups                  AdamW param groups saved by Zero3 on
+#                                                         2 ranks, loaded by Zero2 on 3 and 1
+#                                                         and by Zero3 on 3
 set -euo pipefail
 launcher=$1 worker=$2 mode=$3
 shift 3
@@ -30,6 +33,12 @@ case "$mode" in
         run "$m" "reshard_$to"
       done
     done
+    ;;
+  groups)
+    run 2 save_groups_zero3
+    run 3 load_groups_zero2
+    run 1 load_groups_zero2
+    run 3 load_groups_zero3
     ;;
   kill)
     if run 2 kill_in_save; then

@@ -10,6 +10,15 @@
 //                optimizer state, element for element
 //   kill_in_save rank 0 dies (SIGKILL) in the middle of its second automatic save
 //   after_kill   the first automatic checkpoint is the newest committed one, and loads
+// AdamW with param groups as users write them (weight decay on the Linear matrices only; none on
+// biases, LayerNorm and the embedding), another learning rate per group, a StepLR:
+//   groups_<s>       7 steps under s against one process; the shard optimizer keeps each
+//                    piece in its parameter's group, with that group's options
+//   save_groups_<s>  the same, saving "groups" after step 4
+//   load_groups_<s>  new processes, any world size: loads "groups"; each group's lr and
+//                    weight_decay are one process's after 4 steps, the parameters and state
+//                    saved again are the loaded ones element for element, and the 3 steps left
+//                    end where one process does
 #include "scenario.hpp"
 
 #include <accel/checkpoints.hpp>
@@ -231,6 +240,207 @@ void after_kill() {
   EXPECT(!fs::exists(shared_folder() / "auto" / ".checkpoint_1.partial"));
 }
 
+// --- AdamW param groups as users write them ----------------------------------------------------
+
+constexpr std::int64_t grouped_vocab = 12, grouped_rows = 6, grouped_len = 5, grouped_steps = 7,
+                       grouped_save_at = 4;
+
+torch::nn::Sequential grouped_model() {
+  torch::manual_seed(13);
+  return torch::nn::Sequential(
+      torch::nn::Embedding(grouped_vocab, 8), torch::nn::LayerNorm(torch::nn::LayerNormOptions({8})),
+      torch::nn::Linear(8, 10), torch::nn::Functional(torch::tanh), torch::nn::Linear(10, grouped_vocab));
+}
+
+// Group 0: the matrices of the Linear layers, with weight decay; group 1: everything else
+// (biases, the LayerNorm's weight and bias, the embedding), without, at half the learning rate.
+torch::optim::AdamW grouped_adamw(torch::nn::Sequential& net) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& module : net->modules(/*include_self=*/false))
+    for (const auto& item : module->named_parameters(/*recurse=*/false)) {
+      const bool matrix = module->as<torch::nn::Linear>() != nullptr && item.value().dim() == 2;
+      (matrix ? decay : no_decay).push_back(item.value());
+    }
+  using O = torch::optim::AdamWOptions;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<O>(O(0.02).weight_decay(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<O>(O(0.01).weight_decay(0.0)));
+  return torch::optim::AdamW(std::move(groups), O(0.02));
+}
+
+const torch::optim::AdamWOptions& adamw_options(const torch::optim::OptimizerParamGroup& group) {
+  return static_cast<const torch::optim::AdamWOptions&>(group.options());
+}
+
+// Step s's global batch of token sequences; each rank takes its contiguous share of the rows.
+std::pair<torch::Tensor, torch::Tensor> grouped_batch(std::int64_t step, int rank, int world) {
+  torch::manual_seed(static_cast<std::uint64_t>(700 + step));
+  // Tokens 0..5 only: the embedding's other rows get no gradient, so weight decay on them (in
+  // the wrong group) would show.
+  const torch::Tensor x = torch::randint(0, 6, {grouped_rows, grouped_len}, torch::kLong);
+  const torch::Tensor y = torch::randint(0, grouped_vocab, {grouped_rows, grouped_len}, torch::kLong);
+  const std::int64_t share = grouped_rows / world;
+  return {x.narrow(0, rank * share, share), y.narrow(0, rank * share, share)};
+}
+
+torch::Tensor grouped_loss(const torch::Tensor& logits, const torch::Tensor& y) {
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, grouped_vocab}), y.reshape({-1}));
+}
+
+// The objects every phase prepares, in one place.
+template <class Net>
+struct GroupedObjects {
+  Net net = grouped_model();
+  torch::optim::AdamW adamw = grouped_adamw(net);
+  torch::optim::StepLR schedule{adamw, 2, 0.5};
+};
+
+// One process, plain libtorch, `steps` steps on the global batches.
+struct GroupedReference : GroupedObjects<torch::nn::Sequential> {
+  explicit GroupedReference(std::int64_t steps) {
+    for (std::int64_t s = 0; s < steps; ++s) {
+      const auto [x, y] = grouped_batch(s, 0, 1);
+      grouped_loss(net->forward(x), y).backward();
+      adamw.step();
+      schedule.step();
+      adamw.zero_grad();
+    }
+  }
+};
+
+template <class Par>
+struct GroupedProgram : GroupedObjects<torch::nn::Sequential> {
+  accel::Accelerator<Par> acc{accel_test::test_options()};
+};
+
+// Each user group's options are the reference's, exactly.
+void expect_same_group_options(const torch::optim::Optimizer& a, const torch::optim::Optimizer& b) {
+  EXPECT(a.param_groups().size() == 2 && b.param_groups().size() == 2);
+  for (std::size_t g = 0; g < 2; ++g) {
+    const auto& oa = adamw_options(a.param_groups()[g]);
+    const auto& ob = adamw_options(b.param_groups()[g]);
+    EXPECT(oa.lr() == ob.lr() && oa.weight_decay() == ob.weight_decay());
+    EXPECT(oa.betas() == ob.betas() && oa.eps() == ob.eps() && oa.amsgrad() == ob.amsgrad());
+  }
+}
+
+// Trains a prepared program until `until` optimizer steps, saving at `save_at` if given.
+template <class Par, class Model, class Optimizer, class Scheduler>
+void train_grouped(GroupedProgram<Par>& program, Model& model, Optimizer& optimizer,
+                   Scheduler& scheduler, std::int64_t until, const fs::path& save_at = {}) {
+  auto& acc = program.acc;
+  while (acc.completed_steps() < until) {
+    const auto [x, y] = grouped_batch(acc.completed_steps(), acc.process_index(), acc.num_processes());
+    acc.backward(grouped_loss(model(x), y));
+    optimizer.step();
+    scheduler.step();
+    optimizer.zero_grad();
+    if (!save_at.empty() && acc.completed_steps() == grouped_save_at) acc.save_state(save_at);
+  }
+}
+
+// After the last step: the parameters are one process's (1e-5 relative), and the options too.
+template <class Par>
+void expect_matches_one_process(GroupedProgram<Par>& program) {
+  GroupedReference reference(grouped_steps);
+  expect_same_group_options(program.adamw, reference.adamw);
+  const auto full = program.acc.full_parameters(program.net);
+  const double worst = accel_test::max_relative_difference(*program.net, *reference.net);
+  fmt::print("rank {}: max relative difference to one process {:.3g}\n",
+             program.acc.process_index(), worst);
+  EXPECT(worst <= 1e-5);
+  // The embedding rows no token reached are as they started: no weight decay reached them.
+  // (By name: under Zero3 the Sequential's children are its units' wrappers.)
+  const auto named = program.net->named_parameters();
+  const torch::Tensor* embedding = named.find("0.weight");
+  EXPECT(embedding != nullptr);
+  EXPECT(torch::equal(embedding->narrow(0, 6, 6),
+                      grouped_model()[0]->as<torch::nn::Embedding>()->weight.narrow(0, 6, 6)));
+}
+
+template <class Par>
+void grouped_run(bool save) {
+  GroupedProgram<Par> program;
+  auto [model, optimizer, scheduler] = program.acc.prepare(program.net, program.adamw, program.schedule);
+  train_grouped(program, model, optimizer, scheduler, grouped_steps,
+                save ? shared_folder() / "groups" : fs::path());
+  expect_matches_one_process(program);
+  // The optimizer over this rank's shard: the user's two groups, each with its options, each
+  // piece in its parameter's group (the ranks' pieces of a group add up to the group's size).
+  const auto* shard = program.acc.strategy().shard_optimizer(program.adamw);
+  EXPECT(shard != nullptr);
+  EXPECT(shard->param_groups().size() == 2);
+  for (std::size_t g = 0; g < 2; ++g) {
+    // The options of the last step (the schedule has moved the user's lr since): each group's
+    // weight decay, and its learning rate half or twice the other's.
+    const auto& mine = adamw_options(shard->param_groups()[g]);
+    const auto& user = adamw_options(program.adamw.param_groups()[g]);
+    EXPECT(mine.weight_decay() == user.weight_decay());
+    EXPECT(mine.lr() == (g == 0 ? 2.0 : 0.5) * adamw_options(shard->param_groups()[1 - g]).lr());
+    std::int64_t numel = 0;
+    for (const auto& piece : shard->param_groups()[g].params()) numel += piece.numel();
+    std::int64_t total = 0;
+    for (const auto n : program.acc.gather_object(numel)) total += n;
+    const GroupedReference fresh(0);
+    std::int64_t expected = 0;
+    for (const auto& p : fresh.adamw.param_groups()[g].params()) expected += p.numel();
+    EXPECT(total == expected);
+  }
+}
+
+// Every parameter and AdamW state tensor of two checkpoints of the grouped program, whole,
+// compared bitwise; the state named by (group, index in the group).
+void expect_same_grouped_content(const fs::path& a, const fs::path& b) {
+  auto open = [](const fs::path& folder) {
+    accel::state::SliceCatalog catalog;
+    for (const auto& entry : fs::directory_iterator(folder))
+      if (entry.path().extension() == ".safetensors")
+        catalog.add(accel::state::safetensors::File::read(entry.path()), entry.path().string());
+    return catalog;
+  };
+  const auto ca = open(a), cb = open(b);
+  GroupedReference shapes(0);
+  for (const auto& item : shapes.net->named_parameters()) {
+    const std::string name = "model0/" + item.key();
+    const std::int64_t numel = item.value().numel();
+    EXPECT(torch::equal(ca.read(name, 0, numel, torch::kFloat), cb.read(name, 0, numel, torch::kFloat)));
+  }
+  std::int64_t compared = 0;
+  for (std::size_t g = 0; g < 2; ++g) {
+    const auto& params = shapes.adamw.param_groups()[g].params();
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      for (const char* field : {"exp_avg", "exp_avg_sq"}) {
+        const std::string state = fmt::format("optimizer0/{}/{}/{}", g, k, field);
+        EXPECT(torch::equal(ca.read(state, 0, params[k].numel(), torch::kFloat),
+                            cb.read(state, 0, params[k].numel(), torch::kFloat)));
+      }
+      const std::string step = fmt::format("optimizer0/{}/{}/step", g, k);
+      EXPECT(torch::equal(ca.whole(step), cb.whole(step)));
+      ++compared;
+    }
+  }
+  EXPECT(compared == 7);  // 2 matrices; 2 biases, the LayerNorm's 2, the embedding
+}
+
+template <class Par>
+void load_grouped_run() {
+  GroupedProgram<Par> program;
+  auto [model, optimizer, scheduler] = program.acc.prepare(program.net, program.adamw, program.schedule);
+  program.acc.load_state(shared_folder() / "groups");
+  EXPECT(program.acc.completed_steps() == grouped_save_at);
+  GroupedReference at_save(grouped_save_at);
+  expect_same_group_options(program.adamw, at_save.adamw);
+  EXPECT(adamw_options(program.adamw.param_groups()[0]).lr() != 0.02);  // the schedule moved it
+  EXPECT(adamw_options(program.adamw.param_groups()[1]).weight_decay() == 0.0);
+  const fs::path again =
+      shared_folder() / fmt::format("groups_{}_{}", Par::name, program.acc.num_processes());
+  program.acc.save_state(again);
+  if (program.acc.is_main_process()) expect_same_grouped_content(shared_folder() / "groups", again);
+  program.acc.wait_for_everyone();
+  train_grouped(program, model, optimizer, scheduler, grouped_steps);
+  expect_matches_one_process(program);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +456,11 @@ int main(int argc, char** argv) {
        {"reshard_ddp", reshard_run<Ddp>},
        {"reshard_zero2", reshard_run<Zero2>},
        {"reshard_zero3", reshard_run<Zero3>},
+       {"groups_zero2", [] { grouped_run<Zero2>(false); }},
+       {"groups_zero3", [] { grouped_run<Zero3>(false); }},
+       {"save_groups_zero3", [] { grouped_run<Zero3>(true); }},
+       {"load_groups_zero2", load_grouped_run<Zero2>},
+       {"load_groups_zero3", load_grouped_run<Zero3>},
        {"kill_in_save", kill_in_save},
        {"after_kill", after_kill}});
 }

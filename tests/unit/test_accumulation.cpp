@@ -1,8 +1,16 @@
 // GradAccum<N>: N micro-batches make the same update as one batch N times larger, including
 // the shorter last window of an epoch; step/zero_grad/scheduler are no-ops mid-window.
+// Token-weighted accumulation (backward(loss_sum, tokens)): a window's update is one batch's of
+// all its tokens, however unevenly its micro-batches hold them.
 #include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <string>
+
+#include "../loss_scaled_fp32.hpp"
 #include "helpers.hpp"
 
 using accel_test::Regression;
@@ -195,4 +203,229 @@ TEST_CASE("a backward() after the loader's epoch is a micro-step of its own") {
   CHECK(accelerator.sync_gradients());
   accelerator.backward(net->forward(Regression(2).inputs).sum());
   CHECK_FALSE(accelerator.sync_gradients());  // the first of a new window
+}
+
+// --- Token-weighted accumulation -----------------------------------------------------------------
+
+namespace {
+
+constexpr std::int64_t vocab = 11, seq_len = 7;
+
+// Padded sequences of very different lengths (some of padding only): a sample's loss counts
+// where mask is 1.
+struct Sequence {
+  torch::Tensor x, y, mask;
+};
+struct Sequences {
+  std::vector<std::int64_t> lengths{0, 0, 7, 1, 5, 0, 2, 7, 7, 3, 0, 6};
+  std::int64_t size() const { return static_cast<std::int64_t>(lengths.size()); }
+  Sequence get(std::int64_t i) const {
+    torch::manual_seed(static_cast<std::uint64_t>(500 + i));
+    const torch::Tensor mask =
+        (torch::arange(seq_len) < lengths[static_cast<std::size_t>(i)]).to(torch::kFloat);
+    return {torch::randint(1, vocab, {seq_len}, torch::kLong) * mask.to(torch::kLong),
+            torch::randint(0, vocab, {seq_len}, torch::kLong), mask};
+  }
+};
+
+torch::nn::Sequential tiny_language_model() {
+  torch::manual_seed(21);
+  return torch::nn::Sequential(torch::nn::Embedding(vocab, 6), torch::nn::Linear(6, 8),
+                               torch::nn::Functional(torch::tanh), torch::nn::Linear(8, vocab));
+}
+
+// The cross-entropy summed over the real tokens (mask 1), not averaged.
+torch::Tensor masked_loss_sum(const torch::Tensor& logits, const Sequence& batch) {
+  namespace F = torch::nn::functional;
+  const torch::Tensor per_token =
+      F::cross_entropy(logits.reshape({-1, vocab}), batch.y.reshape({-1}),
+                       F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  return (per_token * batch.mask.reshape({-1})).sum();
+}
+
+// Two epochs of GradAccum<4> over 6 batches of 2 (windows of 4 and 2 batches), SGD with momentum.
+template <class Accel>
+torch::nn::Sequential train_token_weighted() {
+  accel::Options options;
+  options.loss_scaling.init_scale = 1024;
+  Accel accelerator(options);
+  auto net = tiny_language_model();
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.5).momentum(0.5));
+  accel::DataLoader loader(Sequences(), {.batch_size = 2});
+  auto [model, optimizer, batches] = accelerator.prepare(net, sgd, loader);
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& batch : batches) {
+      accelerator.backward(masked_loss_sum(model(batch.x), batch),
+                           batch.mask.sum().template item<std::int64_t>());
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  return net;
+}
+
+// Plain libtorch on the same windows: each window's batches concatenated into one batch, its
+// loss the masked sum over all of them divided by their tokens; or (token_weighted false) the
+// classic bug, the mean over the window's micro-batches of each one's mean loss.
+torch::nn::Sequential train_reference(bool token_weighted) {
+  auto net = tiny_language_model();
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.5).momentum(0.5));
+  const Sequences data;
+  const auto batch_of = [&](std::int64_t first, std::int64_t count) {
+    std::vector<torch::Tensor> x, y, mask;
+    for (std::int64_t i = first; i < first + count; ++i) {
+      const Sequence s = data.get(i);
+      x.push_back(s.x);
+      y.push_back(s.y);
+      mask.push_back(s.mask);
+    }
+    return Sequence{torch::stack(x), torch::stack(y), torch::stack(mask)};
+  };
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& [first, batches] : {std::pair<std::int64_t, std::int64_t>{0, 4}, {8, 2}}) {
+      if (token_weighted) {
+        const Sequence window = batch_of(first, 2 * batches);
+        (masked_loss_sum(net->forward(window.x), window) / window.mask.sum()).backward();
+      } else {
+        for (std::int64_t b = 0; b < batches; ++b) {
+          const Sequence micro = batch_of(first + 2 * b, 2);
+          (masked_loss_sum(net->forward(micro.x), micro) / micro.mask.sum().clamp_min(1) /
+           static_cast<double>(batches))
+              .backward();
+        }
+      }
+      sgd.step();
+      sgd.zero_grad();
+    }
+  return net;
+}
+
+// max |(a - start) - (b - start)| / max |b - start| over the parameters: how far two updates are.
+double update_difference(torch::nn::Module& a, torch::nn::Module& b, torch::nn::Module& start) {
+  const auto pa = a.parameters(), pb = b.parameters(), p0 = start.parameters();
+  double worst = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    const torch::Tensor db = pb[i] - p0[i];
+    worst = std::max(worst, ((pa[i] - p0[i] - db).abs().max() / db.abs().max()).item<double>());
+  }
+  return worst;
+}
+
+// The message of the accel::Error that `run` throws ("" if none).
+template <class Run>
+std::string error_of(Run&& run) {
+  try {
+    run();
+  } catch (const accel::Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("backward(loss_sum, tokens): each window's update is one batch's of all its tokens") {
+  auto start = tiny_language_model();
+  auto reference = train_reference(true);
+  auto mean_of_means = train_reference(false);
+  // The data makes the classic bug visible: micro-batches of 0 to 14 tokens.
+  REQUIRE(update_difference(*mean_of_means, *reference, *start) > 0.05);
+  using Plain = accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<4>>;
+  auto plain = train_token_weighted<Plain>();
+  CHECK(update_difference(*plain, *reference, *start) <= 1e-5);
+  // Fp16's loss scaler (in fp32 arithmetic): scaled sums, unscaled once, divided once.
+  using Scaled = accel::Accelerator<accel::Zero2, accel_test::LossScaledFp32, accel::GradAccum<4>>;
+  auto scaled = train_token_weighted<Scaled>();
+  CHECK(update_difference(*scaled, *reference, *start) <= 1e-5);
+}
+
+TEST_CASE("backward(loss_sum, tokens): clip_grad_norm measures the divided gradients") {
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto net = tiny_language_model();
+  auto reference = tiny_language_model();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  torch::optim::SGD reference_sgd(reference->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  const Sequences data;
+  const Sequence a = data.get(2), b = data.get(4);  // 7 and 5 tokens
+  for (const Sequence* s : {&a, &b}) {
+    auto step = accelerator.accumulate();
+    accelerator.backward(masked_loss_sum(model(s->x.unsqueeze(0)), *s),
+                         s->mask.sum().item<std::int64_t>());
+  }
+  const double norm = accelerator.clip_grad_norm(1e9);
+  const Sequence both{torch::stack({a.x, b.x}), torch::stack({a.y, b.y}),
+                      torch::stack({a.mask, b.mask})};
+  (masked_loss_sum(reference->forward(both.x), both) / 12.0).backward();
+  const double expected = torch::nn::utils::clip_grad_norm_(reference->parameters(), 1e9);
+  CHECK(std::abs(norm - expected) <= 1e-5 * expected);
+  // Divided once: the step after clip_grad_norm does not divide again.
+  optimizer.step();
+  reference_sgd.step();
+  CHECK(accel_test::max_relative_difference(*net, *reference) <= 1e-6);
+}
+
+TEST_CASE("backward(loss_sum, tokens): the errors") {
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto net = tiny_language_model();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  const Sequence s = Sequences().get(2);
+  const auto loss_sum = [&] { return masked_loss_sum(model(s.x.unsqueeze(0)), s); };
+
+  {  // window 1: a negative count; then a token sum after the window's division
+    auto step = accelerator.accumulate();
+    CHECK(error_of([&] { accelerator.backward(loss_sum(), -3); }) ==
+          "accel: backward(loss_sum, tokens): tokens is -3; it is the number of items (e.g. "
+          "non-padding target tokens) loss_sum adds up, 0 or more");
+  }
+  {
+    auto step = accelerator.accumulate();
+    accelerator.backward(loss_sum(), 7);
+    optimizer.step();
+    CHECK(error_of([&] { accelerator.backward(loss_sum(), 7); })
+              .find("after this window's gradients were divided by its token count") !=
+          std::string::npos);
+    optimizer.zero_grad();
+  }
+  {  // window 2: a mean loss, then a token sum (both named)
+    auto step = accelerator.accumulate();
+    accelerator.backward(loss_sum() / 7);
+    CHECK(error_of([&] { accelerator.backward(loss_sum(), 7); })
+              .starts_with("accel: backward(loss_sum, tokens) in an accumulation window that "
+                           "already called backward(loss)"));
+  }
+  {
+    auto step = accelerator.accumulate();
+    accelerator.backward(loss_sum() / 7);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  {  // window 3: a token sum, then a mean loss
+    auto step = accelerator.accumulate();
+    accelerator.backward(loss_sum(), 7);
+    CHECK(error_of([&] { accelerator.backward(loss_sum() / 7); })
+              .starts_with("accel: backward(loss) in an accumulation window that already called "
+                           "backward(loss_sum, tokens)"));
+    // Mid-window, a checkpoint cannot keep the window's token count yet: refused.
+    const auto folder = std::filesystem::temp_directory_path() /
+                        fmt::format("accel_tokens_mid_window_{}", ::getpid());
+    CHECK(error_of([&] { accelerator.save_state(folder); })
+              .starts_with("accel: save_state() in the middle of an accumulation window of "
+                           "backward(loss_sum, tokens)"));
+    std::filesystem::remove_all(folder);
+  }
+  {
+    auto step = accelerator.accumulate();
+    accelerator.backward(loss_sum(), 0);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  for (int micro = 0; micro < 2; ++micro) {  // window 4: no token at all
+    auto step = accelerator.accumulate();
+    accelerator.backward(loss_sum() * 0, 0);
+    if (micro == 1)
+      CHECK(error_of([&] { optimizer.step(); })
+                .starts_with("accel: backward(loss_sum, tokens): this accumulation window "
+                             "counted 0 tokens on 1 rank(s)"));
+  }
 }

@@ -7,11 +7,17 @@
 // (or at Accelerator::accumulate() in a loop without one) and lasts until the next one begins,
 // so several backward() calls on one batch (a GAN's two losses, several models) share it. In a
 // loop with neither, each backward() is a micro-step of its own.
+//
+// A window's losses are of one kind: means (backward(loss), scaled by 1/window length) or sums
+// over counted tokens (backward(loss_sum, tokens)), whose gradients are divided by the window's
+// token count over every rank once the window's last micro-step has collected them.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+
+#include "error.hpp"
 
 namespace accel::detail {
 
@@ -27,6 +33,7 @@ class GradientState {
       window_ = steps_;
       if (batches_left) window_ = static_cast<int>(std::min<std::int64_t>(steps_, *batches_left));
       position_ = 0;
+      begin_window_losses();
     }
     ++position_;
     ++micro_steps_;
@@ -62,18 +69,70 @@ class GradientState {
   // same one (a new window begins where this changes and position_in_window() is 1).
   std::uint64_t micro_steps() const { return micro_steps_; }
 
+  // --- What kind of loss the window's backward() calls pass ------------------------------------
+  enum class LossKind { none, mean, token_sum };
+  LossKind loss_kind() const { return kind_; }
+
+  // backward(loss): a mean loss, scaled by accumulation_factor().
+  void on_mean_loss() {
+    if (kind_ == LossKind::token_sum)
+      fail("backward(loss) in an accumulation window that already called "
+           "backward(loss_sum, tokens); a window's gradients are either means (scaled by 1/{}) or "
+           "sums divided by the window's token count, not both: pass every loss of the window "
+           "as a sum with its token count, or every one as a mean",
+           window_);
+    kind_ = LossKind::mean;
+  }
+  // backward(loss_sum, tokens): a loss summed over `tokens` counted items (0 allowed: a
+  // micro-batch of padding only), added to the window's count.
+  void on_token_loss(std::int64_t tokens) {
+    if (tokens < 0)
+      fail("backward(loss_sum, tokens): tokens is {}; it is the number of items (e.g. non-padding "
+           "target tokens) loss_sum adds up, 0 or more",
+           tokens);
+    if (kind_ == LossKind::mean)
+      fail("backward(loss_sum, tokens) in an accumulation window that already called "
+           "backward(loss); a window's gradients are either means (scaled by 1/{}) or sums "
+           "divided by the window's token count, not both: pass every loss of the window as a sum "
+           "with its token count, or every one as a mean",
+           window_);
+    if (tokens_divided_)
+      fail("backward(loss_sum, tokens) after this window's gradients were divided by its token "
+           "count (by clip_grad_norm(), unscale_gradients() or optimizer.step() on its last "
+           "micro-step); make every backward() of the window's last batch before any of them "
+           "(several losses of one batch: add them into one loss_sum)");
+    kind_ = LossKind::token_sum;
+    tokens_ += tokens;
+  }
+  // Tokens this rank's backward(loss_sum, tokens) calls passed in this window.
+  std::int64_t window_tokens() const { return tokens_; }
+  // Whether this window's gradients were divided by its token count already (once per window).
+  bool tokens_divided() const { return tokens_divided_; }
+  void mark_tokens_divided() { tokens_divided_ = true; }
+
   // Where the window stands, for checkpoints: a resumed run continues the window it was saved in.
+  // Mid-window a token-weighted window's count is not saved yet: refused rather than resumed
+  // with the tokens counted before the save forgotten.
   struct Saved {
     int window = 0;
     int position = 0;
     bool collecting = false;
   };
-  Saved saved() const { return {window_, position_, collecting_}; }
+  Saved saved() const {
+    if (collecting_ && kind_ == LossKind::token_sum)
+      fail("save_state() in the middle of an accumulation window of backward(loss_sum, tokens) "
+           "({} of {} micro-steps, {} tokens counted on this rank): a checkpoint does not keep "
+           "the window's token count yet; save after optimizer.step() on a window's last "
+           "micro-step (sync_gradients())",
+           position_, window_, tokens_);
+    return {window_, position_, collecting_};
+  }
   void restore(const Saved& saved) {
     window_ = saved.window;
     position_ = saved.position;
     collecting_ = saved.collecting;
     open_ = false;
+    begin_window_losses();
   }
 
  private:
@@ -83,6 +142,15 @@ class GradientState {
   std::uint64_t micro_steps_ = 0;
   bool open_ = false;  // a batch (or accumulate() scope) is in hand: backward() joins it
   bool collecting_ = false;
+  LossKind kind_ = LossKind::none;  // of this window's losses
+  std::int64_t tokens_ = 0;         // this window's, on this rank
+  bool tokens_divided_ = false;
+
+  void begin_window_losses() {
+    kind_ = LossKind::none;
+    tokens_ = 0;
+    tokens_divided_ = false;
+  }
 };
 
 }  // namespace accel::detail

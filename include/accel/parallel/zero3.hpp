@@ -83,6 +83,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
       for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
       const std::size_t u = add_unit(named, fmt::format("{}, unit '{}'", label, child.name));
       if (u == no_unit) continue;  // nothing trainable: called as it is
+      to_rest(u);  // at once: the model's full copy then never exists twice during prepare()
       if (!model.units.empty()) {  // the child units in call order, for prefetching
         units_[model.units.back()].next = u;
         units_[u].previous = model.units.back();
@@ -100,8 +101,10 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
         rest.emplace_back(item.key(), item.value());
     warn_if_mostly_root(rest, total_numel(all), label);
     model.root = add_unit(rest, label);
-    if (model.root != no_unit) model.units.push_back(model.root);
-    for (const std::size_t u : model.units) to_rest(u);
+    if (model.root != no_unit) {
+      model.units.push_back(model.root);
+      to_rest(model.root);
+    }
   }
 
   void before_forward(torch::nn::Module& module) {

@@ -112,4 +112,10 @@ struct Fsdp {
   static constexpr std::string_view name = "Fsdp";
 };
 
+// Whether a parallelism policy keeps parameters sharded at rest (Fsdp's from its sharding).
+template <class P>
+inline constexpr bool shards_parameters_v = P::shards_parameters;
+template <class Sharding>
+inline constexpr bool shards_parameters_v<Fsdp<Sharding>> = Sharding::shards_parameters;
+
 }  // namespace accel

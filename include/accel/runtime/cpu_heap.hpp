@@ -9,6 +9,7 @@
 // peak resident size is unchanged there, since the peak is the live memory of one step.
 #pragma once
 
+#include <cstddef>
 #include <cstdlib>
 
 #if defined(__GLIBC__)
@@ -17,19 +18,33 @@
 
 namespace accel::runtime {
 
-// Blocks below 32 MiB come from the heap, and up to 1 GiB of free heap top is kept. Leaves
-// glibc alone when the user set either threshold in the environment (their choice wins) and on
-// C libraries other than glibc. Returns whether it changed anything.
-inline bool keep_freed_cpu_memory() {
+// Blocks below mmap_threshold (Options::cpu_heap_mmap_threshold, 32 MiB by default) come from
+// the heap, and up to 1 GiB of free heap top is kept. Leaves glibc alone when the user set either
+// threshold in the environment (their choice wins) and on C libraries other than glibc. Returns
+// whether it changed anything.
+inline bool keep_freed_cpu_memory(std::size_t mmap_threshold = std::size_t{32} << 20) {
 #if defined(__GLIBC__)
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
       std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr)
     return false;
   // The mmap threshold first: setting it fixes it (no more adapting), and the trim threshold
   // must not be left at its default below it.
-  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+  return mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_threshold)) == 1 &&
+         mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
 #else
+  (void)mmap_threshold;
   return false;
+#endif
+}
+
+// Gives the heap's free memory back to the kernel, once, after prepare(): flattening a model for
+// a sharded strategy copies its parameters into flat buffers and frees the originals, which the
+// thresholds above would otherwise keep resident for the whole run (under Zero3 on 2 ranks, the
+// full model's size on top of the shards: the peak was above Ddp's). What a step frees is kept
+// as before.
+inline void release_freed_cpu_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
 #endif
 }
 

@@ -56,5 +56,15 @@ double clip_grad_norm(Strategy& strategy, const std::vector<torch::Tensor>& para
   return total;
 }
 
+// Multiplies the gradients clip_grad_norm would scale for these parameters by `factor`, on every
+// rank (token-weighted accumulation divides a window's gradients by its token count this way).
+// The parameters must be the prepared models': under a sharded strategy a parameter outside them
+// has its gradient listed on one rank only.
+template <class Strategy>
+void scale_gradients(Strategy& strategy, const std::vector<torch::Tensor>& parameters,
+                     double factor) {
+  torch::NoGradGuard no_grad;
+  for (auto& g : strategy.gradients_to_clip(parameters)) g.mul_(factor);
+}
 
 }  // namespace accel::parallel::detail
