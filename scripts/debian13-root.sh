@@ -27,6 +27,7 @@ packages=(
   libboost-dev          # Boost 1.83 in trixie (has Boost.PFR)
   libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
   dataset-fashion-mnist # the example's data, which the example's tests train on
+  fortunes              # the GPT example's default text, which its tests train on
   gnuplot-nox           # accel-plot draws the trackers' charts with it
   libpng-dev            # the accel-plot test decodes the charts it draws
   libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML

@@ -12,6 +12,7 @@ packages=(
   libboost1.81-dev      # Boost.PFR first ships in 1.75; Debian 12's default Boost is 1.74
   libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
   dataset-fashion-mnist
+  fortunes              # the gpt example's default text: /usr/share/games/fortunes
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
   time                  # GNU time (/usr/bin/time): bench/compile_cost.sh's wall time and peak RSS
   gnuplot-nox           # accel-plot draws the trackers' charts with it

@@ -62,6 +62,38 @@ torch::nn::Sequential model() {
                                torch::nn::Tanh(), torch::nn::Linear(16, 1));
 }
 
+// The same shape with its middle as two accel::Sharded blocks (Zero3 units of their own) whose
+// forward takes a second, non-tensor argument.
+struct ScaledBlockImpl : torch::nn::Module {
+  torch::nn::Linear fc{nullptr};
+  ScaledBlockImpl() : fc(register_module("fc", torch::nn::Linear(16, 16))) {}
+  torch::Tensor forward(const torch::Tensor& x, double scale) {
+    return x + scale * torch::tanh(fc(x));
+  }
+};
+TORCH_MODULE(ScaledBlock);
+struct BlocksModelImpl : torch::nn::Module {
+  torch::nn::Linear in{nullptr}, out{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  std::vector<accel::Sharded<ScaledBlock>> block;
+  BlocksModelImpl()
+      : in(register_module("in", torch::nn::Linear(8, 16))),
+        out(register_module("out", torch::nn::Linear(16, 1))),
+        blocks(register_module("blocks", torch::nn::ModuleList())) {
+    for (int i = 0; i < 2; ++i) {
+      block.push_back(accel::Sharded<ScaledBlock>());
+      blocks->push_back(block.back());
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = in(x);
+    for (auto& b : block) h = b(h, 0.5);
+    return out(h);
+  }
+};
+TORCH_MODULE(BlocksModel);
+BlocksModel blocks_model() { return BlocksModel(); }
+
 // This process as a job of one, for the reference run, until the scope ends.
 class AloneInTheJob {
  public:
@@ -91,10 +123,10 @@ class AloneInTheJob {
 
 // Trains a fresh model (rank 0's seed; other ranks start elsewhere and get rank 0's weights at
 // prepare) for two epochs with Adam, batches of `per_rank` on each rank, and returns it.
-template <class Accel>
-torch::nn::Sequential train(Accel& accelerator, std::int64_t per_rank) {
+template <class Accel, auto make_model = model>
+auto train(Accel& accelerator, std::int64_t per_rank) {
   torch::manual_seed(static_cast<std::uint64_t>(1 + accelerator.process_index()));
-  auto net = model();
+  auto net = make_model();
   torch::optim::SGD sgd(net->parameters(), 0.05);
   accel::DataLoader loader(Regression(), {.batch_size = per_rank, .shuffle = true, .seed = 5});
   auto [prepared, optimizer, batches] = accelerator.prepare(net, sgd, loader);
@@ -155,7 +187,7 @@ accel::Options matrix_options() {
   return options;
 }
 
-template <class Par, class Prec, int Steps>
+template <class Par, class Prec, int Steps, auto make_model = model>
 void matches_one_process() {
   using Accel = accel::Accelerator<Par, Prec, accel::GradAccum<Steps>>;
   const std::string label = fmt::format("{} with {}, GradAccum<{}>",
@@ -182,11 +214,11 @@ void matches_one_process() {
     return;
   }
   const int world = accelerator->num_processes();
-  auto net = train(*accelerator, 4);
-  torch::nn::Sequential reference = [&] {
+  auto net = train<Accel, make_model>(*accelerator, 4);
+  auto reference = [&] {
     AloneInTheJob alone;
     Accel one(matrix_options());
-    return train(one, 4 * world);
+    return train<Accel, make_model>(one, 4 * world);
   }();
   const auto full = accelerator->full_parameters(net);  // Zero3 and Fsdp<FullShard> gather
   const double worst = max_relative_difference(*net, *reference);
@@ -293,6 +325,13 @@ void scaler_agreement() {
 int main(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"precision_matrix", precision_matrix},
+      // accel::Sharded units in a ModuleList, against one process, under Fp32 and Bf16.
+      {"sharded_blocks_zero3",
+       [] {
+         matches_one_process<accel::Zero3, accel::Fp32, 2, blocks_model>();
+         matches_one_process<accel::Zero3, accel::Bf16, 2, blocks_model>();
+         matches_one_process<accel::Fsdp<accel::FullShard>, accel::Bf16, 1, blocks_model>();
+       }},
       {"scaler_agreement_ddp", scaler_agreement<accel::Ddp>},
       {"scaler_agreement_zero2", scaler_agreement<accel::Zero2>},
       {"scaler_agreement_fsdp_shard_grad_op", scaler_agreement<accel::Fsdp<accel::ShardGradOp>>},

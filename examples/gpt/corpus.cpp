@@ -1,0 +1,164 @@
+#include "corpus.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+
+std::uint64_t fnv1a64(std::string_view bytes) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+namespace {
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(fmt::format("{} cannot be read", path.string()));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw DataError(fmt::format("{} cannot be read", path.string()));
+  return bytes;
+}
+
+bool ends_with(const std::string& name, std::string_view suffix) {
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The files of `dir`, in name order: regular files that are not hidden. The fortunes folder
+// also drops symlinks (the .u8 names point at the plain files) and the strfile indexes (.dat).
+std::vector<fs::path> files_in(const fs::path& dir, bool fortunes) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with('.')) continue;
+    if (fortunes && (it->is_symlink(error) || ends_with(name, ".dat") || ends_with(name, ".u8")))
+      continue;
+    if (it->is_regular_file(error)) files.push_back(it->path());
+  }
+  if (error) throw DataError(fmt::format("{} cannot be listed: {}", dir.string(), error.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+torch::Tensor as_tensor(const std::string& bytes) {
+  torch::Tensor t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(t.data_ptr<std::uint8_t>()));
+  return t;
+}
+
+bool blank(std::string_view text) {
+  return text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
+}
+
+// Appends each fortune of `file` (its lines up to a line holding only '%') to its split.
+void split_fortunes(const std::string& file, Corpus& corpus, std::string& train,
+                    std::string& validation) {
+  std::string fortune;
+  auto flush = [&] {
+    if (!blank(fortune)) {
+      const bool held_out = is_validation(fnv1a64(fortune));
+      (held_out ? validation : train) += fortune + "%\n";
+      ++(held_out ? corpus.validation_pieces : corpus.train_pieces);
+    }
+    fortune.clear();
+  };
+  for (std::size_t at = 0; at < file.size();) {
+    std::size_t end = file.find('\n', at);
+    if (end == std::string::npos) end = file.size();
+    std::string_view line(file.data() + at, end - at);
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    if (line == "%")
+      flush();
+    else
+      (fortune += std::string(file.data() + at, end - at)) += '\n';
+    at = end + 1;
+  }
+  flush();
+}
+
+void split_chunks(const std::string& file, Corpus& corpus, std::string& train,
+                  std::string& validation) {
+  for (std::size_t at = 0; at < file.size(); at += kChunkBytes) {
+    const std::string_view chunk(file.data() + at,
+                                 std::min<std::size_t>(kChunkBytes, file.size() - at));
+    const bool held_out = is_validation(fnv1a64(chunk));
+    (held_out ? validation : train) += chunk;
+    ++(held_out ? corpus.validation_pieces : corpus.train_pieces);
+  }
+}
+
+}  // namespace
+
+Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
+  Corpus corpus;
+  std::string train, validation;
+  std::error_code error;
+  if (!text) {
+    const fs::path dir = kFortunesDir;
+    const std::string fix =
+        "; install the Debian package fortunes (scripts/setup-debian.sh does), or train on "
+        "other text with --text PATH";
+    if (!fs::is_directory(dir, error))
+      throw DataError(fmt::format("{} does not exist{}", dir.string(), fix));
+    const std::vector<fs::path> files = files_in(dir, /*fortunes=*/true);
+    for (const fs::path& file : files) split_fortunes(read_bytes(file), corpus, train, validation);
+    if (corpus.train_pieces + corpus.validation_pieces == 0)
+      throw DataError(fmt::format("{} holds no fortunes ({} fortune files){}", dir.string(),
+                                  files.size(), fix));
+    corpus.source = fmt::format("{} fortune files in {}", files.size(), dir.string());
+    corpus.unit = "fortunes";
+  } else {
+    const fs::path& path = *text;
+    const std::string fix = "; give --text a text file or a folder of text files";
+    const fs::file_status status = fs::status(path, error);
+    if (!fs::exists(status))
+      throw DataError(fmt::format("--text {} does not exist{}", path.string(), fix));
+    std::vector<fs::path> files;
+    if (fs::is_directory(status))
+      files = files_in(path, /*fortunes=*/false);
+    else if (fs::is_regular_file(status))
+      files.push_back(path);
+    else
+      throw DataError(fmt::format("--text {} is neither a file nor a folder{}", path.string(), fix));
+    for (const fs::path& file : files) split_chunks(read_bytes(file), corpus, train, validation);
+    if (train.empty() && validation.empty())
+      throw DataError(fmt::format("--text {} is empty{}{}", path.string(),
+                                  fs::is_directory(status)
+                                      ? fmt::format(" ({} files, no bytes)", files.size())
+                                      : std::string(),
+                                  fix));
+    corpus.source = fs::is_directory(status)
+                        ? fmt::format("{} files in {}", files.size(), path.string())
+                        : path.string();
+    corpus.unit = "chunks";
+  }
+  auto check = [&](const std::string& stream, std::string_view split) {
+    if (static_cast<std::int64_t>(stream.size()) < window)
+      throw DataError(fmt::format(
+          "the {} split of {} holds {} bytes ({} {}), fewer than one window of --seq + 1 = {} "
+          "bytes; give more text or a smaller --seq",
+          split, corpus.source, stream.size(),
+          split == "training" ? corpus.train_pieces : corpus.validation_pieces, corpus.unit,
+          window));
+  };
+  check(train, "training");
+  check(validation, "validation");
+  corpus.train = as_tensor(train);
+  corpus.validation = as_tensor(validation);
+  return corpus;
+}
+
+}  // namespace gpt

@@ -1,0 +1,676 @@
+// A small GPT with accel: a byte-level decoder-only transformer trained on the fortunes of
+// Debian's `fortunes` package (or any text, --text), with a plain libtorch training loop plus a
+// handful of accel lines. The strategy is a type alias; the binary carries every combination the
+// Fashion-MNIST example does, picked at run time:
+//   gpt --strategy zero3 --precision bf16 --accum 2
+//   gpt --nproc 2 --strategy zero3
+// Its transformer blocks are accel::Sharded units (model.hpp): under Zero3 and Fsdp<FullShard>
+// each is gathered only for its own forward and backward. docs/gpt.md describes the example.
+#include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <numbers>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "corpus.hpp"
+#include "model.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// --- The variants compiled into this binary: the Fashion-MNIST example's 64 -----------------------
+
+template <class T> struct Named;
+template <> struct Named<accel::Ddp> { static constexpr std::string_view flag = "ddp"; };
+template <> struct Named<accel::Zero2> { static constexpr std::string_view flag = "zero2"; };
+template <> struct Named<accel::Zero3> { static constexpr std::string_view flag = "zero3"; };
+template <> struct Named<accel::Fsdp<accel::FullShard>> { static constexpr std::string_view flag = "fsdp"; };
+template <> struct Named<accel::Fp32> { static constexpr std::string_view flag = "fp32"; };
+template <> struct Named<accel::Bf16> { static constexpr std::string_view flag = "bf16"; };
+template <> struct Named<accel::Fp16> { static constexpr std::string_view flag = "fp16"; };
+template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = "fp8"; };
+
+using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
+using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
+using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
+
+template <class... T>
+std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {
+  return {Named<T>::flag...};
+}
+template <int... N>
+std::vector<int> values_of(std::integer_sequence<int, N...>) {
+  return {N...};
+}
+
+// --- The command line ----------------------------------------------------------------------------
+
+// Ends the program with status 2, as a usage error does, before any training starts.
+struct BadArgument : std::runtime_error { using std::runtime_error::runtime_error; };
+
+// The peak the MFU figure is measured against, per process, when --peak-tflops is not given:
+// on CPU, per intra-op thread, an AVX-512 core with two FMA units at 2.6 GHz in fp32 (16 lanes x
+// 2 FLOPs x 2 units x 2.6e9 = 166 GFLOP/s: the development machine's Xeon); on CUDA, an H100 /
+// H200's dense bf16 tensor-core peak.
+constexpr double kCpuPeakTflopsPerThread = 0.1664;
+constexpr double kCudaPeakTflops = 989.0;
+
+struct Args {
+  std::string strategy = "ddp";
+  std::string precision = "fp32";
+  int accum = 1;
+  std::int64_t steps = 1000;        // optimizer steps in all
+  std::int64_t batch_size = 32;     // windows per micro-batch and process
+  std::int64_t seq = 64;            // bytes of context; a window is seq + 1 bytes
+  std::int64_t layers = 4;
+  std::int64_t hidden = 128;
+  std::int64_t heads = 4;
+  bool tied_head = true;
+  double lr = 6e-3;                 // peak learning rate (AdamW), after the warmup
+  std::int64_t warmup = 100;        // optimizer steps of linear warmup, then a cosine to lr / 10
+  std::optional<std::int64_t> decay_steps;  // where the cosine reaches lr / 10; unset: --steps
+  double weight_decay = 0.1;        // on the Linear layers' weight matrices only
+  double clip = 1.0;                // gradient clipping: the global norm's bound
+  std::uint64_t seed = 42;
+  std::optional<fs::path> text;     // unset: the fortunes
+  std::int64_t eval_every = 250;    // optimizer steps between validation runs; 0: at the end only
+  std::int64_t eval_windows = 0;    // validation windows; 0: all of them
+  std::int64_t sample_tokens = 300; // bytes sampled at the end; 0: no sample
+  double temperature = 0.8;
+  std::int64_t top_k = 40;
+  std::string prompt;               // empty: a new fortune (after a "%" line)
+  std::optional<double> peak_tflops;
+  std::optional<int> threads;       // unset: OMP_NUM_THREADS, else 1
+  bool tracking = false;            // metrics to <log dir>/gpt/<run>/ (accel-plot)
+  std::optional<fs::path> log_dir;  // unset: ACCEL_LOG_DIR, else ./runs
+  std::string run_name;             // empty: the UTC start time
+  std::int64_t log_every = 10;      // optimizer steps between two rows of metrics
+  bool progress = true;
+  std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
+  std::int64_t checkpoint_every = 0;       // optimizer steps between checkpoints; 0: at the end
+  bool resume = false;                     // from the newest checkpoint under checkpoint_dir
+  bool help = false;
+};
+
+constexpr std::int64_t kMaxSeq = 1 << 16;
+constexpr std::int64_t kMaxBatch = 1 << 20;
+constexpr std::int64_t kMaxWidth = 1 << 16;
+constexpr int kMaxThreads = 1024;
+
+template <class T>
+std::string joined(const std::vector<T>& values) {
+  std::string text;
+  for (const T& value : values) text += fmt::format("{}{}", text.empty() ? "" : ", ", value);
+  return text;
+}
+
+std::string usage_text() {
+  const Args d;
+  return fmt::format(
+      "usage: gpt [flags]\n"
+      "  --nproc N            worker processes on this machine (default 1, or ACCEL_NPROC)\n"
+      "  --strategy S         {} (default ddp)\n"
+      "  --precision P        {} (default fp32)\n"
+      "  --accum N            micro-batches per optimizer step: {} (default 1)\n"
+      "  --steps N            optimizer steps, at least 1 (default {})\n"
+      "  --batch-size N       windows per micro-batch and process, 1 to {} (default {})\n"
+      "  --seq N              bytes of context, 1 to {}; a window is N + 1 bytes (default {})\n"
+      "  --layers N           transformer blocks, at least 1 (default {})\n"
+      "  --hidden N           width, a multiple of --heads (default {})\n"
+      "  --heads N            attention heads (default {})\n"
+      "  --untied-head        an output Linear of its own instead of the token embedding\n"
+      "  --lr X               AdamW's peak learning rate, above 0 (default {})\n"
+      "  --warmup N           steps of linear warmup, 0 to --decay-steps; then a cosine down to\n"
+      "                       lr/10 at --decay-steps (default {})\n"
+      "  --decay-steps N      the step where the cosine reaches lr/10, at least 1; the lr stays\n"
+      "                       there after it. A run cut short by --steps, to be resumed, keeps\n"
+      "                       the full run's schedule with it (default: --steps)\n"
+      "  --weight-decay X     AdamW's decay of the Linear weight matrices, 0 or more; none on\n"
+      "                       biases, LayerNorms and embeddings (default {})\n"
+      "  --clip X             bound on the gradients' global norm, above 0 (default {})\n"
+      "  --seed N             0 to {} (default {})\n"
+      "  --text PATH          train on a file, or on the files of a folder, instead of the\n"
+      "                       fortunes in {}\n"
+      "  --eval-every N       steps between validation runs; 0: at the end only (default {})\n"
+      "  --eval-windows N     validation windows of --seq + 1 bytes, evenly spread over the\n"
+      "                       validation text; 0: all of them (default 0)\n"
+      "  --sample-tokens N    bytes to sample at the end; 0: none (default {})\n"
+      "  --temperature X      sampling temperature, above 0 (default {})\n"
+      "  --top-k N            sample among the N likeliest bytes; 0: all 256 (default {})\n"
+      "  --prompt TEXT        the sample's beginning (default: a new fortune)\n"
+      "  --peak-tflops X      peak TFLOP/s per process for the MFU figure (default: {} per CPU\n"
+      "                       thread, {} per CUDA device)\n"
+      "  --threads N          CPU threads per process, torch's and OpenBLAS's, 1 to {} (default:\n"
+      "                       OMP_NUM_THREADS, else 1)\n"
+      "  --with-tracking      log losses, learning rate, tokens/s and MFU to a run folder\n"
+      "  --log-dir DIR        the folder of runs, implies --with-tracking (default: ACCEL_LOG_DIR,\n"
+      "                       else ./runs)\n"
+      "  --run-name NAME      the run's folder name, implies --with-tracking (default: the UTC\n"
+      "                       start time)\n"
+      "  --log-every N        optimizer steps between two logged rows, at least 1 (default {})\n"
+      "  --no-progress        no progress bar or progress lines\n"
+      "  --checkpoint-dir DIR save_state() into DIR/checkpoint_<n> every --checkpoint-every\n"
+      "                       steps and at the end\n"
+      "  --checkpoint-every N optimizer steps between checkpoints, at least 1 (default: only at\n"
+      "                       the end)\n"
+      "  --resume             continue from the newest checkpoint in --checkpoint-dir; --steps\n"
+      "                       stays the run's total\n",
+      joined(flags_of(std::type_identity<Parallelisms>{})),
+      joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
+      d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
+      d.warmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
+      gpt::kFortunesDir, d.eval_every, d.sample_tokens, d.temperature, d.top_k,
+      kCpuPeakTflopsPerThread, kCudaPeakTflops, kMaxThreads, d.log_every);
+}
+
+// `text` read whole as a number of type T from min to max: "10abc", " 5", "1e3" and "" are not
+// numbers, and a value beyond T is out of range rather than wrapped or clamped.
+template <class T>
+T whole_number(std::string_view flag, std::string_view text, T min,
+               T max = std::numeric_limits<T>::max()) {
+  const bool minus = std::is_unsigned_v<T> && text.starts_with('-');
+  const std::string_view digits = minus ? text.substr(1) : text;
+  T value{};
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
+    const std::string range = max == std::numeric_limits<T>::max()
+                                  ? fmt::format("at least {}", min)
+                                  : fmt::format("from {} to {}", min, max);
+    throw BadArgument(
+        fmt::format("{} is '{}', not a whole number; it must be {}", flag, text, range));
+  }
+  const bool overflow = error == std::errc::result_out_of_range;
+  if (minus || (overflow && text.starts_with('-')) || (!overflow && value < min))
+    throw BadArgument(fmt::format("{} is {}; it must be at least {}", flag, text, min));
+  if (overflow || value > max)
+    throw BadArgument(fmt::format("{} is {}; it must be at most {}", flag, text, max));
+  return value;
+}
+
+template <class T>
+T one_of(std::string_view flag, T value, const std::vector<T>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw BadArgument(fmt::format("{} is {}; it must be one of {}", flag, value, joined(allowed)));
+  return value;
+}
+
+// A finite number above 0 (or, with zero_ok, at least 0).
+double real_number(std::string_view flag, std::string_view text, bool zero_ok = false) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) ||
+      value < 0 || (value == 0 && !zero_ok))
+    throw BadArgument(fmt::format("{} is '{}'; it must be a number {}, e.g. {} 0.1", flag, text,
+                                  zero_ok ? "of at least 0" : "above 0", flag));
+  return value;
+}
+
+// accel::launch has already taken `--nproc N` out of argv (and refused a bad one with status 2).
+Args parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    // A value that starts with "--" is the next flag: this flag's value was left out.
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
+        throw BadArgument(fmt::format("{} needs a value", flag));
+      return argv[++i];
+    };
+    using I = std::int64_t;
+    if (flag == "-h" || flag == "--help") args.help = true;
+    else if (flag == "--strategy")
+      args.strategy = one_of(flag, value(), flags_of(std::type_identity<Parallelisms>{}));
+    else if (flag == "--precision")
+      args.precision = one_of(flag, value(), flags_of(std::type_identity<Precisions>{}));
+    else if (flag == "--accum")
+      args.accum = one_of(flag, whole_number(flag, value(), 1), values_of(Accumulations{}));
+    else if (flag == "--steps") args.steps = whole_number<I>(flag, value(), 1);
+    else if (flag == "--batch-size") args.batch_size = whole_number<I>(flag, value(), 1, kMaxBatch);
+    else if (flag == "--seq") args.seq = whole_number<I>(flag, value(), 1, kMaxSeq);
+    else if (flag == "--layers") args.layers = whole_number<I>(flag, value(), 1, 1024);
+    else if (flag == "--hidden") args.hidden = whole_number<I>(flag, value(), 1, kMaxWidth);
+    else if (flag == "--heads") args.heads = whole_number<I>(flag, value(), 1, kMaxWidth);
+    else if (flag == "--untied-head") args.tied_head = false;
+    else if (flag == "--lr") args.lr = real_number(flag, value());
+    else if (flag == "--warmup") args.warmup = whole_number<I>(flag, value(), 0);
+    else if (flag == "--decay-steps") args.decay_steps = whole_number<I>(flag, value(), 1);
+    else if (flag == "--weight-decay") args.weight_decay = real_number(flag, value(), true);
+    else if (flag == "--clip") args.clip = real_number(flag, value());
+    else if (flag == "--seed") args.seed = whole_number<std::uint64_t>(flag, value(), 0);
+    else if (flag == "--text") args.text = fs::path(value());
+    else if (flag == "--eval-every") args.eval_every = whole_number<I>(flag, value(), 0);
+    else if (flag == "--eval-windows") args.eval_windows = whole_number<I>(flag, value(), 0);
+    else if (flag == "--sample-tokens") args.sample_tokens = whole_number<I>(flag, value(), 0);
+    else if (flag == "--temperature") args.temperature = real_number(flag, value());
+    else if (flag == "--top-k") args.top_k = whole_number<I>(flag, value(), 0, gpt::kVocabulary);
+    else if (flag == "--prompt") args.prompt = value();
+    else if (flag == "--peak-tflops") args.peak_tflops = real_number(flag, value());
+    else if (flag == "--threads") args.threads = whole_number(flag, value(), 1, kMaxThreads);
+    else if (flag == "--with-tracking") args.tracking = true;
+    else if (flag == "--log-dir") args.tracking = true, args.log_dir = fs::path(value());
+    else if (flag == "--run-name") args.tracking = true, args.run_name = value();
+    else if (flag == "--log-every") args.log_every = whole_number<I>(flag, value(), 1);
+    else if (flag == "--no-progress") args.progress = false;
+    else if (flag == "--checkpoint-dir") args.checkpoint_dir = fs::path(value());
+    else if (flag == "--checkpoint-every")
+      args.checkpoint_every = whole_number<I>(flag, value(), 1);
+    else if (flag == "--resume") args.resume = true;
+    else throw BadArgument(fmt::format("unknown flag '{}'", flag));
+  }
+  if (args.help) return args;
+  if ((args.resume || args.checkpoint_every > 0) && !args.checkpoint_dir)
+    throw BadArgument(fmt::format("{} needs --checkpoint-dir DIR (where the checkpoints are)",
+                                  args.resume ? "--resume" : "--checkpoint-every"));
+  if (args.hidden % args.heads != 0)
+    throw BadArgument(fmt::format("--hidden is {}, not a multiple of --heads {}; each head takes "
+                                  "hidden / heads of the width",
+                                  args.hidden, args.heads));
+  if (args.warmup > args.decay_steps.value_or(args.steps))
+    throw BadArgument(fmt::format("--warmup is {}, more than {} {}; lower --warmup", args.warmup,
+                                  args.decay_steps ? "--decay-steps" : "--steps",
+                                  args.decay_steps.value_or(args.steps)));
+  return args;
+}
+
+// --- Data: windows of the byte streams -----------------------------------------------------------
+
+struct Window {
+  torch::Tensor tokens;  // seq + 1 bytes as int64: the input is the first seq, the target the last
+};
+
+// Training: every window of the training stream, one per start position; the loader shuffles
+// them with --seed (accel's splitmix64 shuffle), so the run draws random windows without
+// replacement, the same on every machine, and a checkpoint records where it stands.
+struct TrainWindows {
+  torch::Tensor bytes;  // uint8
+  std::int64_t window;
+  std::int64_t size() const { return bytes.size(0) - window + 1; }
+  Window get(std::int64_t start) const { return {bytes.narrow(0, start, window).to(torch::kLong)}; }
+};
+
+// Validation: a fixed set of windows. The stream's non-overlapping windows (starts 0, seq, 2 seq,
+// ...: every byte predicted once), or `limit` of them evenly spread.
+struct ValidationWindows {
+  torch::Tensor bytes;
+  std::int64_t window;
+  std::vector<std::int64_t> starts;
+  ValidationWindows(torch::Tensor bytes_, std::int64_t seq, std::int64_t limit)
+      : bytes(std::move(bytes_)), window(seq + 1) {
+    const std::int64_t all = (bytes.size(0) - 1) / seq;  // at least 1: load_corpus checked
+    const std::int64_t count = limit > 0 ? std::min(limit, all) : all;
+    for (std::int64_t i = 0; i < count; ++i) starts.push_back(i * all / count * seq);
+  }
+  std::int64_t size() const { return static_cast<std::int64_t>(starts.size()); }
+  Window get(std::int64_t i) const {
+    return {bytes.narrow(0, starts[static_cast<std::size_t>(i)], window).to(torch::kLong)};
+  }
+};
+
+// The sample as it is printed: control bytes other than newline and tab escaped.
+std::string printable(const std::string& bytes) {
+  std::string text;
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 && c != '\n' && c != '\t') text += fmt::format("\\x{:02x}", byte);
+    else text += c;
+  }
+  return text;
+}
+
+// --- The training loop: what a user writes -------------------------------------------------------
+
+template <class Strategy>
+int train(const Args& args, const gpt::Corpus& corpus) {
+  accel::Options options{.seed = args.seed};
+  if (args.checkpoint_dir) options.checkpoints.directory = *args.checkpoint_dir;
+  Strategy accelerator(options);
+
+  gpt::Gpt net(gpt::ModelOptions{.layers = args.layers, .hidden = args.hidden,
+                                 .heads = args.heads, .context = args.seq,
+                                 .tied_head = args.tied_head});
+  const std::int64_t parameters = gpt::parameter_count(*net);
+  // AdamW with two param groups: weight decay on the Linear layers' matrices only.
+  const gpt::ParamGroups groups = gpt::weight_decay_groups(*net);
+  auto adamw_options = [&](double weight_decay) {
+    return torch::optim::AdamWOptions(args.lr).betas({0.9, 0.95}).weight_decay(weight_decay);
+  };
+  std::vector<torch::optim::OptimizerParamGroup> param_groups;
+  param_groups.emplace_back(groups.decayed, std::make_unique<torch::optim::AdamWOptions>(
+                                                 adamw_options(args.weight_decay)));
+  param_groups.emplace_back(groups.not_decayed,
+                            std::make_unique<torch::optim::AdamWOptions>(adamw_options(0.0)));
+  torch::optim::AdamW adamw(std::move(param_groups), adamw_options(0.0));
+  // Linear warmup to --lr, then half a cosine down to lr / 10 at the last step (--decay-steps).
+  accel::schedule::CosineWithWarmup schedule(
+      adamw, {.warmup_steps = args.warmup,
+              .total_steps = args.decay_steps.value_or(args.steps),
+              .min_ratio = 0.1});
+
+  const std::int64_t window = args.seq + 1;
+  accel::DataLoader train_data(TrainWindows{corpus.train, window},
+                               {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
+  accel::DataLoader validation_data(
+      ValidationWindows(corpus.validation, args.seq, args.eval_windows),
+      {.batch_size = args.batch_size});
+  auto [model, optimizer, scheduler, train_batches, validation_batches] =
+      accelerator.prepare(net, adamw, schedule, train_data, validation_data);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // Resuming brings back the model, AdamW's state, the schedule, the loaders' positions, the RNG
+  // and the step count: the run continues exactly where the checkpoint was taken.
+  if (args.resume) {
+    const fs::path from = accelerator.load_state();
+    accelerator.print("resumed from {} at step {}", from.string(), accelerator.completed_steps());
+  }
+  std::int64_t step = accelerator.completed_steps();
+  auto checkpoint = [&] {
+    if (args.checkpoint_dir) accelerator.print("saved {}", accelerator.save_state().string());
+  };
+
+  const auto processes = static_cast<std::int64_t>(accelerator.num_processes());
+  const std::int64_t global_windows = args.batch_size * args.accum * processes;
+  const std::int64_t tokens_per_step = global_windows * args.seq;
+  const double peak_tflops =
+      args.peak_tflops.value_or(accelerator.device().is_cuda()
+                                    ? kCudaPeakTflops
+                                    : kCpuPeakTflopsPerThread * torch::get_num_threads());
+  accelerator.print(
+      "gpt: {} parameters ({} layers, hidden {}, {} heads, context {}, {} head); text: {}, "
+      "{} training bytes ({} {}), {} validation bytes ({} {}), {} validation windows",
+      parameters, args.layers, args.hidden, args.heads, args.seq,
+      args.tied_head ? "tied" : "untied", corpus.source, corpus.train.size(0),
+      corpus.train_pieces, corpus.unit, corpus.validation.size(0), corpus.validation_pieces,
+      corpus.unit, validation_data.num_samples());
+  accelerator.print("training {} steps: {} x {} x {}, batch {} x {} bytes, {} process(es) on {}, "
+                    "{} thread(s) each",
+                    args.steps, Strategy::parallelism_policy::name,
+                    Strategy::precision_policy::name, Strategy::accumulation_steps,
+                    args.batch_size, args.seq, processes, accelerator.device().str(),
+                    torch::get_num_threads());
+  // Zero3 and Fsdp<FullShard|HybridShard>: each accel::Sharded block is a unit of its own.
+  if constexpr (requires { accelerator.strategy().unit_count(); })
+    if (accelerator.strategy().unit_count() > 0)
+      accelerator.print("{}: the model is cut into {} units, gathered one at a time: the {} "
+                        "blocks and the root (embeddings, final LayerNorm, head)",
+                        Strategy::parallelism_policy::name, accelerator.strategy().unit_count(),
+                        args.layers);
+
+  if (args.tracking)
+    accelerator.init_trackers(
+        "gpt",
+        {{"strategy", args.strategy}, {"precision", args.precision}, {"accum", args.accum},
+         {"batch_size", args.batch_size}, {"seq", args.seq}, {"layers", args.layers},
+         {"hidden", args.hidden}, {"heads", args.heads}, {"tied_head", args.tied_head},
+         {"parameters", parameters}, {"lr", args.lr}, {"warmup", args.warmup},
+         {"decay_steps", args.decay_steps.value_or(args.steps)},
+         {"weight_decay", args.weight_decay}, {"clip", args.clip}, {"seed", args.seed},
+         {"steps", args.steps}, {"processes", processes}, {"tokens_per_step", tokens_per_step},
+         {"text", corpus.source}, {"threads", torch::get_num_threads()},
+         {"peak_tflops_per_process", peak_tflops}},
+        {.log_dir = args.log_dir.value_or(fs::path()), .run_name = args.run_name});
+  accel::Progress progress(accelerator, args.steps,
+                           {.mode = args.progress ? accel::ProgressMode::automatic
+                                                  : accel::ProgressMode::off,
+                            .samples_per_step = global_windows});
+
+  // Mean loss per byte over the validation windows, every window counted once across the ranks.
+  double evaluation_seconds = 0;
+  auto evaluate = [&]() -> double {
+    const double began = seconds();
+    torch::NoGradGuard no_grad;
+    double sum = 0;
+    std::int64_t count = 0;
+    for (const auto& batch : validation_batches) {
+      const torch::Tensor input = batch.tokens.narrow(1, 0, args.seq);
+      const torch::Tensor target = batch.tokens.narrow(1, 1, args.seq);
+      const torch::Tensor logits = model(input);
+      const torch::Tensor per_window =
+          torch::nn::functional::cross_entropy(
+              logits.reshape({-1, gpt::kVocabulary}), target.reshape({-1}),
+              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
+              .view({input.size(0), args.seq})
+              .mean(1);
+      const torch::Tensor all = accelerator.gather_for_metrics(per_window);
+      sum += all.to(torch::kDouble).sum().template item<double>();
+      count += all.size(0);
+    }
+    evaluation_seconds += seconds() - began;
+    return sum / static_cast<double>(count);
+  };
+
+  double logged_at = seconds(), logged_evaluation = 0, last_val = -1, train_seconds = 0;
+  const std::int64_t started_at_step = step;
+  torch::Tensor row_loss = torch::zeros({}), eval_loss = torch::zeros({});  // this rank's sums
+  std::int64_t since_eval = 0;
+  const double nats_to_bits = 1.0 / std::numbers::ln2;
+
+  for (int epoch = 0; step < args.steps; ++epoch) {
+    for (const auto& batch : train_batches) {
+      const torch::Tensor input = batch.tokens.narrow(1, 0, args.seq);
+      const torch::Tensor target = batch.tokens.narrow(1, 1, args.seq);
+      const torch::Tensor logits = model(input);
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          logits.reshape({-1, gpt::kVocabulary}), target.reshape({-1}));
+      accelerator.backward(loss);
+      double grad_norm = 0;
+      if (accelerator.sync_gradients()) grad_norm = accelerator.clip_grad_norm(args.clip);
+      const double lr = adamw.param_groups()[0].options().get_lr();  // this step's
+      optimizer.step();
+      scheduler.step();
+      optimizer.zero_grad();
+      row_loss += loss.detach() / args.accum;
+      eval_loss += loss.detach() / args.accum;
+      if (!accelerator.sync_gradients()) continue;
+      ++step;
+      ++since_eval;
+      accel::tracking::Metrics shown{{"loss", loss.detach()}, {"lr", lr}};
+      if (last_val >= 0) shown.emplace_back("val", last_val);  // the last validation loss
+      progress.update(step, shown);
+      if (args.tracking && (step % args.log_every == 0 || step == args.steps)) {
+        // Every rank takes part in the mean; the main process writes the row. Tokens/s leaves
+        // out the time spent evaluating.
+        const std::int64_t steps_in_row =
+            step % args.log_every == 0 ? args.log_every : step % args.log_every;
+        const torch::Tensor mean_loss = accelerator.reduce(row_loss, accel::ReduceOp::mean) /
+                                        static_cast<double>(steps_in_row);
+        const double now = seconds();
+        const double tokens_per_second =
+            static_cast<double>(steps_in_row * tokens_per_step) /
+            std::max(1e-9, now - logged_at - (evaluation_seconds - logged_evaluation));
+        const double mfu = 6.0 * static_cast<double>(parameters) * tokens_per_second /
+                           (peak_tflops * 1e12 * static_cast<double>(processes));
+        accelerator.log({{"loss", mean_loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                         {"tokens_per_second", tokens_per_second}, {"mfu", mfu}},
+                        step);
+        logged_at = now;
+        logged_evaluation = evaluation_seconds;
+        row_loss.zero_();
+      }
+      if (args.eval_every > 0 && step % args.eval_every == 0 && step != args.steps) {
+        const double train_loss =
+            (accelerator.reduce(eval_loss, accel::ReduceOp::mean) / static_cast<double>(since_eval))
+                .template item<double>();
+        last_val = evaluate();
+        progress.close();  // the bar's line ends; the next update draws a new one
+        accelerator.print("step {}/{}: train loss {:.4f} | val loss {:.4f} nats/byte, {:.4f} "
+                          "bits/byte | {:.0f} s",
+                          step, args.steps, train_loss, last_val, last_val * nats_to_bits,
+                          seconds());
+        if (args.tracking)
+          accelerator.log({{"val_loss", last_val}, {"val_bpb", last_val * nats_to_bits}}, step);
+        eval_loss.zero_();
+        since_eval = 0;
+      }
+      if (args.checkpoint_every > 0 && step % args.checkpoint_every == 0 && step != args.steps) {
+        progress.close();
+        checkpoint();
+      }
+      if (step == args.steps) break;
+    }
+  }
+  progress.close();
+  train_seconds = seconds() - evaluation_seconds;
+  checkpoint();
+
+  const double val_loss = evaluate();
+  const double trained_steps = static_cast<double>(step - started_at_step);
+  const double tokens_per_second =
+      trained_steps * static_cast<double>(tokens_per_step) / std::max(1e-9, train_seconds);
+  const double mfu = 6.0 * static_cast<double>(parameters) * tokens_per_second /
+                     (peak_tflops * 1e12 * static_cast<double>(processes));
+  accelerator.print("trained {} steps in {:.1f} s ({:.0f} tokens/s, MFU {:.2f}% of {:.3g} "
+                    "TFLOP/s x {}), evaluated in {:.1f} s",
+                    step - started_at_step, train_seconds, tokens_per_second, 100 * mfu,
+                    peak_tflops, processes, evaluation_seconds);
+  if constexpr (Strategy::precision_policy::loss_scaling)
+    accelerator.print("loss_scale={} skipped_steps={}", accelerator.loss_scale(),
+                      accelerator.precision().skipped_steps());
+  accelerator.print("val_loss={:.4f}", val_loss);
+  accelerator.print("val_bpb={:.4f}", val_loss * nats_to_bits);
+  {
+    // Zero3 and Fsdp<FullShard> keep only shards between steps: every rank gathers them to read
+    // the parameters whole.
+    const auto full = accelerator.full_parameters(net);
+    accelerator.print("param_digest={}", accel::state::parameter_digest_hex(*net));
+  }
+  if (args.tracking) {
+    accelerator.log({{"val_loss", val_loss}, {"val_bpb", val_loss * nats_to_bits},
+                     {"tokens_per_second", tokens_per_second}, {"mfu", mfu}},
+                    step);
+    accelerator.print("metrics in {} (charts: accel-plot {})",
+                      accelerator.tracker().run_dir().string(),
+                      accelerator.tracker().run_dir().parent_path().string());
+    accelerator.end_training();
+  }
+
+  // A sample from the prepared model: under Zero3 each call gathers the units as a training
+  // forward does, so every rank runs the same calls; rank 0's byte is the one every rank keeps.
+  if (args.sample_tokens > 0) {
+    torch::NoGradGuard no_grad;
+    std::string context = args.prompt.empty() ? std::string("%\n") : args.prompt;
+    std::string sample;
+    std::uint64_t state = args.seed;
+    for (std::int64_t i = 0; i < args.sample_tokens; ++i) {
+      const auto length = static_cast<std::int64_t>(std::min<std::size_t>(
+          context.size(), static_cast<std::size_t>(args.seq)));
+      std::vector<std::int64_t> bytes(static_cast<std::size_t>(length));
+      for (std::int64_t j = 0; j < length; ++j)
+        bytes[static_cast<std::size_t>(j)] =
+            static_cast<unsigned char>(context[context.size() - static_cast<std::size_t>(length - j)]);
+      const torch::Tensor input = torch::tensor(bytes, torch::kLong).view({1, length});
+      const torch::Tensor logits = model(accelerator.to_device(input));
+      int byte = gpt::sample_byte(logits[0][length - 1], args.temperature, args.top_k, state);
+      if (processes > 1)
+        byte = accelerator.broadcast(accelerator.to_device(torch::full({1}, byte, torch::kLong)))
+                   .template item<int>();
+      context += static_cast<char>(byte);
+      sample += static_cast<char>(byte);
+    }
+    accelerator.print("sample ({} bytes, temperature {}, top-k {}, seed {}):\n{}{}",
+                      args.sample_tokens, args.temperature, args.top_k, args.seed,
+                      printable(args.prompt), printable(sample));
+  }
+  return 0;
+}
+
+// Runs train<Accelerator<Par, Prec, GradAccum<N>>> for the one combination the flags name (parse
+// accepts only names and values from these lists, so there is always one).
+template <class Fn>
+void run_variant(const Args& args, Fn&& run) {
+  auto for_each_type = []<class Tuple>(std::type_identity<Tuple>, auto&& visit) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (visit(std::type_identity<std::tuple_element_t<I, Tuple>>{}), ...);
+    }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+  };
+  for_each_type(std::type_identity<Parallelisms>{}, [&]<class Par>(std::type_identity<Par>) {
+    if (Named<Par>::flag != args.strategy) return;
+    for_each_type(std::type_identity<Precisions>{}, [&]<class Prec>(std::type_identity<Prec>) {
+      if (Named<Prec>::flag != args.precision) return;
+      [&]<int... N>(std::integer_sequence<int, N...>) {
+        ((N == args.accum
+              ? run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{})
+              : void()),
+         ...);
+      }(Accumulations{});
+    });
+  });
+}
+
+// CPU threads: --threads, else OMP_NUM_THREADS (accel::launch sets it to cores / processes for
+// each worker it starts, as torchrun does), else one. One, because this model's operations are
+// small: on the 2-core development machine, shared with other work, a step took 0.22 s with one
+// torch thread and one OpenBLAS thread, 0.40 s with OpenBLAS's default pool of two, and 1.15 s
+// with two torch threads as well (each small parallel operation waiting for a descheduled
+// thread; docs/gpt.md). OpenBLAS, which computes Debian libtorch's matrix products, keeps a pool
+// of its own that torch::set_num_threads does not limit (docs/benchmarks.md), so it gets the same
+// number through openblas_set_num_threads, looked up at run time (another BLAS skips this).
+int set_threads(std::optional<int> requested) {
+  int threads = 1;
+  if (requested) {
+    threads = *requested;
+  } else if (const char* set = std::getenv("OMP_NUM_THREADS"); set != nullptr && *set != '\0') {
+    threads = std::max(1, std::atoi(set));
+  }
+  torch::set_num_threads(threads);
+  if (void* symbol = dlsym(RTLD_DEFAULT, "openblas_set_num_threads")) {
+    void (*set_blas_threads)(int) = nullptr;
+    std::memcpy(&set_blas_threads, &symbol, sizeof symbol);
+    set_blas_threads(threads);
+  }
+  return threads;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    if (args.help) {
+      fmt::print("{}", usage_text());
+      return 0;
+    }
+    set_threads(args.threads);
+    // Read and checked before anything is created: a missing or empty text stops here.
+    const gpt::Corpus corpus = gpt::load_corpus(args.text, args.seq + 1);
+    int status = 0;
+    run_variant(args, [&]<class Strategy>(std::type_identity<Strategy>) {
+      status = train<Strategy>(args, corpus);
+    });
+    return status;
+  } catch (const BadArgument& error) {
+    fmt::print(stderr, "gpt: {}\n{}", error.what(), usage_text());
+    return 2;
+  } catch (const gpt::DataError& error) {
+    fmt::print(stderr, "gpt: {}\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "gpt: {}\n", error.what());
+    return 1;
+  }
+}
+
+// `gpt --nproc 2 ...` starts two ranks; under accel-launch, torchrun, srun or mpirun the same
+// binary just trains.
+int main(int argc, char** argv) { return accel::launch(argc, argv, run); }
