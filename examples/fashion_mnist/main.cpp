@@ -26,39 +26,20 @@
 #include <utility>
 #include <vector>
 
+#include "common/command_line.hpp"
+#include "common/variants.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-// --- The variants compiled into this binary ------------------------------------------------------
-
-template <class T> struct Named;
-template <> struct Named<accel::Ddp> { static constexpr std::string_view flag = "ddp"; };
-template <> struct Named<accel::Zero2> { static constexpr std::string_view flag = "zero2"; };
-template <> struct Named<accel::Zero3> { static constexpr std::string_view flag = "zero3"; };
-template <> struct Named<accel::Fsdp<accel::FullShard>> { static constexpr std::string_view flag = "fsdp"; };
-template <> struct Named<accel::Fp32> { static constexpr std::string_view flag = "fp32"; };
-template <> struct Named<accel::Bf16> { static constexpr std::string_view flag = "bf16"; };
-template <> struct Named<accel::Fp16> { static constexpr std::string_view flag = "fp16"; };
-template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = "fp8"; };
-
-using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
-using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
-using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
-
-template <class... T>
-std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {
-  return {Named<T>::flag...};
-}
-template <int... N>
-std::vector<int> values_of(std::integer_sequence<int, N...>) {
-  return {N...};
-}
-
 // --- The command line ----------------------------------------------------------------------------
 
-// Both end the program with status 2, as a usage error does, before any training starts.
-struct BadArgument : std::runtime_error { using std::runtime_error::runtime_error; };
+// The readers and the flags both examples share (common/command_line.hpp).
+using examples::BadArgument;
+using examples::whole_number;
+
+// Ends the program with status 2, as a usage error (BadArgument) does, before any training starts.
 struct BadData : std::runtime_error { using std::runtime_error::runtime_error; };
 
 constexpr std::int64_t kTrainSize = 60000, kTestSize = 10000;
@@ -89,13 +70,6 @@ struct Args {
   bool resume = false;                     // from the newest checkpoint under checkpoint_dir
   bool help = false;
 };
-
-template <class T>
-std::string joined(const std::vector<T>& values) {
-  std::string text;
-  for (const T& value : values) text += fmt::format("{}{}", text.empty() ? "" : ", ", value);
-  return text;
-}
 
 std::string usage_text() {
   return fmt::format(
@@ -128,51 +102,9 @@ std::string usage_text() {
       "                    the end)\n"
       "  --resume          continue from the newest checkpoint in --checkpoint-dir; --steps stays\n"
       "                    the run's total\n",
-      joined(flags_of(std::type_identity<Parallelisms>{})),
-      joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
-      kTrainSize, kTestSize, std::numeric_limits<std::uint64_t>::max(), kMaxWorkers);
-}
-
-// `text` read whole as a number of type T from min to max: "10abc", " 5", "1e3" and "" are not
-// numbers, and a value beyond T is out of range rather than wrapped or clamped.
-template <class T>
-T whole_number(std::string_view flag, std::string_view text, T min,
-               T max = std::numeric_limits<T>::max()) {
-  // from_chars takes no sign for an unsigned T: "-1" is then a number below the range, not junk.
-  const bool minus = std::is_unsigned_v<T> && text.starts_with('-');
-  const std::string_view digits = minus ? text.substr(1) : text;
-  T value{};
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
-    const std::string range = max == std::numeric_limits<T>::max()
-                                  ? fmt::format("at least {}", min)
-                                  : fmt::format("from {} to {}", min, max);
-    throw BadArgument(
-        fmt::format("{} is '{}', not a whole number; it must be {}", flag, text, range));
-  }
-  const bool overflow = error == std::errc::result_out_of_range;
-  if (minus || (overflow && text.starts_with('-')) || (!overflow && value < min))
-    throw BadArgument(fmt::format("{} is {}; it must be at least {}", flag, text, min));
-  if (overflow || value > max)
-    throw BadArgument(fmt::format("{} is {}; it must be at most {}", flag, text, max));
-  return value;
-}
-
-template <class T>
-T one_of(std::string_view flag, T value, const std::vector<T>& allowed) {
-  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-    throw BadArgument(fmt::format("{} is {}; it must be one of {}", flag, value, joined(allowed)));
-  return value;
-}
-
-double positive_number(std::string_view flag, std::string_view text) {
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) ||
-      value <= 0)
-    throw BadArgument(
-        fmt::format("{} is '{}'; it must be a number above 0, e.g. {} 1e-3", flag, text, flag));
-  return value;
+      examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
+      examples::joined(examples::accumulation_values()), kTrainSize, kTestSize,
+      std::numeric_limits<std::uint64_t>::max(), kMaxWorkers);
 }
 
 // accel::launch has already taken `--nproc N` out of argv (and refused a bad one with status 2).
@@ -180,43 +112,21 @@ Args parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
-    // A value that starts with "--" is the next flag: this flag's value was left out.
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
-        throw BadArgument(fmt::format("{} needs a value", flag));
-      return argv[++i];
-    };
-    if (flag == "-h" || flag == "--help") args.help = true;
-    else if (flag == "--strategy")
-      args.strategy = one_of(flag, value(), flags_of(std::type_identity<Parallelisms>{}));
-    else if (flag == "--precision")
-      args.precision = one_of(flag, value(), flags_of(std::type_identity<Precisions>{}));
-    else if (flag == "--accum")
-      args.accum = one_of(flag, whole_number(flag, value(), 1), values_of(Accumulations{}));
-    else if (flag == "--epochs") args.epochs = whole_number(flag, value(), 1);
+    auto value = [&] { return examples::flag_value(argc, argv, i); };
+    if (examples::shared_flag(args, flag, value)) continue;
+    if (flag == "--epochs") args.epochs = whole_number(flag, value(), 1);
     else if (flag == "--steps") args.steps = whole_number<std::int64_t>(flag, value(), 1);
     else if (flag == "--batch-size")
       args.batch_size = whole_number<std::int64_t>(flag, value(), 1, kTrainSize);
-    else if (flag == "--lr") args.lr = positive_number(flag, value());
+    else if (flag == "--lr") args.lr = examples::real_number(flag, value(), "1e-3");
     else if (flag == "--eval-samples")
       args.eval_samples = whole_number<std::int64_t>(flag, value(), 0, kTestSize);
     else if (flag == "--seed") args.seed = whole_number<std::uint64_t>(flag, value(), 0);
     else if (flag == "--workers") args.workers = whole_number(flag, value(), 0, kMaxWorkers);
     else if (flag == "--data-dir") args.data_dir = fs::path(value());
-    else if (flag == "--with-tracking") args.tracking = true;
-    else if (flag == "--log-dir") args.tracking = true, args.log_dir = fs::path(value());
-    else if (flag == "--run-name") args.tracking = true, args.run_name = value();
-    else if (flag == "--log-every") args.log_every = whole_number<std::int64_t>(flag, value(), 1);
-    else if (flag == "--no-progress") args.progress = false;
-    else if (flag == "--checkpoint-dir") args.checkpoint_dir = fs::path(value());
-    else if (flag == "--checkpoint-every")
-      args.checkpoint_every = whole_number<std::int64_t>(flag, value(), 1);
-    else if (flag == "--resume") args.resume = true;
     else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
-  if ((args.resume || args.checkpoint_every > 0) && !args.checkpoint_dir && !args.help)
-    throw BadArgument(fmt::format("{} needs --checkpoint-dir DIR (where the checkpoints are)",
-                                  args.resume ? "--resume" : "--checkpoint-every"));
+  examples::check_checkpoint_flags(args);
   return args;
 }
 
@@ -510,29 +420,6 @@ int train(const Args& args, const fs::path& data_dir) {
   return 0;
 }
 
-// Runs train<Accelerator<Par, Prec, GradAccum<N>>> for the one combination the flags name (parse
-// accepts only names and values from these lists, so there is always one).
-template <class Fn>
-void run_variant(const Args& args, Fn&& run) {
-  auto for_each_type = []<class Tuple>(std::type_identity<Tuple>, auto&& visit) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (visit(std::type_identity<std::tuple_element_t<I, Tuple>>{}), ...);
-    }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
-  };
-  for_each_type(std::type_identity<Parallelisms>{}, [&]<class Par>(std::type_identity<Par>) {
-    if (Named<Par>::flag != args.strategy) return;
-    for_each_type(std::type_identity<Precisions>{}, [&]<class Prec>(std::type_identity<Prec>) {
-      if (Named<Prec>::flag != args.precision) return;
-      [&]<int... N>(std::integer_sequence<int, N...>) {
-        ((N == args.accum
-              ? run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{})
-              : void()),
-         ...);
-      }(Accumulations{});
-    });
-  });
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -551,9 +438,11 @@ int run(int argc, char** argv) {
       fill_cache(data_dir);
     }
     int status = 0;
-    run_variant(args, [&]<class Strategy>(std::type_identity<Strategy>) {
-      status = train<Strategy>(args, data_dir);
-    });
+    // The 64 Accelerator types are in common/variants.hpp, shared with the GPT example.
+    examples::run_variant(args.strategy, args.precision, args.accum,
+                          [&]<class Strategy>(std::type_identity<Strategy>) {
+                            status = train<Strategy>(args, data_dir);
+                          });
     return status;
   } catch (const BadArgument& error) {
     fmt::print(stderr, "fashion_mnist: {}\n{}", error.what(), usage_text());

@@ -1,7 +1,7 @@
 // A small GPT with accel: a byte-level decoder-only transformer trained on the fortunes of
 // Debian's `fortunes` package (or any text, --text), with a plain libtorch training loop plus a
 // handful of accel lines. The strategy is a type alias; the binary carries every combination the
-// Fashion-MNIST example does, picked at run time:
+// Fashion-MNIST example does (common/variants.hpp), picked at run time:
 //   gpt --strategy zero3 --precision bf16 --accum 2
 //   gpt --nproc 2 --strategy zero3
 // Its transformer blocks are accel::Sharded units (model.hpp): under Zero3 and Fsdp<FullShard>
@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/command_line.hpp"
+#include "common/variants.hpp"
 #include "corpus.hpp"
 #include "model.hpp"
 
@@ -37,35 +39,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// --- The variants compiled into this binary: the Fashion-MNIST example's 64 -----------------------
-
-template <class T> struct Named;
-template <> struct Named<accel::Ddp> { static constexpr std::string_view flag = "ddp"; };
-template <> struct Named<accel::Zero2> { static constexpr std::string_view flag = "zero2"; };
-template <> struct Named<accel::Zero3> { static constexpr std::string_view flag = "zero3"; };
-template <> struct Named<accel::Fsdp<accel::FullShard>> { static constexpr std::string_view flag = "fsdp"; };
-template <> struct Named<accel::Fp32> { static constexpr std::string_view flag = "fp32"; };
-template <> struct Named<accel::Bf16> { static constexpr std::string_view flag = "bf16"; };
-template <> struct Named<accel::Fp16> { static constexpr std::string_view flag = "fp16"; };
-template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = "fp8"; };
-
-using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
-using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
-using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
-
-template <class... T>
-std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {
-  return {Named<T>::flag...};
-}
-template <int... N>
-std::vector<int> values_of(std::integer_sequence<int, N...>) {
-  return {N...};
-}
-
 // --- The command line ----------------------------------------------------------------------------
 
-// Ends the program with status 2, as a usage error does, before any training starts.
-struct BadArgument : std::runtime_error { using std::runtime_error::runtime_error; };
+// The readers and the flags both examples share (common/command_line.hpp); a BadArgument ends the
+// program with status 2, as a usage error does, before any training starts.
+using examples::BadArgument;
+using examples::whole_number;
 
 // The peak the MFU figure is measured against, per process, when --peak-tflops is not given:
 // on CPU, per intra-op thread, an AVX-512 core with two FMA units at 2.6 GHz in fp32 (16 lanes x
@@ -115,13 +94,6 @@ constexpr std::int64_t kMaxSeq = 1 << 16;
 constexpr std::int64_t kMaxBatch = 1 << 20;
 constexpr std::int64_t kMaxWidth = 1 << 16;
 constexpr int kMaxThreads = 1024;
-
-template <class T>
-std::string joined(const std::vector<T>& values) {
-  std::string text;
-  for (const T& value : values) text += fmt::format("{}{}", text.empty() ? "" : ", ", value);
-  return text;
-}
 
 std::string usage_text() {
   const Args d;
@@ -174,54 +146,16 @@ std::string usage_text() {
       "                       the end)\n"
       "  --resume             continue from the newest checkpoint in --checkpoint-dir; --steps\n"
       "                       stays the run's total\n",
-      joined(flags_of(std::type_identity<Parallelisms>{})),
-      joined(flags_of(std::type_identity<Precisions>{})), joined(values_of(Accumulations{})),
-      d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
+      examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
+      examples::joined(examples::accumulation_values()), d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
       d.warmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
       gpt::kFortunesDir, d.eval_every, d.sample_tokens, d.temperature, d.top_k,
       kCpuPeakTflopsPerThread, kCudaPeakTflops, kMaxThreads, d.log_every);
 }
 
-// `text` read whole as a number of type T from min to max: "10abc", " 5", "1e3" and "" are not
-// numbers, and a value beyond T is out of range rather than wrapped or clamped.
-template <class T>
-T whole_number(std::string_view flag, std::string_view text, T min,
-               T max = std::numeric_limits<T>::max()) {
-  const bool minus = std::is_unsigned_v<T> && text.starts_with('-');
-  const std::string_view digits = minus ? text.substr(1) : text;
-  T value{};
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
-    const std::string range = max == std::numeric_limits<T>::max()
-                                  ? fmt::format("at least {}", min)
-                                  : fmt::format("from {} to {}", min, max);
-    throw BadArgument(
-        fmt::format("{} is '{}', not a whole number; it must be {}", flag, text, range));
-  }
-  const bool overflow = error == std::errc::result_out_of_range;
-  if (minus || (overflow && text.starts_with('-')) || (!overflow && value < min))
-    throw BadArgument(fmt::format("{} is {}; it must be at least {}", flag, text, min));
-  if (overflow || value > max)
-    throw BadArgument(fmt::format("{} is {}; it must be at most {}", flag, text, max));
-  return value;
-}
-
-template <class T>
-T one_of(std::string_view flag, T value, const std::vector<T>& allowed) {
-  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-    throw BadArgument(fmt::format("{} is {}; it must be one of {}", flag, value, joined(allowed)));
-  return value;
-}
-
 // A finite number above 0 (or, with zero_ok, at least 0).
 double real_number(std::string_view flag, std::string_view text, bool zero_ok = false) {
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) ||
-      value < 0 || (value == 0 && !zero_ok))
-    throw BadArgument(fmt::format("{} is '{}'; it must be a number {}, e.g. {} 0.1", flag, text,
-                                  zero_ok ? "of at least 0" : "above 0", flag));
-  return value;
+  return examples::real_number(flag, text, "0.1", zero_ok);
 }
 
 // accel::launch has already taken `--nproc N` out of argv (and refused a bad one with status 2).
@@ -229,21 +163,10 @@ Args parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
-    // A value that starts with "--" is the next flag: this flag's value was left out.
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
-        throw BadArgument(fmt::format("{} needs a value", flag));
-      return argv[++i];
-    };
+    auto value = [&] { return examples::flag_value(argc, argv, i); };
+    if (examples::shared_flag(args, flag, value)) continue;
     using I = std::int64_t;
-    if (flag == "-h" || flag == "--help") args.help = true;
-    else if (flag == "--strategy")
-      args.strategy = one_of(flag, value(), flags_of(std::type_identity<Parallelisms>{}));
-    else if (flag == "--precision")
-      args.precision = one_of(flag, value(), flags_of(std::type_identity<Precisions>{}));
-    else if (flag == "--accum")
-      args.accum = one_of(flag, whole_number(flag, value(), 1), values_of(Accumulations{}));
-    else if (flag == "--steps") args.steps = whole_number<I>(flag, value(), 1);
+    if (flag == "--steps") args.steps = whole_number<I>(flag, value(), 1);
     else if (flag == "--batch-size") args.batch_size = whole_number<I>(flag, value(), 1, kMaxBatch);
     else if (flag == "--seq") args.seq = whole_number<I>(flag, value(), 1, kMaxSeq);
     else if (flag == "--layers") args.layers = whole_number<I>(flag, value(), 1, 1024);
@@ -265,21 +188,10 @@ Args parse(int argc, char** argv) {
     else if (flag == "--prompt") args.prompt = value();
     else if (flag == "--peak-tflops") args.peak_tflops = real_number(flag, value());
     else if (flag == "--threads") args.threads = whole_number(flag, value(), 1, kMaxThreads);
-    else if (flag == "--with-tracking") args.tracking = true;
-    else if (flag == "--log-dir") args.tracking = true, args.log_dir = fs::path(value());
-    else if (flag == "--run-name") args.tracking = true, args.run_name = value();
-    else if (flag == "--log-every") args.log_every = whole_number<I>(flag, value(), 1);
-    else if (flag == "--no-progress") args.progress = false;
-    else if (flag == "--checkpoint-dir") args.checkpoint_dir = fs::path(value());
-    else if (flag == "--checkpoint-every")
-      args.checkpoint_every = whole_number<I>(flag, value(), 1);
-    else if (flag == "--resume") args.resume = true;
     else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
   if (args.help) return args;
-  if ((args.resume || args.checkpoint_every > 0) && !args.checkpoint_dir)
-    throw BadArgument(fmt::format("{} needs --checkpoint-dir DIR (where the checkpoints are)",
-                                  args.resume ? "--resume" : "--checkpoint-every"));
+  examples::check_checkpoint_flags(args);
   if (args.hidden % args.heads != 0)
     throw BadArgument(fmt::format("--hidden is {}, not a multiple of --heads {}; each head takes "
                                   "hidden / heads of the width",
@@ -595,29 +507,6 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   return 0;
 }
 
-// Runs train<Accelerator<Par, Prec, GradAccum<N>>> for the one combination the flags name (parse
-// accepts only names and values from these lists, so there is always one).
-template <class Fn>
-void run_variant(const Args& args, Fn&& run) {
-  auto for_each_type = []<class Tuple>(std::type_identity<Tuple>, auto&& visit) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (visit(std::type_identity<std::tuple_element_t<I, Tuple>>{}), ...);
-    }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
-  };
-  for_each_type(std::type_identity<Parallelisms>{}, [&]<class Par>(std::type_identity<Par>) {
-    if (Named<Par>::flag != args.strategy) return;
-    for_each_type(std::type_identity<Precisions>{}, [&]<class Prec>(std::type_identity<Prec>) {
-      if (Named<Prec>::flag != args.precision) return;
-      [&]<int... N>(std::integer_sequence<int, N...>) {
-        ((N == args.accum
-              ? run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{})
-              : void()),
-         ...);
-      }(Accumulations{});
-    });
-  });
-}
-
 // CPU threads: --threads, else OMP_NUM_THREADS (accel::launch sets it to cores / processes for
 // each worker it starts, as torchrun does), else one. One, because this model's operations are
 // small: on the 2-core development machine, shared with other work, a step took 0.22 s with one
@@ -655,9 +544,11 @@ int run(int argc, char** argv) {
     // Read and checked before anything is created: a missing or empty text stops here.
     const gpt::Corpus corpus = gpt::load_corpus(args.text, args.seq + 1);
     int status = 0;
-    run_variant(args, [&]<class Strategy>(std::type_identity<Strategy>) {
-      status = train<Strategy>(args, corpus);
-    });
+    // The 64 Accelerator types are in common/variants.hpp, shared with Fashion-MNIST.
+    examples::run_variant(args.strategy, args.precision, args.accum,
+                          [&]<class Strategy>(std::type_identity<Strategy>) {
+                            status = train<Strategy>(args, corpus);
+                          });
     return status;
   } catch (const BadArgument& error) {
     fmt::print(stderr, "gpt: {}\n{}", error.what(), usage_text());

@@ -1,0 +1,123 @@
+// Command-line parsing shared by the example programs: the checked number readers, and the flags
+// every example takes with the same meaning (the strategy, tracking, progress and checkpoints).
+// Shared so that one flag is read, checked and refused with the same words in every example; each
+// example keeps its own Args, its own flags and its own --help text.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "common/variants.hpp"
+
+namespace examples {
+
+// A usage error: the examples end with status 2 and print their --help text after the message.
+struct BadArgument : std::runtime_error { using std::runtime_error::runtime_error; };
+
+template <class T>
+std::string joined(const std::vector<T>& values) {
+  std::string text;
+  for (const T& value : values) text += fmt::format("{}{}", text.empty() ? "" : ", ", value);
+  return text;
+}
+
+// `text` read whole as a number of type T from min to max: "10abc", " 5", "1e3" and "" are not
+// numbers, and a value beyond T is out of range rather than wrapped or clamped.
+template <class T>
+T whole_number(std::string_view flag, std::string_view text, T min,
+               T max = std::numeric_limits<T>::max()) {
+  // from_chars takes no sign for an unsigned T: "-1" is then a number below the range, not junk.
+  const bool minus = std::is_unsigned_v<T> && text.starts_with('-');
+  const std::string_view digits = minus ? text.substr(1) : text;
+  T value{};
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error == std::errc::invalid_argument || end != digits.data() + digits.size()) {
+    const std::string range = max == std::numeric_limits<T>::max()
+                                  ? fmt::format("at least {}", min)
+                                  : fmt::format("from {} to {}", min, max);
+    throw BadArgument(
+        fmt::format("{} is '{}', not a whole number; it must be {}", flag, text, range));
+  }
+  const bool overflow = error == std::errc::result_out_of_range;
+  if (minus || (overflow && text.starts_with('-')) || (!overflow && value < min))
+    throw BadArgument(fmt::format("{} is {}; it must be at least {}", flag, text, min));
+  if (overflow || value > max)
+    throw BadArgument(fmt::format("{} is {}; it must be at most {}", flag, text, max));
+  return value;
+}
+
+template <class T>
+T one_of(std::string_view flag, T value, const std::vector<T>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw BadArgument(fmt::format("{} is {}; it must be one of {}", flag, value, joined(allowed)));
+  return value;
+}
+
+// A finite number above 0 (or, with zero_ok, at least 0). `example` is a value the message
+// suggests, one that suits the flag (a learning rate wants 1e-3 rather than 0.1).
+inline double real_number(std::string_view flag, std::string_view text, std::string_view example,
+                          bool zero_ok = false) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) ||
+      value < 0 || (value == 0 && !zero_ok))
+    throw BadArgument(fmt::format("{} is '{}'; it must be a number {}, e.g. {} {}", flag, text,
+                                  zero_ok ? "of at least 0" : "above 0", flag, example));
+  return value;
+}
+
+// The value after the flag argv[i], with i moved onto it. A value that starts with "--" is the
+// next flag: this flag's value was left out.
+inline std::string_view flag_value(int argc, char** argv, int& i) {
+  if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
+    throw BadArgument(fmt::format("{} needs a value", argv[i]));
+  return argv[++i];
+}
+
+// Reads `flag` into `args` when it is one of the flags every example takes; false for any other.
+// `value` is a callable that returns the flag's value (flag_value). Args has the members these
+// flags set, of the same types in every example: help, strategy, precision, accum, tracking,
+// log_dir, run_name, log_every, progress, checkpoint_dir, checkpoint_every and resume.
+template <class Args, class Value>
+bool shared_flag(Args& args, std::string_view flag, Value&& value) {
+  if (flag == "-h" || flag == "--help") args.help = true;
+  else if (flag == "--strategy") args.strategy = one_of(flag, value(), strategy_flags());
+  else if (flag == "--precision") args.precision = one_of(flag, value(), precision_flags());
+  else if (flag == "--accum")
+    args.accum = one_of(flag, whole_number(flag, value(), 1), accumulation_values());
+  else if (flag == "--with-tracking") args.tracking = true;
+  else if (flag == "--log-dir") args.tracking = true, args.log_dir = std::filesystem::path(value());
+  else if (flag == "--run-name") args.tracking = true, args.run_name = value();
+  else if (flag == "--log-every") args.log_every = whole_number<std::int64_t>(flag, value(), 1);
+  else if (flag == "--no-progress") args.progress = false;
+  else if (flag == "--checkpoint-dir") args.checkpoint_dir = std::filesystem::path(value());
+  else if (flag == "--checkpoint-every")
+    args.checkpoint_every = whole_number<std::int64_t>(flag, value(), 1);
+  else if (flag == "--resume") args.resume = true;
+  else return false;
+  return true;
+}
+
+// --resume and --checkpoint-every need --checkpoint-dir; --help asks for nothing else, so with it
+// nothing is checked.
+template <class Args>
+void check_checkpoint_flags(const Args& args) {
+  if (args.help) return;
+  if ((args.resume || args.checkpoint_every > 0) && !args.checkpoint_dir)
+    throw BadArgument(fmt::format("{} needs --checkpoint-dir DIR (where the checkpoints are)",
+                                  args.resume ? "--resume" : "--checkpoint-every"));
+}
+
+}  // namespace examples

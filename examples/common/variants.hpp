@@ -1,0 +1,75 @@
+// The strategies compiled into the example programs: every combination of four parallelisms,
+// four precisions and four accumulation counts (64 accel::Accelerator types), each named by the
+// flag value that picks it at run time. Shared so that the examples offer the same choices under
+// the same names, and so that a policy added here reaches every example's --help and dispatch.
+#pragma once
+
+#include <accel/accelerator.hpp>
+
+#include <cstddef>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace examples {
+
+// A policy's name on the command line (--strategy, --precision).
+template <class T> struct Named;
+template <> struct Named<accel::Ddp> { static constexpr std::string_view flag = "ddp"; };
+template <> struct Named<accel::Zero2> { static constexpr std::string_view flag = "zero2"; };
+template <> struct Named<accel::Zero3> { static constexpr std::string_view flag = "zero3"; };
+template <> struct Named<accel::Fsdp<accel::FullShard>> { static constexpr std::string_view flag = "fsdp"; };
+template <> struct Named<accel::Fp32> { static constexpr std::string_view flag = "fp32"; };
+template <> struct Named<accel::Bf16> { static constexpr std::string_view flag = "bf16"; };
+template <> struct Named<accel::Fp16> { static constexpr std::string_view flag = "fp16"; };
+template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = "fp8"; };
+
+using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
+using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
+using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
+
+template <class... T>
+std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {
+  return {Named<T>::flag...};
+}
+template <int... N>
+std::vector<int> values_of(std::integer_sequence<int, N...>) {
+  return {N...};
+}
+
+// What --strategy, --precision and --accum accept, in the lists' order (as --help shows them).
+inline std::vector<std::string_view> strategy_flags() {
+  return flags_of(std::type_identity<Parallelisms>{});
+}
+inline std::vector<std::string_view> precision_flags() {
+  return flags_of(std::type_identity<Precisions>{});
+}
+inline std::vector<int> accumulation_values() { return values_of(Accumulations{}); }
+
+// Calls run(std::type_identity<Accelerator<Par, Prec, GradAccum<N>>>{}) for the one combination
+// these flag values name. The command line accepts only names and values from the lists above,
+// so there is always one; values from nowhere else would match none and run nothing.
+template <class Fn>
+void run_variant(std::string_view strategy, std::string_view precision, int accum, Fn&& run) {
+  auto for_each_type = []<class Tuple>(std::type_identity<Tuple>, auto&& visit) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (visit(std::type_identity<std::tuple_element_t<I, Tuple>>{}), ...);
+    }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+  };
+  for_each_type(std::type_identity<Parallelisms>{}, [&]<class Par>(std::type_identity<Par>) {
+    if (Named<Par>::flag != strategy) return;
+    for_each_type(std::type_identity<Precisions>{}, [&]<class Prec>(std::type_identity<Prec>) {
+      if (Named<Prec>::flag != precision) return;
+      [&]<int... N>(std::integer_sequence<int, N...>) {
+        ((N == accum
+              ? run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{})
+              : void()),
+         ...);
+      }(Accumulations{});
+    });
+  });
+}
+
+}  // namespace examples
