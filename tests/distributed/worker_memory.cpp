@@ -44,6 +44,29 @@ torch::nn::Sequential model() {
                                torch::nn::Linear(16, 1));
 }
 
+// The same layers with the blocks in a ModuleList, each an accel::Sharded unit.
+struct ListModelImpl : torch::nn::Module {
+  torch::nn::Linear in{nullptr}, out{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  std::vector<accel::Sharded<Block>> block;
+  ListModelImpl()
+      : in(register_module("in", torch::nn::Linear(8, 16))),
+        out(register_module("out", torch::nn::Linear(16, 1))),
+        blocks(register_module("blocks", torch::nn::ModuleList())) {
+    for (int i = 0; i < 3; ++i) {
+      block.push_back(accel::Sharded<Block>());
+      blocks->push_back(block.back());
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = in(x);
+    for (auto& b : block) h = b(h);
+    return out(h);
+  }
+};
+TORCH_MODULE(ListModel);
+ListModel list_model() { return ListModel(); }
+
 // One Accelerator trains two copies of the same model (rank 0's weights) on the same batches and
 // dropout draws, one with every Sequential child checkpointed (the function
 // Options::activation_checkpointing calls); their parameters must stay bitwise equal.
@@ -95,11 +118,11 @@ void checkpointing_bitwise() {
 
 // estimate_memory<Par>(model, W, {adam, rank}) before prepare, against memory_use() after two
 // steps: parameters, gradients and optimizer state each within 5% on every rank.
-template <class Par>
+template <class Par, auto make_model = model>
 void estimate_matches() {
   accel::Accelerator<Par> acc(test_options());
   torch::manual_seed(3);
-  auto net = model();
+  auto net = make_model();
   const auto estimate = accel::estimate_memory<Par>(
       net, acc.num_processes(), {.optimizer = accel::OptimizerKind::adam, .rank = acc.process_index()});
   torch::optim::Adam adam(net->parameters(), 0.01);
@@ -152,5 +175,6 @@ int main(int argc, char** argv) {
        {"estimate_memory_ddp", estimate_matches<accel::Ddp>},
        {"estimate_memory_zero2", estimate_matches<accel::Zero2>},
        {"estimate_memory_zero3", estimate_matches<accel::Zero3>},
+       {"estimate_memory_zero3_sharded_blocks", estimate_matches<accel::Zero3, list_model>},
        {"executable_batch_size_agrees", executable_batch_size_agrees}});
 }
