@@ -53,6 +53,7 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
+#include "runtime/same_model.hpp"
 #include "state/custom_objects.hpp"
 #include "state/loader_position.hpp"
 #include "tracking/accelerator_tracking.hpp"
@@ -583,7 +584,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
       if (known.get() == module.get()) return;
     const std::string label =
         fmt::format("prepared model #{} ({})", models_.size() + 1, module->name());
-    check_same_model_on_every_rank(*module, label);
+    runtime::check_same_model_on_every_rank(group_.get(), *module, label);
     module->to(device_);
     // Innermost first: a Sequential child's call goes through the strategy's unit, then the
     // activation checkpoint, then the precision's layer (Fp8's Linear).
@@ -592,45 +593,6 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     strategy_.prepare_model(*module, label);
     if (options_.tune_cpu_heap && device_.is_cpu()) runtime::release_freed_cpu_memory();
     models_.push_back(module);
-  }
-
-  // Every rank must prepare the same model. A parameter one rank froze or shaped differently
-  // would give the ranks different buckets and shards: over Gloo the collectives then run on
-  // tensors of different sizes, with no error or with a crash. Checked on every transport.
-  void check_same_model_on_every_rank(const torch::nn::Module& module, const std::string& label) {
-    if (group_ == nullptr) return;
-    std::vector<std::string> lines;
-    auto describe = [&lines](const char* kind, const std::string& name, const torch::Tensor& t) {
-      std::string shape;
-      for (const auto size : t.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(size);
-      lines.push_back(fmt::format("{} '{}' {} [{}]{}", kind, name, c10::toString(t.scalar_type()),
-                                  shape, t.requires_grad() ? "" : " (no gradient)"));
-    };
-    for (const auto& item : module.named_parameters()) describe("parameter", item.key(), item.value());
-    for (const auto& item : module.named_buffers()) describe("buffer", item.key(), item.value());
-    std::string layout;
-    for (const auto& line : lines) layout += line + "\n";
-    const auto layouts = runtime::gather_object(group_.get(), layout);
-    for (std::size_t r = 1; r < layouts.size(); ++r) {
-      if (layouts[r] == layouts[0]) continue;
-      auto split = [](const std::string& text) {  // every line ends with '\n'
-        std::vector<std::string> out;
-        for (std::size_t at = 0; at < text.size();) {
-          const std::size_t end = text.find('\n', at);
-          out.push_back(text.substr(at, end - at));
-          at = end + 1;
-        }
-        return out;
-      };
-      const auto first = split(layouts[0]), other = split(layouts[r]);
-      std::size_t i = 0;
-      while (i < first.size() && i < other.size() && first[i] == other[i]) ++i;
-      detail::fail("{}: rank {} and rank 0 prepared different models: rank 0 has {}, rank {} has "
-                   "{}; every rank must build the same model, with the same parameters frozen, "
-                   "before prepare()",
-                   label, r, i < first.size() ? first[i] : "nothing more", r,
-                   i < other.size() ? other[i] : "nothing more");
-    }
   }
 
   template <class Loader>

@@ -1336,7 +1336,8 @@ void sharded_blocks_residency() {
   optimizer.step();
 }
 
-// What Zero3 holds when: units as DESIGN.md lays them out, full parameters only while used.
+// What Zero3 holds when: units as docs/distributed.md lays them out, full parameters only while
+// used.
 template <class Accel>
 void zero3_residency() {
   Accel acc(test_options());

@@ -1,5 +1,5 @@
 // Compiling this file is the test: nothing on the training path dispatches virtually, so a
-// strategy compiles to direct calls (DESIGN.md: no virtual calls inside the library). A virtual
+// strategy compiles to direct calls (docs/accelerator.md). A virtual
 // function inside a member does not make the class that holds it polymorphic, so checking the
 // Accelerator alone proves nothing: every type is listed itself, each parallel::Strategy
 // specialization (parallel/strategies.hpp includes them all), the types they hold, and each
@@ -33,6 +33,9 @@ static_assert(none_polymorphic<parallel::detail::Reducer<parallel::detail::Allre
                                parallel::detail::Reducer<parallel::detail::CompressHook>,
                                parallel::detail::AllreduceHook, parallel::detail::CompressHook,
                                parallel::detail::BucketCaps>);
+
+// What a unit marked with accel::Sharded adds to the module (its own forward calls through it).
+static_assert(none_polymorphic<parallel::detail::MarkedUnit, parallel::detail::UnitRoute>);
 
 // The precision side: the autocast guard and the hooks (precision/policies.hpp) of every policy,
 // and what the hooks are built from.

@@ -23,16 +23,19 @@ struct UnitRoute {
                 const std::vector<torch::Tensor>& outputs) = nullptr;
 };
 
-// The base by which prepare() finds a marked module anywhere in a model's tree
-// (dynamic_cast, once, at prepare).
+// The base by which prepare() finds a marked module anywhere in a model's tree: a cross-cast
+// from torch::nn::Module (dynamic_cast, once, at prepare), which the module's own polymorphism
+// allows, so this base needs no virtual function. Never deleted through: its destructor is
+// protected.
 class MarkedUnit {
  public:
+  UnitRoute unit_route;
+
+ protected:
   MarkedUnit() = default;
   MarkedUnit(const MarkedUnit&) = default;
   MarkedUnit& operator=(const MarkedUnit&) = default;
-  virtual ~MarkedUnit() = default;
-
-  UnitRoute unit_route;
+  ~MarkedUnit() = default;
 };
 
 }  // namespace accel::parallel::detail

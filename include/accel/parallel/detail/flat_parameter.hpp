@@ -17,7 +17,7 @@
 // buffer always, the shard being a view of it. Sharded (Zero3): the shard in its own tensor, and
 // the full buffer only from materialize() (then all-gathered by the strategy) to free_full(),
 // which releases its storage (0 bytes) while the parameters stay views of it, shapes intact, as
-// autograd's saved tensors need (DESIGN.md: the checked mechanism, as PyTorch FSDP frees). At
+// autograd's saved tensors need (checked on libtorch 1.13; PyTorch FSDP frees so too). At
 // rest (to_rest()), the parameters are zero-element tensors, so code that reads them outside a
 // forward gets a shape error, not freed memory.
 #pragma once
