@@ -16,6 +16,11 @@
 // This header is the class and what it needs. <accel/accelerator.hpp> adds the rest of what a
 // training program uses (the launcher, parameter digests, the version); include this one alone
 // where a translation unit needs only the class.
+//
+// Longer than accel's headers should be because it is one class: each step of the loop reads as
+// calls into the strategy, the precision and the gradient state, and what is not the class's own
+// orchestration lives beside it (runtime/same_model.hpp, parallel/detail/clip.hpp,
+// state/checkpoint.hpp). Splitting the runtime along its seams is issue 30's work.
 #pragma once
 
 #include <fmt/format.h>

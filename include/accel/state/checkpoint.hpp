@@ -1,5 +1,10 @@
 // Accelerator::save_state / load_state / save_model / load_model (docs/checkpoints.md).
 //
+// One file, longer than accel's headers should be: save and the staged load both follow the
+// manifest's layout field by field, and the strategy, precision, loaders and registered objects
+// each write and read their part in here. Giving each component its own part of the protocol,
+// in its own header, is issue 30's work (checkpointing as a per-component protocol).
+//
 // A checkpoint is a folder:
 //   rank_<r>.safetensors   what rank r holds: its slices of the parameters and of the optimizer
 //                          state (state/slice_catalog.hpp), its RNG states, mid-window its
