@@ -9,6 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <regex>
+#include <set>
+#include <sys/resource.h>
+#include <csignal>
 
 #include "../unit/helpers.hpp"
 #include "files.hpp"
@@ -256,4 +259,101 @@ TEST_CASE("misuse is an accel: error naming the value, and nothing is written fo
   CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}}),
                        doctest::Contains("without an open run: end_training() has ended it"),
                        accel::Error);
+}
+
+namespace {
+
+// A file size limit stands in for a full disk: a write past `bytes` fails with EFBIG (SIGXFSZ
+// ignored), for every file this process writes, until the scope ends.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(std::uintmax_t bytes) {
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved_) == 0);
+    previous_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = saved_;
+    small.rlim_cur = static_cast<rlim_t>(bytes);
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  void (*previous_)(int) = nullptr;
+};
+
+// Every row of metrics.csv has as many cells as its header; no step is in metrics.jsonl twice.
+void check_consistent(const fs::path& run) {
+  const auto csv = read_lines(run / "metrics.csv");
+  REQUIRE_FALSE(csv.empty());
+  const std::size_t width = split(csv[0]).size();
+  for (const auto& line : csv) CHECK(split(line).size() == width);
+  std::set<std::string> steps;
+  for (const auto& line : read_lines(run / "metrics.jsonl")) {
+    const std::string step = line.substr(0, line.find(','));
+    CHECK_MESSAGE(steps.insert(step).second, step, " is logged twice");
+  }
+  CHECK_FALSE(fs::exists(run / "metrics.csv.widening"));
+}
+
+}  // namespace
+
+TEST_CASE("a full disk: a log() call is written to both files whole, or to neither") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp, accel::Fp32> accelerator;
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  const fs::path run = logs.path() / "p" / "r";
+  // Many columns logged once, then one metric per row: metrics.csv (a comma per column per row)
+  // grows bigger than metrics.jsonl, so a limit can fit the JSONL line and not the CSV's write.
+  accel::tracking::Metrics many;
+  for (int i = 0; i < 100; ++i) many.emplace_back(fmt::format("m{}", i), i);
+  accelerator.log(many, 0);
+  for (int step = 1; step <= 100; ++step) accelerator.log({{"m0", step}}, step);
+  const std::string csv_before = read_text(run / "metrics.csv");
+  const std::string jsonl_before = read_text(run / "metrics.jsonl");
+  REQUIRE(csv_before.size() > jsonl_before.size() + 200);
+  int calls_written = 101;  // a refused call is not counted in run.json's steps_logged
+
+  SUBCASE("a new metric whose widening of the CSV fails") {
+    {
+      FileSizeLimit limit(csv_before.size() + 20);
+      CHECK_THROWS_WITH_AS(accelerator.log({{"m0", 1}, {"new", 2}}, 101),
+                           doctest::Contains("cannot rewrite"), accel::Error);
+    }
+    CHECK(read_text(run / "metrics.csv") == csv_before);
+    CHECK(read_text(run / "metrics.jsonl") == jsonl_before);
+    accelerator.log({{"m0", 1}, {"new", 2}}, 101);  // the same call, with room again
+    ++calls_written;
+    check_consistent(run);
+    CHECK(split(read_lines(run / "metrics.csv").back()).back() == "2");
+  }
+  SUBCASE("a row that fits part way into the CSV") {
+    {
+      FileSizeLimit limit(csv_before.size() + 20);
+      CHECK_THROWS_WITH_AS(accelerator.log({{"m0", 1}}, 101),
+                           doctest::Contains("Nothing of this line was kept"), accel::Error);
+    }
+    CHECK(read_text(run / "metrics.csv") == csv_before);
+    CHECK(read_text(run / "metrics.jsonl") == jsonl_before);
+    accelerator.log({{"m0", 1}});  // no step given: still the refused call's, 101
+    ++calls_written;
+    check_consistent(run);
+    CHECK(read_lines(run / "metrics.csv").back().rfind("101,", 0) == 0);
+  }
+  SUBCASE("a JSONL line that fits part way") {
+    {
+      FileSizeLimit limit(jsonl_before.size() + 5);
+      CHECK_THROWS_WITH_AS(accelerator.log({{"m0", 1}}, 101),
+                           doctest::Contains("Nothing of this line was kept"), accel::Error);
+    }
+    CHECK(read_text(run / "metrics.csv") == csv_before);
+    CHECK(read_text(run / "metrics.jsonl") == jsonl_before);
+  }
+  accelerator.end_training();
+  CHECK(read_text(run / "run.json").find(fmt::format("\"steps_logged\": {}", calls_written)) !=
+        std::string::npos);
 }

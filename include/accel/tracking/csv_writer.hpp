@@ -2,7 +2,7 @@
 // a call did not log that metric. The columns are those seen so far, in the order first seen.
 // A call that brings a new metric widens the file: it is rewritten once with the new column
 // (beside the old one, then renamed over it, so a crash leaves either file whole), as
-// Lightning's CSVLogger does. NaN and infinities are written nan, inf and -inf, which gnuplot,
+// Lightning's CSVLogger does. A call that cannot be written whole changes nothing. NaN and infinities are written nan, inf and -inf, which gnuplot,
 // pandas and R all read.
 #pragma once
 
@@ -27,22 +27,26 @@ class CsvWriter {
 
   CsvWriter(const std::filesystem::path& run_dir, bool sync)
       : path_(run_dir / file_name), sync_(sync), file_(path_, sync) {
-    file_.append(header());
+    file_.append(header(columns_));
   }
 
+  // All or nothing: a call that cannot be written whole (a full disk) leaves the file and the
+  // columns as they were, and no .widening file behind.
   void write(std::int64_t step, double seconds,
              const std::vector<std::pair<std::string, Number>>& values) {
-    std::vector<std::string> added;
+    std::vector<std::string> columns = columns_;
     for (const auto& [name, value] : values)
-      if (column_of(name) < 0) added.push_back(name);
-    if (!added.empty()) widen(added);
+      if (column_of(columns, name) < 0) columns.push_back(name);
 
-    std::vector<std::string> cells(columns_.size() + 2);
+    std::vector<std::string> cells(columns.size() + 2);
     cells[0] = fmt::format("{}", step);
     cells[1] = fmt::format("{}", seconds);
     for (const auto& [name, value] : values)
-      cells[static_cast<std::size_t>(column_of(name)) + 2] = value.text();
-    file_.append(row(cells));
+      cells[static_cast<std::size_t>(column_of(columns, name)) + 2] = value.text();
+    if (columns.size() == columns_.size())
+      file_.append(row(cells));
+    else
+      widen(columns, row(cells));
   }
 
   // A cell quoted as RFC 4180 asks when it holds a comma or a quote.
@@ -54,9 +58,9 @@ class CsvWriter {
   }
 
  private:
-  int column_of(std::string_view name) const {
-    for (std::size_t i = 0; i < columns_.size(); ++i)
-      if (columns_[i] == name) return static_cast<int>(i);
+  static int column_of(const std::vector<std::string>& columns, std::string_view name) {
+    for (std::size_t i = 0; i < columns.size(); ++i)
+      if (columns[i] == name) return static_cast<int>(i);
     return -1;
   }
 
@@ -66,31 +70,43 @@ class CsvWriter {
     return line;
   }
 
-  std::string header() const {
+  static std::string header(const std::vector<std::string>& columns) {
     std::vector<std::string> cells{"step", "time"};
-    for (const auto& column : columns_) cells.push_back(cell(column));
+    for (const auto& column : columns) cells.push_back(cell(column));
     return row(cells);
   }
 
-  void widen(const std::vector<std::string>& added) {
-    columns_.insert(columns_.end(), added.begin(), added.end());
-    // Old rows get empty cells for the new columns: new columns go last, so a row only needs
-    // commas at its end.
+  // Rewrites the file with `columns` (the old ones and new ones after them) and `last_row` at
+  // its end, beside the old file, then renames it over: a crash or a full disk leaves one whole
+  // file or the other.
+  void widen(const std::vector<std::string>& columns, const std::string& last_row) {
+    const std::size_t added = columns.size() - columns_.size();
     const std::filesystem::path wider = path_.string() + ".widening";
-    {
-      std::ifstream in(path_);
-      std::ofstream out(wider, std::ios::trunc);
-      std::string line;
-      std::getline(in, line);  // the old header
-      out << header() << '\n';
-      while (std::getline(in, line)) out << line << std::string(added.size(), ',') << '\n';
-      out.flush();
-      if (!in.eof() || !out)
-        detail::fail("cannot rewrite {} with the new metric '{}': {}", path_.string(),
-                     added.front(), std::strerror(errno));
+    try {
+      {
+        std::ifstream in(path_);
+        std::ofstream out(wider, std::ios::trunc);
+        std::string line;
+        std::getline(in, line);  // the old header
+        out << header(columns) << '\n';
+        // Old rows get empty cells for the new columns: new columns go last, so a row only
+        // needs commas at its end.
+        while (std::getline(in, line)) out << line << std::string(added, ',') << '\n';
+        out << last_row << '\n';
+        out.flush();
+        if (!in.eof() || !out)
+          detail::fail("cannot rewrite {} with the new metric '{}': {}; is the disk full? The "
+                       "file is as it was before this call",
+                       path_.string(), columns[columns_.size()], std::strerror(errno));
+      }
+      std::filesystem::rename(wider, path_);
+    } catch (...) {
+      std::error_code ignored;
+      std::filesystem::remove(wider, ignored);
+      throw;
     }
+    columns_ = columns;
     file_.close();
-    std::filesystem::rename(wider, path_);
     file_ = LineFile(path_, sync_);
   }
 

@@ -29,6 +29,11 @@ class JsonlWriter {
     file_.append(line + "}");
   }
 
+  // Where the next line starts, and taking back the lines written after it: the tracker uses
+  // them to undo this file's line when metrics.csv could not take the same call.
+  off_t size() const { return file_.size(); }
+  void take_back_to(off_t length) noexcept { file_.truncate_to(length); }
+
  private:
   LineFile file_;
 };

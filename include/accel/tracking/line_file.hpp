@@ -2,9 +2,13 @@
 // write() before log() returns (no user-space buffer), so a process that crashes or is killed
 // loses at most the line it was writing. With `sync`, each line is also fsync'ed, which
 // survives a machine crash too and costs a disk flush per line.
+// A line that cannot be written whole (a full disk) is taken back: the file is cut to its old
+// length, so readers never see half a record; `size()` and `truncate_to()` let a caller take
+// back a whole line when a write elsewhere that belongs with it fails.
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,16 +51,35 @@ class LineFile {
     std::string text;
     text.reserve(line.size() + 1);
     text.append(line).push_back('\n');
+    const off_t before = size();
     std::string_view left = text;
     while (!left.empty()) {
       const auto written = ::write(fd_, left.data(), left.size());
       if (written < 0 && errno == EINTR) continue;
-      if (written <= 0)
-        detail::fail("cannot write to {}: {}; is the disk full?", path_.string(),
-                     std::strerror(errno));
+      if (written <= 0) {
+        const int error = written < 0 ? errno : ENOSPC;
+        truncate_to(before);
+        detail::fail("cannot write to {}: {}; is the disk full? Nothing of this line was kept",
+                     path_.string(), std::strerror(error));
+      }
       left.remove_prefix(static_cast<std::size_t>(written));
     }
     if (sync_) ::fsync(fd_);
+  }
+
+  // The file's length in bytes now.
+  off_t size() const {
+    struct stat status {};
+    if (::fstat(fd_, &status) != 0)
+      detail::fail("cannot read the length of {}: {}", path_.string(), std::strerror(errno));
+    return status.st_size;
+  }
+
+  // Cuts the file back to `length` bytes (shrinking needs no free space). Best effort: it runs
+  // on paths that are already reporting an error.
+  void truncate_to(off_t length) noexcept {
+    while (::ftruncate(fd_, length) != 0 && errno == EINTR) {
+    }
   }
 
   void close() {

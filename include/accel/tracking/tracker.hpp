@@ -132,13 +132,9 @@ class Tracker {
       numbers.emplace_back(name, metric.number(name));
     }
     const std::int64_t at = step.value_or(next_step_);
+    if (writes_) write_both(at, numbers);
     next_step_ = at + 1;
     ++logged_;
-    if (!writes_) return;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_).count();
-    if (jsonl_) jsonl_->write(at, seconds, numbers);
-    if (csv_) csv_->write(at, seconds, numbers);
   }
 
   // Closes the run: run.json says "finished", with its end time. Without an open run it does
@@ -166,6 +162,22 @@ class Tracker {
         detail::fail("log(): the metric name '{}' contains a control character; use letters, "
                      "digits and punctuation",
                      name);
+  }
+
+  // One call's record in both files or in neither: each writer takes back its own partial
+  // line, and the JSONL line is taken back when the CSV could not take the call (a full disk),
+  // so that retrying the call after freeing space writes it once.
+  void write_both(std::int64_t step, const std::vector<std::pair<std::string, Number>>& numbers) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_).count();
+    const off_t jsonl_end = jsonl_ ? jsonl_->size() : 0;
+    if (jsonl_) jsonl_->write(step, seconds, numbers);
+    try {
+      if (csv_) csv_->write(step, seconds, numbers);
+    } catch (...) {
+      if (jsonl_) jsonl_->take_back_to(jsonl_end);
+      throw;
+    }
   }
 
   void write_run_json(std::string_view status) {
