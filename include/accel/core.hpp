@@ -60,6 +60,8 @@
 #include "runtime/process_group.hpp"
 #include "runtime/same_model.hpp"
 #include "state/custom_objects.hpp"
+#include "state/dtype_conversion.hpp"
+#include "state/writable_folder.hpp"
 #include "state/loader_position.hpp"
 #include "tracking/accelerator_tracking.hpp"
 
@@ -130,6 +132,9 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
       runtime::keep_freed_cpu_memory(threshold);
     }
     strategy_.attach(group_.get(), options_);
+    state::check_checkpoint_folder_writable(
+        options_.checkpoints.directory,
+        options_.checkpoints.directory != CheckpointOptions{}.directory);
     if (options_.seed) set_seed(*options_.seed);
   }
 
@@ -171,6 +176,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // one batch share its micro-step (gradient_state.hpp).
   void backward(const torch::Tensor& loss) {
     gradients_.on_backward();
+    check_last_window_used();
     gradients_.on_mean_loss();
     precision_.on_backward(gradients_);
     const bool sync = gradients_.sync_gradients();
@@ -179,6 +185,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
         gradients_.window_length() == 1 ? loss : loss * gradients_.accumulation_factor();
     precision_.scale_loss(averaged).backward();
     strategy_.after_backward(sync);
+    if (sync) unused_window_ = gradients_.micro_steps();
   }
 
   // Token-weighted accumulation: loss_sum is a micro-batch's loss summed (not averaged) over
@@ -194,12 +201,14 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     requires(!std::same_as<Count, bool>)
   void backward(const torch::Tensor& loss_sum, Count tokens) {
     gradients_.on_backward();
+    check_last_window_used();
     gradients_.on_token_loss(static_cast<std::int64_t>(tokens));
     precision_.on_backward(gradients_);
     const bool sync = gradients_.sync_gradients();
     strategy_.before_backward(sync);
     precision_.scale_loss(loss_sum).backward();
     strategy_.after_backward(sync);
+    if (sync) unused_window_ = gradients_.micro_steps();
   }
   template <class Count>
     requires(!std::integral<Count> || std::same_as<Count, bool>)
@@ -311,10 +320,12 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // Weights from such a folder (or one other tools wrote) into a prepared model. strict: every
   // parameter and buffer must be there and nothing else (the error lists what is missing and
   // unexpected); otherwise the names found are loaded and the others left as they are.
+  // `conversion`: what happens to a weight stored in another dtype (state/dtype_conversion.hpp).
   template <class Model>
-  void load_model(Model& model, const std::filesystem::path& folder, bool strict = true) {
+  void load_model(Model& model, const std::filesystem::path& folder, bool strict = true,
+                  DtypeConversion conversion = DtypeConversion::checked) {
     state::CheckpointIO<Accelerator>::load_model(*this, static_cast<torch::nn::Module&>(*model),
-                                                 folder, strict);
+                                                 folder, strict, conversion);
   }
   // An object of yours saved with every checkpoint (by the main process) and loaded on every
   // rank: anything with torch's save(OutputArchive&) / load(InputArchive&), or a trivially
@@ -332,6 +343,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
 
   // Blocks until every rank gets here.
   void wait_for_everyone() {
+    const runtime::ProcessGroup::Caller caller(group_.get(), "wait_for_everyone");
     if (group_) group_->barrier();
   }
 
@@ -376,6 +388,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // (exactly those), so that metrics see every sample once.
   template <class T>
   T gather_for_metrics(const T& value) {
+    const runtime::ProcessGroup::Caller caller(group_.get(), "gather_for_metrics");
     return runtime::gather_first(group_.get(), value, end_of_data_ ? real_in_final_round_ : -1);
   }
 
@@ -502,6 +515,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
     if (!sync_gradients()) return;
+    unused_window_.reset();
     if (counted_micro_step_ != gradients_.micro_steps()) {  // once per window, for all optimizers
       counted_micro_step_ = gradients_.micro_steps();
       ++completed_steps_;
@@ -513,7 +527,29 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
   template <class Optimizer>
   void optimizer_zero_grad(Optimizer& optimizer) {
-    if (!gradients_.collecting()) strategy_.zero_grad(optimizer);
+    if (gradients_.collecting()) return;
+    unused_window_.reset();
+    strategy_.zero_grad(optimizer);
+  }
+
+  // Under Zero2, Zero3 and the sharding Fsdp kinds a window's gradients live in accel's shards:
+  // only a prepared optimizer's step() applies them and only its zero_grad() drops them. A
+  // program that steps the torch optimizer itself (or one never passed to prepare()) would
+  // train nothing without a word, so the next micro-step's backward() stops it. Several
+  // backward() calls on one micro-step (a GAN's two losses) are fine.
+  void check_last_window_used() const {
+    if constexpr (shards_gradients_v<parallelism_policy>) {
+      if (unused_window_ && *unused_window_ != gradients_.micro_steps())
+        detail::fail(
+            "backward(): the gradients of the last window (micro-step {}) were neither applied "
+            "nor dropped by a prepared optimizer: under {} they live in accel's shards, not in "
+            "the parameters' .grad, so a torch::optim optimizer stepped directly (or one not "
+            "passed to prepare()) changes nothing, and torch::nn::utils::clip_grad_norm_ sees "
+            "no gradient. Call step() and zero_grad() on the optimizer prepare() returned, and "
+            "accelerator.clip_grad_norm(max_norm) to clip (docs/accelerator.md, \"The right "
+            "doors\")",
+            *unused_window_, parallelism_policy::name);
+    }
   }
 
   // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
@@ -657,6 +693,9 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   std::vector<state::CustomObject> custom_objects_;
   std::int64_t completed_steps_ = 0;
   std::uint64_t counted_micro_step_ = 0;
+  // The micro-step whose backward() completed a window not yet stepped or zeroed by a prepared
+  // optimizer (check_last_window_used).
+  std::optional<std::uint64_t> unused_window_;
 
   template <class, class>
   friend struct state::CheckpointIO;

@@ -32,14 +32,6 @@ namespace accel {
 
 namespace detail {
 
-template <class Par>
-std::string parallelism_name() {
-  if constexpr (requires { typename Par::sharding; })
-    return fmt::format("{}<{}>", Par::name, Par::sharding::name);
-  else
-    return std::string(Par::name);
-}
-
 inline std::string lowercase(std::string_view text) {
   std::string lower;
   for (const char c : text)
@@ -53,7 +45,7 @@ inline std::string lowercase(std::string_view text) {
 template <class Strategy>
 std::string variant_name() {
   return fmt::format("{},{},{}",
-                     detail::parallelism_name<typename Strategy::parallelism_policy>(),
+                     Strategy::parallelism_policy::name,
                      Strategy::precision_policy::name, Strategy::accumulation_steps);
 }
 

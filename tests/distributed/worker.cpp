@@ -1401,6 +1401,43 @@ void skipped_collective() {
   if (acc.process_index() != acc.num_processes() - 1) acc.wait_for_everyone();
 }
 
+// The wrong door under Zero3: the program steps the torch optimizer it built, not the one
+// prepare() returned. On 2 processes that trains nothing; the next backward() stops it.
+void raw_optimizer_zero3() {
+  Zero3 acc(test_options());
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(16, 8), torch::nn::ReLU(), torch::nn::Linear(8, 2));
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  for (int step = 0; step < 3; ++step) {
+    acc.backward(model->forward(torch::ones({2, 16})).sum());
+    adam.step();
+    adam.zero_grad();
+  }
+  throw std::runtime_error("three steps of the raw optimizer ran under Zero3");
+}
+
+// The docs' own mistake: a save inside `if (is_main_process())`. Rank 0 enters save_state's
+// collectives while rank 1 goes on to the next step's gradient all-reduce: both must fail within
+// seconds (not the 30-minute timeout), naming save_state and what rank 1 called instead.
+void save_in_main_process_only() {
+  Ddp acc({.timeout = std::chrono::minutes(30)});
+  torch::manual_seed(3);
+  torch::nn::Linear net(16, 4);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  const auto folder = std::filesystem::temp_directory_path() /
+                      fmt::format("accel-save-main-only-{}", ::getppid());
+  for (int step = 0; step < 4; ++step) {
+    const auto loss = model->forward(torch::ones({2, 16})).sum();
+    acc.backward(loss);
+    optimizer.step();
+    optimizer.zero_grad();
+    if (step == 1 && acc.is_main_process()) acc.save_state(folder);
+  }
+  throw std::runtime_error("a save on rank 0 alone returned on every rank");
+}
+
 // Fsdp<HybridShard>: each node splits the shards among its ranks, every node holds the same
 // ones; at rest a rank keeps 1/LOCAL_WORLD_SIZE of the parameters. On one node it is FullShard.
 void hybrid_layout() {
@@ -1683,6 +1720,8 @@ int main(int argc, char** argv) {
       {"shm_mismatched_reduce", shm_mismatched_reduce},
       {"caught_error", caught_error},
       {"different_models", different_models},
+      {"save_in_main_process_only", save_in_main_process_only},
+      {"raw_optimizer_zero3", raw_optimizer_zero3},
       {"skipped_collective", skipped_collective},
       {"stopped_rank", [] { stopped_rank(false); }},
       {"stopped_rank_in_backward", [] { stopped_rank(true); }},

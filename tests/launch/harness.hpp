@@ -146,11 +146,14 @@ inline void fill_pipe(int write_end) {
   REQUIRE(::fcntl(write_end, F_SETFL, flags) == 0);
 }
 
+// `name` names its output files in `dir` (NAME.out, NAME.err): several processes of one test
+// (the ranks of a job started by hand) each get their own.
 class Process {
  public:
   Process(const std::vector<std::string>& argv, const TestDir& dir,
-          const EnvironmentChanges& environment = {}, Stdout stdout_to = Stdout::file)
-      : out_(dir.file("launcher.out")), err_(dir.file("launcher.err")) {
+          const EnvironmentChanges& environment = {}, Stdout stdout_to = Stdout::file,
+          const std::string& name = "launcher")
+      : out_(dir.file(name + ".out")), err_(dir.file(name + ".err")) {
     const std::string dir_path = dir.path();
     std::vector<char*> args;
     for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));

@@ -208,12 +208,13 @@ TEST_CASE("validate: options built in code are checked like the command line") {
                   accel::LaunchError);
 }
 
-TEST_CASE("worker variables: global rank from the node rank, the store folder on one node only") {
+TEST_CASE("worker variables: global rank from the node rank, the store folder on one node only, "
+          "the run id") {
   accel::LaunchOptions options;
   options.nproc = 2;
   options.nnodes = 3;
   options.node_rank = 2;
-  const accel::launcher::Rendezvous rendezvous{"10.1.2.3", 29500, ""};
+  const accel::launcher::Rendezvous rendezvous{"10.1.2.3", 29500, "", "", ""};
   const auto variables = accel::launcher::worker_variables(options, rendezvous, 1);
   const accel::launcher::Variables expected = {{"RANK", "5"},           {"LOCAL_RANK", "1"},
                                                {"WORLD_SIZE", "6"},     {"LOCAL_WORLD_SIZE", "2"},
@@ -227,6 +228,23 @@ TEST_CASE("worker variables: global rank from the node rank, the store folder on
   ::unsetenv("ACCEL_STORE_DIR");
   for (const std::string& entry : environment) CHECK(entry.rfind("ACCEL_STORE_DIR=", 0) != 0);
   CHECK(std::count(environment.begin(), environment.end(), std::string("RANK=5")) == 1);
+
+  // The run id and the failure note's file, when the launcher has them; a run id replaces the
+  // inherited one (a worker's getenv() reads the first of two entries).
+  const accel::launcher::Rendezvous with_run{"10.1.2.3", 29500, "", "c0ffee", "/tmp/accel-x"};
+  const auto more = accel::launcher::worker_variables(options, with_run, 1);
+  CHECK(std::count(more.begin(), more.end(), std::pair<std::string, std::string>(
+                                                  "ACCEL_RUN_ID", "c0ffee")) == 1);
+  CHECK(std::count(more.begin(), more.end(),
+                   std::pair<std::string, std::string>("ACCEL_ERROR_FILE",
+                                                       "/tmp/accel-x/failure.5")) == 1);
+  ::setenv("ACCEL_RUN_ID", "inherited", 1);
+  const auto replaced = accel::launcher::worker_environment(more);
+  ::unsetenv("ACCEL_RUN_ID");
+  CHECK(std::count_if(replaced.begin(), replaced.end(), [](const std::string& entry) {
+          return entry.rfind("ACCEL_RUN_ID=", 0) == 0;
+        }) == 1);
+  CHECK(std::count(replaced.begin(), replaced.end(), std::string("ACCEL_RUN_ID=c0ffee")) == 1);
 }
 
 TEST_CASE("small pieces: signal names, seconds, a free port") {

@@ -182,7 +182,8 @@ int worker_main(int argc, char** argv) {
   if (b.dump_env) {
     std::string text;
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                             "MASTER_ADDR", "MASTER_PORT", "ACCEL_STORE_DIR"})
+                             "MASTER_ADDR", "MASTER_PORT", "ACCEL_STORE_DIR", "ACCEL_RUN_ID",
+                             "ACCEL_ERROR_FILE"})
       text += std::string(name) + "=" + env(name) + "\n";
     struct stat info {};
     if (std::getenv("ACCEL_STORE_DIR") && ::stat(std::getenv("ACCEL_STORE_DIR"), &info) == 0) {

@@ -175,6 +175,42 @@ TEST_CASE("several backward() per batch share the batch's micro-step (a GAN)") {
   CHECK(steps(d_adam) == 4);
 }
 
+TEST_CASE("under Zero2 a window whose gradients no prepared optimizer used stops the next "
+          "backward()") {
+  accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto net = accel_test::seeded_mlp();
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  const Regression data(4);
+  const auto loss = [&] { return torch::mse_loss(model(data.inputs), data.targets); };
+  // Without a loader each backward() is a micro-step: windows of two.
+  for (int window = 0; window < 2; ++window) {  // the right doors: stepped, or dropped
+    accelerator.backward(loss());
+    accelerator.backward(loss());
+    optimizer.step();
+    optimizer.zero_grad();
+    accelerator.backward(loss());
+    accelerator.backward(loss());
+    optimizer.zero_grad();  // a window dropped on purpose
+  }
+  {
+    auto micro_step = accelerator.accumulate();
+    accelerator.backward(loss());
+  }
+  {
+    auto micro_step = accelerator.accumulate();  // ends the window (micro-step 10)
+    accelerator.backward(loss());
+    accelerator.backward(loss());  // a second loss on the same micro-step (a GAN's) is fine
+  }
+  sgd.step();  // the torch optimizer itself: no gradient reaches it
+  sgd.zero_grad();
+  CHECK_THROWS_WITH_AS(accelerator.backward(loss()),
+                       doctest::Contains("the gradients of the last window (micro-step 10) were "
+                                         "neither applied nor dropped by a prepared optimizer: "
+                                         "under Zero2 they live in accel's shards"),
+                       accel::Error);
+}
+
 TEST_CASE("accumulate() makes one micro-step of every backward inside it") {
   accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
   auto net = accel_test::seeded_mlp();

@@ -274,6 +274,78 @@ TEST_CASE("checkpoint: save_model writes safetensors that load_model reads back"
   fs::remove_all(folder);
 }
 
+TEST_CASE("checkpoint: a checkpoint folder that cannot be written is refused when the "
+          "Accelerator is made") {
+  const fs::path folder = fresh_folder("read_only");
+  std::ofstream(folder / "a-file") << "not a folder";
+  CHECK_THROWS_WITH(accel::Accelerator<accel::Ddp>({.checkpoints = {.directory = folder / "a-file" / "ck"}}),
+                    doctest::Contains("is not a folder; choose a folder this user can write"));
+  fs::create_directories(folder / "locked");
+  fs::permissions(folder / "locked", fs::perms::owner_read | fs::perms::owner_exec |
+                                         fs::perms::group_read | fs::perms::group_exec |
+                                         fs::perms::others_read | fs::perms::others_exec);
+  // As another user (root writes anywhere): the folder exists and is read-only, or it is to be
+  // made in a read-only one.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && ::setuid(65534) != 0) ::_exit(10);
+    int refused = 0;
+    for (const fs::path& directory : {folder / "locked", folder / "locked" / "ck"}) {
+      try {
+        accel::Accelerator<accel::Ddp> acc({.checkpoints = {.directory = directory}});
+      } catch (const accel::Error& error) {
+        refused += std::string(error.what()).find("cannot write") != std::string::npos;
+      }
+    }
+    ::_exit(refused == 2 ? 0 : 11);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  accel::Accelerator<accel::Ddp> fine({.checkpoints = {.directory = folder / "new" / "ck"}});
+  CHECK_FALSE(fs::exists(folder / "new"));  // checked, not made
+  fs::permissions(folder / "locked", fs::perms::owner_all);
+  fs::remove_all(folder);
+}
+
+TEST_CASE("checkpoint: load_model refuses a lossy dtype conversion unless asked") {
+  const fs::path folder = fresh_folder("dtypes");
+  accel::Accelerator<accel::Ddp> acc;
+  Net net;
+  auto model = acc.prepare(net);
+  // The model's weights, with fc1.weight replaced by `fc1_weight` (another dtype).
+  const auto write_with = [&](const std::string& name, const torch::Tensor& fc1_weight) {
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& item : net->named_parameters())
+      named.emplace_back(item.key(), item.key() == "fc1.weight" ? fc1_weight : item.value().detach());
+    for (const auto& item : net->named_buffers()) named.emplace_back(item.key(), item.value());
+    accel::state::save_weights(folder / name, named, 1ULL << 30);
+    return folder / name;
+  };
+  const torch::Tensor weight = net->fc1->weight.detach().clone();
+  const std::uint64_t before = accel::state::parameter_digest(*net);
+  const fs::path huge = write_with("f64", weight.to(torch::kDouble).index_put_({0, 0}, 1e300));
+  const std::string overflow = "'fc1.weight' in '" + huge.string() +
+                               "' holds 1 finite Double values beyond the range of the model's "
+                               "Float (largest magnitude 1e+300)";
+  CHECK_THROWS_WITH(acc.load_model(model, huge), doctest::Contains(overflow.c_str()));
+  const fs::path bytes = write_with("u8", torch::ones({8, 3}, torch::kUInt8));
+  CHECK_THROWS_WITH(acc.load_model(model, bytes),
+                    doctest::Contains("is Byte (integer), the model's is Float (floating-point)"));
+  const fs::path flags = write_with("bool", torch::ones({8, 3}, torch::kBool));
+  CHECK_THROWS_WITH(acc.load_model(model, flags),
+                    doctest::Contains("accel::DtypeConversion::unchecked"));
+  CHECK(accel::state::parameter_digest(*net) == before);  // nothing loaded
+  // Rounding within floating point is what loading into another precision means: allowed.
+  acc.load_model(model, write_with("f64_in_range", weight.to(torch::kDouble)));
+  CHECK(torch::equal(net->fc1->weight, weight));
+  acc.load_model(model, bytes, true, accel::DtypeConversion::unchecked);  // asked for
+  CHECK(torch::equal(net->fc1->weight, torch::ones({8, 3})));
+  fs::remove_all(folder);
+}
+
 // --- What save_state may delete: only what accel wrote (docs/checkpoints.md) ----------------------
 
 namespace {
@@ -450,3 +522,39 @@ TEST_CASE("checkpoint: the manifest's own checksum catches a changed step count;
   fs::remove_all(folder);
 }
 
+TEST_CASE("checkpoint: each policy goes by one full name, so a mid-window checkpoint tells "
+          "Fsdp<ShardGradOp> from Fsdp<FullShard>") {
+  using ShardGradOp = accel::Accelerator<accel::Fsdp<accel::ShardGradOp>, accel::Fp32, accel::GradAccum<2>>;
+  using FullShard = accel::Accelerator<accel::Fsdp<accel::FullShard>, accel::Fp32, accel::GradAccum<2>>;
+  using Fp16Wire = accel::Accelerator<accel::DdpWith<accel::CompressFp16>>;
+  using Bf16Wire = accel::Accelerator<accel::DdpWith<accel::CompressBf16>>;
+  using Both = accel::Variants<ShardGradOp, FullShard, Fp16Wire, Bf16Wire>;
+  CHECK(Both::names() == std::vector<std::string>{"Fsdp<ShardGradOp>,Fp32,2", "Fsdp<FullShard>,Fp32,2",
+                                                  "DdpWith<CompressFp16>,Fp32,1",
+                                                  "DdpWith<CompressBf16>,Fp32,1"});
+  CHECK(Both::run("DdpWith<CompressBf16>,Fp32,1", [](auto variant) {
+          return std::string(decltype(variant)::type::parallelism_policy::name);
+        }) == "DdpWith<CompressBf16>");
+
+  const fs::path folder = fresh_folder("full_names");
+  {
+    ShardGradOp acc({.seed = 1});
+    Net net;
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = acc.prepare(net, sgd);
+    acc.backward(model(torch::ones({2, 3})).sum());  // micro-step 1 of 2: mid-window
+    acc.save_state(folder / "mid");
+  }
+  CHECK(read_text(folder / "mid" / "manifest.json").find("\"parallelism\": \"Fsdp<ShardGradOp>\"") !=
+        std::string::npos);
+  FullShard acc({.seed = 1});
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  CHECK_THROWS_WITH(acc.load_state(folder / "mid"),
+                    doctest::Contains("saved mid-window (micro-step 1 of 2) by Fsdp<ShardGradOp> "
+                                      "on 1 processes with GradAccum<2>; its collected gradients "
+                                      "belong to that layout, so load it with the same, not "
+                                      "Fsdp<FullShard> on 1 processes"));
+  fs::remove_all(folder);
+}

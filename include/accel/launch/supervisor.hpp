@@ -2,7 +2,9 @@
 //
 // The first worker to fail (non-zero exit or a signal) is the root cause: every other worker's
 // process group gets SIGTERM, then SIGKILL once the grace period is over. "First" is the order
-// of the exits themselves, not of reaping (see reap_exited()). SIGINT, SIGTERM and
+// of the exits themselves, not of reaping (see reap_exited()), except that a worker which noted
+// that its failure followed a peer's (runtime/failure_record.hpp) gives way to one that did not
+// (see on_exits()). SIGINT, SIGTERM and
 // SIGHUP sent to the launcher are forwarded the same way. Processes the workers leave behind
 // (the launcher is their subreaper) are stopped too, so a launch ends with no orphan and no
 // zombie. The launcher exits with the root cause's status and names it on stderr.
@@ -23,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/random_hex.hpp"
+#include "../runtime/failure_record.hpp"
 #include "descendants.hpp"
 #include "environment.hpp"
 #include "error.hpp"
@@ -46,6 +50,11 @@ using Clock = std::chrono::steady_clock;
 // Every line the launcher itself writes starts with this, whether it runs as accel-launch or
 // inside a program through accel::launch().
 inline constexpr std::string_view summary_prefix = "accel-launch: ";
+
+// How long a failure that followed a peer's waits for that peer's own (on_exits()): the peer
+// closed its connections, so its process is ending; a torch process takes tens to hundreds of
+// milliseconds to do so, more on a loaded machine.
+inline constexpr std::chrono::milliseconds peer_failure_wait = std::chrono::seconds(2);
 
 inline std::uint64_t signal_bit(int signal) { return std::uint64_t{1} << (signal & 63); }
 
@@ -95,6 +104,7 @@ class Supervisor {
     for (;;) {
       for (const int signal : note_exits(signals.drain())) on_launcher_signal(signal);
       if (!reap_exited(signals)) break;  // no child left: every worker and descendant is gone
+      settle_deferred();
       if (phase_ == Phase::running && all_workers_exited()) begin_stopping(SIGTERM);
       if (phase_ == Phase::stopping && Clock::now() >= deadline_)
         begin_killing("still running after the " + format_seconds(options_.grace) +
@@ -122,6 +132,8 @@ class Supervisor {
     int wait_status = 0;
     // When its exit was noticed, as a count of noticed exits: 1 came first (0: not yet).
     std::uint64_t exit_order = 0;
+    // It failed, and noted that its collective had failed because a peer had gone.
+    bool after_peer = false;
   };
 
   struct ChildExit {
@@ -224,26 +236,61 @@ class Supervisor {
   // The root cause is the failure that was noticed first. Once there is one, the launcher is
   // stopping the rest, so a later failure is never preferred to it, and a worker that the
   // launcher signaled can never be taken for the root cause.
+  //
+  // Except for a failure that the worker noted as following a peer's (its collective broke on
+  // a connection the peer closed): the peer failed first, and is most likely exiting right now,
+  // but its process may take longer to end than this one's (a rank that throws closes its Gloo
+  // connections while it unwinds, long before its process is gone). Such a failure is held back
+  // for up to peer_failure_wait while the group keeps running, and a failure without the note
+  // in that time is the root cause. Only if none comes is the held one named.
   void on_exits(const std::vector<ChildExit>& exits) {
     Worker* first_failure = nullptr;
+    Worker* first_own_failure = nullptr;
     for (const ChildExit& exit : exits) {
       Worker* worker = running_worker(exit.pid);
       if (worker == nullptr) continue;  // a descendant left behind
       note_exit(*worker);               // no record: after the recorded ones, in reap order
       worker->exited = true;
       worker->wait_status = exit.wait_status;
-      if (failed(exit.wait_status) &&
-          (first_failure == nullptr || worker->exit_order < first_failure->exit_order))
+      if (!failed(exit.wait_status)) continue;
+      worker->after_peer = !rendezvous_.error_dir.empty() &&
+                           runtime::failed_after_peer(error_file(rendezvous_, worker->rank));
+      if (first_failure == nullptr || worker->exit_order < first_failure->exit_order)
         first_failure = worker;
+      if (!worker->after_peer &&
+          (first_own_failure == nullptr || worker->exit_order < first_own_failure->exit_order))
+        first_own_failure = worker;
     }
-    if (first_failure != nullptr && cause_ == Cause::none) {
-      cause_ = Cause::worker_failed;
-      failed_worker_ = static_cast<std::size_t>(first_failure - workers_.data());
-      begin_stopping(SIGTERM);
+    if (cause_ != Cause::none) return;
+    if (first_own_failure != nullptr) {
+      blame(*first_own_failure);
+    } else if (first_failure != nullptr && !deferred_) {
+      deferred_ = index_of(*first_failure);
+      defer_until_ = Clock::now() + peer_failure_wait;
     }
+    settle_deferred();
+  }
+
+  // A failure held back (on_exits()) is named once its time is up, or once every worker has
+  // exited without a failure of its own.
+  void settle_deferred() {
+    if (deferred_ && (Clock::now() >= defer_until_ || all_workers_exited()))
+      blame(workers_[*deferred_]);
+  }
+
+  void blame(const Worker& worker) {
+    deferred_.reset();
+    cause_ = Cause::worker_failed;
+    failed_worker_ = index_of(worker);
+    begin_stopping(SIGTERM);
+  }
+
+  [[nodiscard]] std::size_t index_of(const Worker& worker) const {
+    return static_cast<std::size_t>(&worker - workers_.data());
   }
 
   void on_launcher_signal(int signal) {
+    if (deferred_) blame(workers_[*deferred_]);  // a worker failed before the signal came
     if (phase_ == Phase::running) {
       if (cause_ == Cause::none) {
         cause_ = Cause::signal_received;
@@ -322,7 +369,10 @@ class Supervisor {
       polled.push_back(&stream);
     }
     int timeout_ms = -1;
-    if (phase_ == Phase::stopping) {
+    if (deferred_) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(defer_until_ - Clock::now());
+      timeout_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
+    } else if (phase_ == Phase::stopping) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
       timeout_ms = left.count() > 0 ? static_cast<int>(left.count()) : 0;
     } else if (phase_ == Phase::killing) {
@@ -390,14 +440,15 @@ class Supervisor {
     const int status = worker.wait_status;
     const std::uint64_t sent = signaled_groups_.at(worker.pid);
     if (WIFEXITED(status)) {
-      const std::string text = WEXITSTATUS(status) == 0
-                                   ? "exited with code 0"
-                                   : "exit code " + std::to_string(WEXITSTATUS(status));
-      if (sent == 0) return text;
-      return text +
-             (cause_ == Cause::signal_received ? " after the forwarded "
-                                               : " after the launcher's ") +
-             signal_name(stop_signal_);
+      std::string text = WEXITSTATUS(status) == 0
+                             ? "exited with code 0"
+                             : "exit code " + std::to_string(WEXITSTATUS(status));
+      if (sent != 0)
+        text += (cause_ == Cause::signal_received ? " after the forwarded "
+                                                  : " after the launcher's ") +
+                signal_name(stop_signal_);
+      if (worker.after_peer) text += " (its collective failed: a peer had gone)";
+      return text;
     }
     const int signal = WTERMSIG(status);
     if ((sent & signal_bit(signal)) == 0) return "killed by signal " + signal_name(signal);
@@ -469,6 +520,8 @@ class Supervisor {
   Phase phase_ = Phase::running;
   Cause cause_ = Cause::none;
   std::size_t failed_worker_ = 0;
+  std::optional<std::size_t> deferred_;  // a failure after a peer's, held back (on_exits())
+  Clock::time_point defer_until_{};
   std::uint64_t exits_noticed_ = 0;
   int received_signal_ = 0;
   int failed_start_rank_ = 0;
@@ -480,13 +533,19 @@ class Supervisor {
   FlagsByPid leftovers_;  // the processes, other than workers, found among the children
 };
 
-// MASTER_ADDR, MASTER_PORT and, on one node, the private rendezvous folder.
-inline Rendezvous resolve_rendezvous(const LaunchOptions& options, const std::string& store_dir) {
+// MASTER_ADDR, MASTER_PORT, the folder for the workers' failure notes (`private_dir`, empty
+// for none) and, on one node, the private rendezvous folder (the same) and a random run id.
+inline Rendezvous resolve_rendezvous(const LaunchOptions& options, const std::string& private_dir) {
   Rendezvous rendezvous;
   rendezvous.master_addr = options.master_addr.empty() ? loopback_address : options.master_addr;
   const int port = options.master_port.value_or(options.nnodes == 1 ? 0 : default_multi_node_port);
   rendezvous.master_port = port == 0 ? pick_free_port() : port;
-  rendezvous.store_dir = store_dir;
+  rendezvous.error_dir = private_dir;
+  if (options.nnodes == 1) {
+    rendezvous.store_dir = private_dir;
+    // 128 random bits: no other job's ranks carry it (runtime/run_identity.hpp).
+    rendezvous.run_id = detail::random_hex(16);
+  }
   return rendezvous;
 }
 
@@ -504,12 +563,11 @@ inline int launch_workers(const LaunchOptions& options, const std::string& progr
     launcher::fail("no arguments for '" + program + "'; argv[0] comes first, e.g. {\"./train\"}");
   launcher::announce_worker_threads(options);
   for (int restart = 0;; ++restart) {
-    // Every start meets afresh: a new store folder, a new free port.
-    std::optional<launcher::PrivateDirectory> store;
-    if (options.nnodes == 1) store.emplace(launcher::PrivateDirectory::create());
-    launcher::Supervisor supervisor(
-        options, launcher::resolve_rendezvous(options, store ? store->path() : std::string()),
-        restart);
+    // Every start meets afresh: a new private folder (on one node, the store's), a new free
+    // port, a new run id.
+    const launcher::PrivateDirectory folder = launcher::PrivateDirectory::create();
+    launcher::Supervisor supervisor(options, launcher::resolve_rendezvous(options, folder.path()),
+                                    restart);
     const int status = supervisor.run(program, arguments);
     if (status == 0 || !supervisor.restartable() || options.max_restarts == 0) return status;
     if (restart == options.max_restarts) {

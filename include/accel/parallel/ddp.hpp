@@ -44,7 +44,7 @@ struct DdpStrategy : LocalStrategy {
       parameters.push_back(item.value());
     }
     reducers_.push_back(std::make_unique<detail::Reducer<Hook>>(
-        *group_, label, std::move(names), std::move(parameters), options_, hook_));
+        name_, *group_, label, std::move(names), std::move(parameters), options_, hook_));
   }
 
   template <class Optimizer>
@@ -95,6 +95,7 @@ struct DdpStrategy : LocalStrategy {
 
  protected:
   Hook hook_{};
+  std::string_view name_ = Ddp::name;  // the policy's full name, for errors: Fsdp<NoShard> too
 };
 
 template <>
@@ -103,7 +104,10 @@ struct Strategy<Ddp> : DdpStrategy<detail::AllreduceHook> {};
 // Ddp with gradients cast to C's dtype for the wire, averaged, and cast back.
 template <class Compression>
 struct Strategy<DdpWith<Compression>> : DdpStrategy<detail::CompressHook> {
-  Strategy() { hook_.wire = precision::to_scalar_type(Compression::wire); }
+  Strategy() {
+    hook_.wire = precision::to_scalar_type(Compression::wire);
+    name_ = DdpWith<Compression>::name;
+  }
 
   void attach(runtime::ProcessGroup* process_group, const Options& options) {
     // Refuse rather than quietly send fp32: the user asked for compression.

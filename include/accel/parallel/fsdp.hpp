@@ -18,11 +18,13 @@
 namespace accel::parallel {
 
 template <>
-struct Strategy<Fsdp<NoShard>> : Strategy<Ddp> {};
+struct Strategy<Fsdp<NoShard>> : Strategy<Ddp> {
+  Strategy() { name_ = Fsdp<NoShard>::name; }
+};
 
 template <>
 struct Strategy<Fsdp<FullShard>> : FullyShardedStrategy {
-  Strategy() : FullyShardedStrategy("Fsdp<FullShard>") {}
+  Strategy() : FullyShardedStrategy(Fsdp<FullShard>::name) {}
 };
 
 // Gradients and optimizer state sharded: Zero2's implementation. PyTorch's SHARD_GRAD_OP also
@@ -30,7 +32,7 @@ struct Strategy<Fsdp<FullShard>> : FullyShardedStrategy {
 // not the peak (they are whole through forward and backward), and here they stay whole.
 template <>
 struct Strategy<Fsdp<ShardGradOp>> : ShardedGradientStrategy {
-  Strategy() : ShardedGradientStrategy("Fsdp<ShardGradOp>") {}
+  Strategy() : ShardedGradientStrategy(Fsdp<ShardGradOp>::name) {}
 };
 
 // HYBRID_SHARD: FULL_SHARD within each node, replicated across the nodes. The parameters,
@@ -41,7 +43,7 @@ struct Strategy<Fsdp<ShardGradOp>> : ShardedGradientStrategy {
 // node this is FullShard.
 template <>
 struct Strategy<Fsdp<HybridShard>> : FullyShardedStrategy {
-  Strategy() : FullyShardedStrategy("Fsdp<HybridShard>") {}
+  Strategy() : FullyShardedStrategy(Fsdp<HybridShard>::name) {}
 
   void attach(runtime::ProcessGroup* group, const Options& options) {
     FullyShardedStrategy::attach(group, options);

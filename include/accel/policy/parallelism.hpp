@@ -2,12 +2,45 @@
 // Plain tag structs of constants; the behaviour lives in parallel::Strategy<Policy>.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <string_view>
 
 #include "category.hpp"
 #include "compute_type.hpp"
 
 namespace accel {
+
+namespace policy {
+
+// "Outer<Inner>" as one constant string: the one full name a policy with an argument goes by
+// (in checkpoints, run.json, variant names and errors), so that Fsdp<FullShard> and
+// Fsdp<ShardGradOp> are never both "Fsdp".
+template <const std::string_view& Outer, const std::string_view& Inner>
+struct NestedName {
+  static constexpr auto text = [] {
+    std::array<char, Outer.size() + Inner.size() + 2> joined{};
+    std::size_t at = 0;
+    for (const char c : Outer) joined[at++] = c;
+    joined[at++] = '<';
+    for (const char c : Inner) joined[at++] = c;
+    joined[at] = '>';
+    return joined;
+  }();
+  static constexpr std::string_view value{text.data(), text.size()};
+};
+
+// A policy argument's name; a compression need not declare one (docs/policies.md).
+template <class T>
+inline constexpr std::string_view name_of = "unnamed";
+template <class T>
+  requires requires { std::string_view(T::name); }
+inline constexpr std::string_view name_of<T> = T::name;
+
+inline constexpr std::string_view ddp_with_name = "DdpWith";
+inline constexpr std::string_view fsdp_name = "Fsdp";
+
+}  // namespace policy
 
 // What is sharded at rest, in the ZeRO paper's terms (stage 1: optimizer state, 2: + gradients,
 // 3: + parameters). Every parallelism and sharding policy carries these three constants.
@@ -76,7 +109,8 @@ template <class Compression>
 struct DdpWith {
   using category = policy::parallelism_tag;
   using compression = Compression;
-  static constexpr std::string_view name = "DdpWith";
+  static constexpr std::string_view name =
+      policy::NestedName<policy::ddp_with_name, policy::name_of<Compression>>::value;
   static constexpr bool shards_optimizer_state = false;
   static constexpr bool shards_gradients = false;
   static constexpr bool shards_parameters = false;
@@ -109,7 +143,7 @@ template <class Sharding = FullShard>
 struct Fsdp {
   using category = policy::parallelism_tag;
   using sharding = Sharding;
-  static constexpr std::string_view name = "Fsdp";
+  static constexpr std::string_view name = policy::NestedName<policy::fsdp_name, policy::name_of<Sharding>>::value;
 };
 
 // Whether a parallelism policy keeps parameters sharded at rest (Fsdp's from its sharding).
@@ -117,5 +151,10 @@ template <class P>
 inline constexpr bool shards_parameters_v = P::shards_parameters;
 template <class Sharding>
 inline constexpr bool shards_parameters_v<Fsdp<Sharding>> = Sharding::shards_parameters;
+// Whether a window's gradients live in accel's shards rather than in the parameters' .grad.
+template <class P>
+inline constexpr bool shards_gradients_v = P::shards_gradients;
+template <class Sharding>
+inline constexpr bool shards_gradients_v<Fsdp<Sharding>> = Sharding::shards_gradients;
 
 }  // namespace accel

@@ -11,6 +11,7 @@
 
 #include "../detail/error.hpp"
 #include "process.hpp"
+#include "run_identity.hpp"
 
 namespace accel::runtime {
 
@@ -32,6 +33,7 @@ struct Environment {
   int master_port = 29500;
   std::string store_dir;    // ACCEL_STORE_DIR: rendezvous through a private folder, no socket
   Launcher launcher = Launcher::none;
+  RunId run_id;             // which job this is (run_identity.hpp); empty when nothing says
 };
 
 inline std::optional<std::string> env_string(const char* name) {
@@ -100,6 +102,7 @@ inline Environment read_environment() {
   if (const auto addr = env_string("MASTER_ADDR")) env.master_addr = *addr;
   env.master_port = env_int("MASTER_PORT", env.master_port);
   env.store_dir = env_string("ACCEL_STORE_DIR").value_or("");
+  env.run_id = read_run_id();
 
   if (p.world_size < 1)
     detail::fail("WORLD_SIZE={} (from {}); a job has at least one process", p.world_size,

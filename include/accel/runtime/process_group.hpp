@@ -37,11 +37,15 @@
 #include "../detail/error.hpp"
 #include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
+#include "admission.hpp"
 #include "direct_gloo.hpp"
+#include "error_line.hpp"
+#include "failure_record.hpp"
 #include "process.hpp"
 #include "environment.hpp"
 #include "nccl.hpp"
 #include "shared_memory_path.hpp"
+#include "stuck_collective.hpp"
 
 namespace accel::runtime {
 
@@ -147,6 +151,8 @@ class ProcessGroup {
       : rank_(env.process.rank), size_(env.process.world_size),
         check_(settings.check_collectives), timeout_(settings.timeout) {
     const auto rendezvous = settings.rendezvous_timeout;
+    // The store, the ranks' admission and Gloo's connections all come out of this one timeout.
+    const auto deadline = RendezvousClock::now() + rendezvous;
     explain_gloo_aborts();
     // Each group of this process gets its own key space, so that a second group (a second
     // Accelerator) never reads the first one's rendezvous keys. Ranks create groups in the same
@@ -159,8 +165,14 @@ class ProcessGroup {
       // which could otherwise remove the next group's keys while a slower rank leaves this one.
       store_ = c10::make_intrusive<c10d::FileStore>(
           fmt::format("{}/store.{}", env.store_dir, group_number), size_);
+      // Nobody else can reach the folder; the admission still bounds the wait by the timeout.
+      Admission(*store_, {env.run_id, size_}, rank_,
+                {fmt::format("the store folder {}", env.store_dir),
+                 "start every rank of a job with the same ACCEL_STORE_DIR"},
+                deadline, rendezvous)
+          .run();
     } else {
-      store_ = tcp_store(env, rendezvous);
+      store_ = tcp_store(env, deadline, rendezvous);
     }
     local_rank_ = env.process.local_rank;
     local_size_ = env.process.local_world_size;
@@ -213,7 +225,7 @@ class ProcessGroup {
       detail::fail("rank {} of {}: the ranks did not all meet within the rendezvous timeout of "
                    "{} s (Options::rendezvous_timeout, ACCEL_RENDEZVOUS_TIMEOUT); is every rank "
                    "started, with the same WORLD_SIZE? {}",
-                   rank_, size_, seconds(rendezvous), error.what());
+                   rank_, size_, seconds(rendezvous), error_line(error));
     }
     store_->setTimeout(timeout_);
 #if defined(USE_C10D_NCCL)  // without it, join_group() refuses CUDA ranks before this
@@ -222,13 +234,17 @@ class ProcessGroup {
 #endif
     if (settings.shared_memory && same_host)
       shm_ = std::make_unique<SharedMemoryPath>(*store_, run_token_, id_, rank_, size_, timeout_);
+    else if (size_ > 1)
+      stuck_watch_ = std::make_unique<StuckCollectiveWatch>(store_, rank_, size_);
   }
 
   // The job's TCPStore at MASTER_ADDR:MASTER_PORT, made by the process's first group there (rank
   // 0 serves it) and kept for the later ones (a second Accelerator), each under its own prefix:
   // were each group to make its own, rank 0 would close the first one's server while the other
-  // ranks may already be connecting to it for the next.
+  // ranks may already be connecting to it for the next. Anyone can reach the port: the ranks
+  // are admitted by their run's identity when the store is made (admission.hpp).
   c10::intrusive_ptr<c10d::Store> tcp_store(const Environment& env,
+                                            RendezvousClock::time_point deadline,
                                             std::chrono::milliseconds rendezvous) const {
     static std::mutex mutex;
     static std::map<std::string, c10::intrusive_ptr<c10d::Store>> stores;
@@ -236,20 +252,14 @@ class ProcessGroup {
     auto& store = stores[fmt::format("{}:{}", env.master_addr, env.master_port)];
     if (store) return store;
     require_resolvable(env.master_addr, env.master_port);
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<std::uint16_t>(env.master_port);
-    options.isServer = rank_ == 0;
-    options.numWorkers = static_cast<std::size_t>(size_);
-    options.timeout = rendezvous;
-    detail::use_classic_tcp_store(options);  // torch_compat.hpp: 2.6 without libuv
-    try {
-      store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-    } catch (const std::exception& error) {
-      detail::fail("rank {} could not reach the rendezvous at MASTER_ADDR={} MASTER_PORT={} "
-                   "within the rendezvous timeout of {} s (Options::rendezvous_timeout, "
-                   "ACCEL_RENDEZVOUS_TIMEOUT): {}",
-                   rank_, env.master_addr, env.master_port, seconds(rendezvous), error.what());
-    }
+    auto made = make_tcp_store(env, rank_, size_, deadline, rendezvous);  // tcp_store.hpp
+    Admission(*made, {env.run_id, size_}, rank_,
+              {fmt::format("the rendezvous at MASTER_ADDR={} MASTER_PORT={}", env.master_addr,
+                           env.master_port),
+               "give each job its own MASTER_PORT"},
+              deadline, rendezvous)
+        .run();
+    store = std::move(made);
     return store;
   }
 
@@ -306,6 +316,25 @@ class ProcessGroup {
   // Whether CPU tensors travel through shared memory (every rank on this host, not turned off).
   bool uses_shared_memory() const { return shm_ != nullptr; }
   std::uint64_t collectives_issued() const { return sequence_; }
+
+  // Names the library call whose collectives follow, for as long as it lives ("save_state"):
+  // errors and the stuck-collective watch then say "allgather #12 (Long, shape 1) in
+  // save_state". The outermost call names them. `group` may be null (one process).
+  class Caller {
+   public:
+    Caller(ProcessGroup* group, std::string_view name)
+        : group_(group != nullptr && group->caller_.empty() ? group : nullptr) {
+      if (group_ != nullptr) group_->caller_ = name;
+    }
+    ~Caller() {
+      if (group_ != nullptr) group_->caller_ = {};
+    }
+    Caller(const Caller&) = delete;
+    Caller& operator=(const Caller&) = delete;
+
+   private:
+    ProcessGroup* group_;
+  };
 
   void barrier() {
     await(backend_->barrier(), check("barrier", torch::Tensor()));
@@ -397,6 +426,8 @@ class ProcessGroup {
         return;
       }
       try {
+        const StuckCollectiveWatch::Waiting waiting(group_->stuck_watch_.get(), call.sequence,
+                                                    describe(call));
         ring_->run();
       } catch (const std::exception& error) {
         group_->failed(call, error);
@@ -756,17 +787,20 @@ class ProcessGroup {
     tensor.copy_(wire);
   }
 
-  // One collective as the errors name it: "allreduce #12 (Float, shape 4x5)".
+  // One collective as the errors name it: "allreduce #12 (Float, shape 4x5)", with " in
+  // save_state" where a Caller named the library call that issued it.
   struct Call {
     std::string operation;
     std::uint64_t sequence = 0;
     torch::Tensor tensor;
+    std::string_view caller = {};
   };
   static std::string describe(const Call& call) {
-    if (!call.tensor.defined()) return fmt::format("{} #{}", call.operation, call.sequence);
-    return fmt::format("{} #{} ({}, shape {})", call.operation, call.sequence,
+    const std::string in = call.caller.empty() ? "" : fmt::format(" in {}", call.caller);
+    if (!call.tensor.defined()) return fmt::format("{} #{}{}", call.operation, call.sequence, in);
+    return fmt::format("{} #{} ({}, shape {}){}", call.operation, call.sequence,
                        c10::toString(call.tensor.scalar_type()),
-                       fmt::join(call.tensor.sizes(), "x"));
+                       fmt::join(call.tensor.sizes(), "x"), in);
   }
 
   // Numbers this collective (every rank counts the same way) and, with checking on, compares it
@@ -774,7 +808,7 @@ class ProcessGroup {
   // small all-gather that always matches), and on a mismatch every rank reads what each rank
   // called and fails naming them.
   Call check(std::string operation, const torch::Tensor& tensor) {
-    Call call{std::move(operation), sequence_, tensor};
+    Call call{std::move(operation), sequence_, tensor, caller_};
     if (checking_) return call;  // the fingerprint's own all-gather
     ++sequence_;
     if (!check_) return call;
@@ -820,6 +854,8 @@ class ProcessGroup {
     broken_ = true;
     std::string_view what = error.what();
     if (what.starts_with("accel: ")) what.remove_prefix(7);
+    // For the launcher's root cause (failure_record.hpp): a peer that exited caused this.
+    if (what.find("has exited") != std::string_view::npos) note_failure_after_peer(what);
     detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
   }
 
@@ -848,6 +884,8 @@ class ProcessGroup {
 
   void await(const c10::intrusive_ptr<c10d::Work>& work, const Call& call) {
     try {
+      const StuckCollectiveWatch::Waiting waiting(stuck_watch_.get(), call.sequence,
+                                                  describe(call));
       work->wait();
     } catch (const std::exception& error) {
       failed(call, error);
@@ -859,6 +897,10 @@ class ProcessGroup {
   // wait.
   [[noreturn]] void failed(const Call& call, const std::exception& error) {
     broken_ = true;
+    // For the launcher's root cause (failure_record.hpp): a connection a peer closed, not a
+    // timeout, means that the peer failed first.
+    if (const std::string line = error_line(error); looks_like_peer_gone(line))
+      note_failure_after_peer(line);
     std::string peers;
     try {
       for (int r = 0; r < size_; ++r) {
@@ -925,6 +967,10 @@ class ProcessGroup {
   c10::intrusive_ptr<detail::CommBackend> backend_;       // Gloo: CPU tensors
   c10::intrusive_ptr<detail::CommBackend> cuda_backend_;  // NCCL: CUDA tensors (training on CUDA)
   std::unique_ptr<DirectGloo> direct_;  // made by the first register_allreduce
+  std::string_view caller_;             // Caller's name while one lives
+  // Gloo and NCCL only (shared memory compares its calls itself); after store_: its thread
+  // stops before the store goes.
+  std::unique_ptr<StuckCollectiveWatch> stuck_watch_;
   // Last, so that it goes first: its thread stops before the rest of the group.
   std::unique_ptr<SharedMemoryPath> shm_;
 };

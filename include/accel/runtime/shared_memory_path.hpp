@@ -19,7 +19,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 
@@ -49,8 +48,9 @@ class SharedMemoryPath {
   // Bytes of each rank's slot: a collective streams through 2 x (ranks + 1) of them.
   static constexpr std::size_t slot_bytes = std::size_t{1} << 20;
 
-  // Collective over the group: rank 0 creates the segment, named from `run_token` (or, when
-  // empty, from a random token it shares through the store) and `group`.
+  // Collective over the group: rank 0 creates the segment, named from `run_token` (the launch's,
+  // for its clean-up; empty without one), random bits and `group`, and shares the name through
+  // the store.
   SharedMemoryPath(c10d::Store& store, std::string run_token, const std::string& group, int rank, int size,
                    std::chrono::milliseconds timeout)
       : transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
@@ -103,25 +103,27 @@ class SharedMemoryPath {
   }
 
  private:
-  static shm::Transport connect(c10d::Store& store, std::string run_token, const std::string& group, int rank,
-                                int size, std::chrono::milliseconds timeout) {
-    const std::string key = "accel/shm/token";
-    if (run_token.empty()) {
-      // No private rendezvous folder (torchrun, Slurm, mpirun): rank 0 draws a token.
-      if (rank == 0) {
-        std::random_device entropy;
-        run_token = fmt::format("{:08x}{:08x}", entropy(), entropy());
-        store.set(key, std::vector<std::uint8_t>(run_token.begin(), run_token.end()));
-      } else {
-        const auto bytes = store.get(key);
-        run_token.assign(bytes.begin(), bytes.end());
-      }
-    }
-    const std::string name = shm::segment_name(run_token, group);
+  // Rank 0 creates the segment under a fresh random name (shm/segment_name.hpp) and passes the
+  // name on through the store; nobody outside the run can guess it, so nobody can take it first.
+  static shm::Transport connect(c10d::Store& store, const std::string& run_token,
+                                const std::string& group, int rank, int size,
+                                std::chrono::milliseconds timeout) {
+    const std::string key = "accel/shm/name";
     const std::size_t bytes = shm::Transport::segment_bytes(size, slot_bytes);
-    shm::Segment segment = rank == 0 ? shm::Segment::create(name, bytes)
-                                     : shm::Segment::open(name, bytes, timeout);
-    return shm::Transport(std::move(segment), rank, size, slot_bytes, timeout);
+    if (rank == 0) {
+      shm::Segment segment = shm::Segment::create_fresh(run_token, group, bytes);
+      store.set(key, std::vector<std::uint8_t>(segment.name().begin(), segment.name().end()));
+      return shm::Transport(std::move(segment), rank, size, slot_bytes, timeout);
+    }
+    const auto value = store.get(key);  // waits for rank 0, up to the store's timeout
+    const std::string name(value.begin(), value.end());
+    if (!shm::is_segment_name(name))
+      detail::fail("rank {}: the store holds '{}' as the name of the shared-memory segment, which "
+                   "is not one of accel's; set ACCEL_SHARED_MEMORY=0 to use Gloo over loopback "
+                   "instead",
+                   rank, name);
+    return shm::Transport(shm::Segment::open(name, bytes, timeout), rank, size, slot_bytes,
+                          timeout);
   }
 
   void serve() {

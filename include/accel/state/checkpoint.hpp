@@ -141,6 +141,7 @@ struct CheckpointIO<Accel, void> {
   // --- save_state ----------------------------------------------------------------------------
   static Path save_state(Accel& acc, const std::optional<Path>& requested) {
     runtime::ProcessGroup* group = acc.group_.get();
+    const runtime::ProcessGroup::Caller caller(group, "save_state");
     const int rank = acc.process_index();
     const Path root = acc.options_.checkpoints.directory;
     std::string target_text;
@@ -176,6 +177,7 @@ struct CheckpointIO<Accel, void> {
   // --- load_state ----------------------------------------------------------------------------
   static Path load_state(Accel& acc, const std::optional<Path>& requested) {
     runtime::ProcessGroup* group = acc.group_.get();
+    const runtime::ProcessGroup::Caller caller(group, "load_state");
     std::string chosen;
     std::string error = detail::error_of([&] {
       if (acc.process_index() != 0) return;
@@ -212,6 +214,7 @@ struct CheckpointIO<Accel, void> {
   // --- save_model / load_model ---------------------------------------------------------------
   static void save_model(Accel& acc, torch::nn::Module& model, const Path& folder,
                          std::uint64_t max_shard_bytes) {
+    const runtime::ProcessGroup::Caller caller(acc.group_.get(), "save_model");
     std::string error;
     {
       typename Accel::FullParameters full(acc, model);
@@ -229,7 +232,9 @@ struct CheckpointIO<Accel, void> {
     detail::agree(acc.group_.get(), error, "save_model");
   }
 
-  static void load_model(Accel& acc, torch::nn::Module& model, const Path& folder, bool strict) {
+  static void load_model(Accel& acc, torch::nn::Module& model, const Path& folder, bool strict,
+                         DtypeConversion conversion) {
+    const runtime::ProcessGroup::Caller caller(acc.group_.get(), "load_model");
     std::vector<std::pair<std::string, torch::Tensor>> found;
     std::string error = detail::error_of([&] {
       found = load_weights(folder);
@@ -258,6 +263,8 @@ struct CheckpointIO<Accel, void> {
           accel::detail::fail("load_model: '{}' in '{}' has shape [{}], the model's is [{}]", name,
                               folder.string(), fmt::join(t.sizes(), ", "),
                               fmt::join(it->second.sizes(), ", "));
+        if (conversion == DtypeConversion::checked)
+          check_conversion(name, folder, t, it->second.scalar_type());
       }
       torch::NoGradGuard no_grad;
       for (const auto& [name, t] : found)
@@ -267,6 +274,35 @@ struct CheckpointIO<Accel, void> {
   }
 
  private:
+  // DtypeConversion::checked: the same kind of number, and no finite value made infinite.
+  static void check_conversion(const std::string& name, const Path& folder, const torch::Tensor& t,
+                               c10::ScalarType to) {
+    const c10::ScalarType from = t.scalar_type();
+    if (from == to) return;
+    const auto kind = [](c10::ScalarType type) {
+      return type == torch::kBool                 ? "bool"
+             : c10::isFloatingType(type)          ? "floating-point"
+             : c10::isComplexType(type)           ? "complex"
+                                                  : "integer";
+    };
+    const std::string_view fix = "pass accel::DtypeConversion::unchecked as load_model's fourth "
+                                 "argument to convert it as torch's copy_ would";
+    if (std::string_view(kind(from)) != kind(to))
+      accel::detail::fail("load_model: '{}' in '{}' is {} ({}), the model's is {} ({}): another "
+                          "kind of number, most often the wrong file; {}",
+                          name, folder.string(), c10::toString(from), kind(from), c10::toString(to),
+                          kind(to), fix);
+    if (!c10::isFloatingType(from)) return;
+    const torch::Tensor finite = torch::isfinite(t);
+    const torch::Tensor overflow = finite & ~torch::isfinite(t.to(to));
+    if (overflow.any().item<bool>())
+      accel::detail::fail("load_model: '{}' in '{}' holds {} finite {} values beyond the range of "
+                          "the model's {} (largest magnitude {:g}); they would become infinite; {}",
+                          name, folder.string(), overflow.sum().item<std::int64_t>(),
+                          c10::toString(from), c10::toString(to),
+                          t.masked_select(finite).abs().max().item<double>(), fix);
+  }
+
   // Every rank writes its file straight from the tensors, hashing it as it goes; the sizes and
   // checksums go to the main process's manifest, written last, before the commit.
   // Afterwards the checkpoints under `prune_root` are pruned to Options::checkpoints.total_limit.

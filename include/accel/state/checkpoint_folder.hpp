@@ -46,7 +46,10 @@ inline std::filesystem::path resolved_folder(const std::filesystem::path& path) 
 }
 
 inline std::filesystem::path staging_folder(const std::filesystem::path& target) {
-  return target.parent_path() / ("." + target.filename().string() + ".partial");
+  // Appended, not "." + name: g++ 12 at -O3 warns (-Wrestrict, falsely) on that operator+.
+  std::string name = ".";
+  name.append(target.filename().string()).append(".partial");
+  return target.parent_path() / name;
 }
 
 inline bool is_committed(const std::filesystem::path& folder) {

@@ -38,10 +38,12 @@ namespace accel::parallel::detail {
 template <class Hook>
 class Reducer {
  public:
-  // model: how errors name the model ("the model prepared first (Sequential)").
-  Reducer(runtime::ProcessGroup& group, std::string model, std::vector<std::string> names,
-          std::vector<torch::Tensor> parameters, const DdpOptions& options, Hook hook = {})
-      : group_(group), model_(std::move(model)), names_(std::move(names)),
+  // strategy: the policy's full name, as errors start ("Ddp", "Fsdp<NoShard>"); model: how
+  // errors name the model ("the model prepared first (Sequential)").
+  Reducer(std::string_view strategy, runtime::ProcessGroup& group, std::string model,
+          std::vector<std::string> names, std::vector<torch::Tensor> parameters,
+          const DdpOptions& options, Hook hook = {})
+      : strategy_(strategy), group_(group), model_(std::move(model)), names_(std::move(names)),
         parameters_(std::move(parameters)), options_(options), hook_(hook),
         slot_(parameters_.size()), arrived_(parameters_.size(), false) {
     for (const auto& p : parameters_) trainable_.push_back(p.requires_grad());
@@ -73,12 +75,12 @@ class Reducer {
       if (arrived_[i]) continue;
       if (!options_.find_unused_parameters)
         accel::detail::fail(
-            "Ddp: parameter '{}' of {} got no gradient in this backward on rank {}, although "
+            "{}: parameter '{}' of {} got no gradient in this backward on rank {}, although "
             "the loss reached other parameters of that model; every parameter that requires a "
             "gradient must take part in the loss: freeze it before prepare() "
             "(requires_grad_(false)), or set Options{{.ddp = {{.find_unused_parameters = "
             "true}}}} to treat it as a zero gradient",
-            names_[i], model_, group_.rank());
+            strategy_, names_[i], model_, group_.rank());
       Bucket& bucket = buckets_[slot_[i].bucket];
       bucket.flat.narrow(0, slot_[i].offset, parameters_[i].numel()).zero_();
       arrived_[i] = true;
@@ -173,10 +175,10 @@ class Reducer {
     for (std::size_t i = 0; i < parameters_.size(); ++i)
       if (parameters_[i].requires_grad() != trainable_[i])
         accel::detail::fail(
-            "Ddp: parameter '{}' of {} was {} after prepare(); gradient buckets are planned "
+            "{}: parameter '{}' of {} was {} after prepare(); gradient buckets are planned "
             "at prepare(), so set requires_grad before preparing the model (prepare it again "
             "in a new Accelerator to change which parameters train)",
-            names_[i], model_, trainable_[i] ? "frozen" : "unfrozen");
+            strategy_, names_[i], model_, trainable_[i] ? "frozen" : "unfrozen");
   }
 
   // The bucket's slot at `offset`, shaped like a parameter, sharing the bucket's storage but not
@@ -209,6 +211,7 @@ class Reducer {
     }
   }
 
+  std::string_view strategy_;
   runtime::ProcessGroup& group_;
   std::string model_;
   std::vector<std::string> names_;

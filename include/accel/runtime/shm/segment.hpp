@@ -1,5 +1,6 @@
 // A POSIX shared-memory segment that the ranks of one node map. Rank 0 creates it under a name
-// made from the run (owner-only permissions, O_EXCL: never someone else's segment); the others
+// with a random part that nobody can guess (owner-only permissions, O_EXCL: never someone else's
+// segment, and a name taken first is passed over for another); the others
 // open it once it holds its full size; and as soon as every rank has mapped it, rank 0 unlinks
 // the name, so nothing is left in /dev/shm however the processes end after that. The window
 // before (a rank killed during set-up) is covered by the launcher, which removes the run's
@@ -40,18 +41,34 @@ class Segment {
                    "exists or /dev/shm is not writable; set ACCEL_SHARED_MEMORY=0 to use Gloo "
                    "over loopback instead",
                    name, std::strerror(errno));
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      const int error = errno;
-      ::close(fd);
-      ::shm_unlink(name.c_str());
-      detail::fail("cannot size the shared-memory segment {} to {} bytes ({}); /dev/shm may be "
-                   "too small (df -h /dev/shm); set ACCEL_SHARED_MEMORY=0 to use Gloo instead",
-                   name, bytes, std::strerror(error));
-    }
-    return Segment(name, fd, bytes, /*owner=*/true);
+    return sized(name, fd, bytes);
   }
 
-  // The other ranks: waits (up to `timeout`) for rank 0 to create and size the segment.
+  // Rank 0 of a group that passes the name on through its store: a new segment under a fresh,
+  // random name (fresh_segment_name). A name that exists all the same was made by someone else
+  // first, who must not be able to stop the run: it is passed over for another.
+  static Segment create_fresh(std::string_view run_token, std::string_view group,
+                              std::size_t bytes) {
+    constexpr int attempts = 8;
+    std::string name;
+    for (int attempt = 0; attempt < attempts; ++attempt) {
+      name = fresh_segment_name(run_token, group);
+      const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, S_IRUSR | S_IWUSR);
+      if (fd >= 0) return sized(name, fd, bytes);
+      if (errno != EEXIST)
+        detail::fail("cannot create the shared-memory segment {} ({}); /dev/shm may not be "
+                     "writable; set ACCEL_SHARED_MEMORY=0 to use Gloo over loopback instead",
+                     name, std::strerror(errno));
+    }
+    detail::fail("cannot create a shared-memory segment: {} random names in a row (the last {}) "
+                 "existed already, which only a process making such names in /dev/shm on purpose "
+                 "explains; find it (ls -l /dev/shm), or set ACCEL_SHARED_MEMORY=0 to use Gloo "
+                 "over loopback instead",
+                 attempts, name);
+  }
+
+  // The other ranks: waits (up to `timeout`) for rank 0 to create and size the segment. One
+  // that another user owns is not rank 0's (whose segments only their owner can open): refused.
   static Segment open(const std::string& name, std::size_t bytes,
                       std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -59,7 +76,15 @@ class Segment {
       const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
       if (fd >= 0) {
         struct stat status {};
-        if (::fstat(fd, &status) == 0 && static_cast<std::size_t>(status.st_size) == bytes)
+        const bool known = ::fstat(fd, &status) == 0;
+        if (known && status.st_uid != ::geteuid()) {
+          ::close(fd);
+          detail::fail("the shared-memory segment {} belongs to another user (uid {}), so it is "
+                       "not this run's; set ACCEL_SHARED_MEMORY=0 to use Gloo over loopback "
+                       "instead",
+                       name, status.st_uid);
+        }
+        if (known && static_cast<std::size_t>(status.st_size) == bytes)
           return Segment(name, fd, bytes, /*owner=*/false);
         ::close(fd);
       } else if (errno != ENOENT) {
@@ -105,6 +130,19 @@ class Segment {
 
  private:
   static constexpr std::chrono::microseconds max_pause{5000};
+
+  // A segment just created as `fd`: sized to `bytes` (zero-filled) and mapped.
+  static Segment sized(const std::string& name, int fd, std::size_t bytes) {
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      const int error = errno;
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      detail::fail("cannot size the shared-memory segment {} to {} bytes ({}); /dev/shm may be "
+                   "too small (df -h /dev/shm); set ACCEL_SHARED_MEMORY=0 to use Gloo instead",
+                   name, bytes, std::strerror(error));
+    }
+    return Segment(name, fd, bytes, /*owner=*/true);
+  }
 
   Segment(std::string name, int fd, std::size_t bytes, bool owner)
       : name_(std::move(name)), bytes_(bytes), owner_(owner), named_(owner) {
