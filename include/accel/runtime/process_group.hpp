@@ -427,7 +427,7 @@ class ProcessGroup {
       }
       try {
         const StuckCollectiveWatch::Waiting waiting(group_->stuck_watch_.get(), call.sequence,
-                                                    describe(call));
+                                                    [&call] { return describe(call); });
         ring_->run();
       } catch (const std::exception& error) {
         group_->failed(call, error);
@@ -885,7 +885,7 @@ class ProcessGroup {
   void await(const c10::intrusive_ptr<c10d::Work>& work, const Call& call) {
     try {
       const StuckCollectiveWatch::Waiting waiting(stuck_watch_.get(), call.sequence,
-                                                  describe(call));
+                                                  [&call] { return describe(call); });
       work->wait();
     } catch (const std::exception& error) {
       failed(call, error);

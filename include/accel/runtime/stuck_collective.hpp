@@ -7,7 +7,8 @@
 // its collectives the same way, so two ranks waiting at the same number on different calls
 // cannot both be right.
 //
-// Cost where nothing is wrong: a mutex and a few stores around each blocking wait. A thread per
+// Cost where nothing is wrong: a mutex and a few stores around each blocking wait (the wait's
+// description is made only once it is published). A thread per
 // group wakes every quarter second; only a wait that has lasted a second writes to the
 // rendezvous store (what this rank waits on) and reads the other ranks' entries, once a second
 // while it lasts. A mismatch found there cannot be thrown from the waiting thread (it is inside
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -52,14 +54,17 @@ class StuckCollectiveWatch {
   StuckCollectiveWatch(const StuckCollectiveWatch&) = delete;
   StuckCollectiveWatch& operator=(const StuckCollectiveWatch&) = delete;
 
-  // While one lives, this rank is blocked on collective #`sequence`, described as `what` (the
-  // description the errors use: "allgather #12 (Long, shape 1) in save_state").
+  // While one lives, this rank is blocked on collective #`sequence`; `describe` says what it
+  // is, as the errors do ("allgather #12 (Long, shape 1) in save_state"). It is called, from
+  // the watch's thread, only while this lives and only for a wait that lasts.
   class Waiting {
    public:
-    Waiting(StuckCollectiveWatch* watch, std::uint64_t sequence, std::string what) : watch_(watch) {
+    Waiting(StuckCollectiveWatch* watch, std::uint64_t sequence,
+            std::function<std::string()> describe)
+        : watch_(watch) {
       if (watch_ == nullptr) return;
       const std::scoped_lock lock(watch_->mutex_);
-      watch_->waiting_ = Wait{sequence, std::move(what), std::chrono::steady_clock::now()};
+      watch_->waiting_ = Wait{sequence, std::move(describe), std::chrono::steady_clock::now()};
     }
     ~Waiting() {
       if (watch_ == nullptr) return;
@@ -76,8 +81,12 @@ class StuckCollectiveWatch {
  private:
   struct Wait {
     std::uint64_t sequence;
-    std::string what;
+    std::function<std::string()> describe;
     std::chrono::steady_clock::time_point since;
+  };
+  struct Published {
+    std::uint64_t sequence;
+    std::string what;
   };
 
   std::string key(int rank) const { return fmt::format("accel/waiting/{}", rank); }
@@ -87,7 +96,7 @@ class StuckCollectiveWatch {
     std::unique_lock lock(mutex_);
     while (!wake_.wait_for(lock, compare_every, [this] { return stopping_; })) {
       if (!waiting_ || std::chrono::steady_clock::now() - waiting_->since < publish_after) continue;
-      const Wait mine = *waiting_;
+      const Published mine{waiting_->sequence, waiting_->describe()};  // under the lock: alive
       lock.unlock();
       try {
         if (published != mine.sequence) {
@@ -104,7 +113,7 @@ class StuckCollectiveWatch {
   }
 
   // Ends the process when another rank waits on the same collective number for another call.
-  void compare(const Wait& mine) {
+  void compare(const Published& mine) {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_ || !store_->check({key(r)})) continue;
       const auto value = store_->get(key(r));
