@@ -128,6 +128,24 @@ struct Finished {
 
 using EnvironmentChanges = std::vector<std::pair<std::string, std::optional<std::string>>>;
 
+// Whatever runs a test (a CI job under srun, say), nothing inherited names a run, a rank, a
+// launcher or accel's timeouts; `extra` comes on top. OMP_NUM_THREADS is set, so that the
+// launcher's note on the threads it would set (threads.hpp) stays out of the stderr the tests
+// expect empty; test_threads.cpp covers the note.
+inline EnvironmentChanges fresh(EnvironmentChanges extra = {}) {
+  EnvironmentChanges changes;
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK", "ACCEL_NPROC", "ACCEL_STORE_DIR", "MASTER_ADDR", "MASTER_PORT",
+        "ACCEL_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID", "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid", "ACCEL_SHARED_MEMORY", "ACCEL_TIMEOUT",
+        "ACCEL_RENDEZVOUS_TIMEOUT", "ACCEL_ERROR_FILE"})
+    changes.emplace_back(name, std::nullopt);
+  changes.emplace_back("OMP_NUM_THREADS", "1");
+  changes.insert(changes.end(), extra.begin(), extra.end());
+  return changes;
+}
+
 // Where the launcher's stdout goes: a file (read into Finished::out); a pipe whose read end the
 // test holds (Process::stdout_pipe()) and reads; or a pipe that is full before the launcher
 // starts and that nobody reads, so that the launcher's first write to it blocks for good.

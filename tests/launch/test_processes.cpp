@@ -18,6 +18,7 @@ namespace {
 using launch_test::contains;
 using launch_test::EnvironmentChanges;
 using launch_test::Finished;
+using launch_test::fresh;
 using launch_test::Process;
 using launch_test::Stdout;
 using launch_test::TestDir;
@@ -25,20 +26,6 @@ using launch_test::TestDir;
 const std::string worker = ACCEL_TEST_WORKER;
 const std::string launcher = ACCEL_TEST_LAUNCHER;
 const std::string gloo_worker = ACCEL_TEST_GLOO_WORKER;
-
-// Whatever runs this test (a CI job under srun, say), the launcher starts as a fresh launch.
-EnvironmentChanges fresh(EnvironmentChanges extra = {}) {
-  EnvironmentChanges changes;
-  for (const char* name :
-       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_PROCID",
-        "OMPI_COMM_WORLD_RANK", "ACCEL_NPROC", "ACCEL_STORE_DIR", "MASTER_ADDR", "MASTER_PORT"})
-    changes.emplace_back(name, std::nullopt);
-  // Set, so that the launcher's note on the threads it would set (threads.hpp) stays out of
-  // the stderr these tests expect empty; test_threads.cpp covers the note.
-  changes.emplace_back("OMP_NUM_THREADS", "1");
-  changes.insert(changes.end(), extra.begin(), extra.end());
-  return changes;
-}
 
 std::map<std::string, std::string> read_env_file(const TestDir& dir, int rank) {
   std::map<std::string, std::string> values;

@@ -18,6 +18,7 @@ namespace {
 using launch_test::contains;
 using launch_test::EnvironmentChanges;
 using launch_test::Finished;
+using launch_test::fresh;
 using launch_test::Process;
 using launch_test::Stdout;
 using launch_test::TestDir;
@@ -26,21 +27,6 @@ const std::string gloo_worker = ACCEL_TEST_GLOO_WORKER;
 const std::string worker = ACCEL_TEST_WORKER;
 const std::string launcher = ACCEL_TEST_LAUNCHER;
 
-// Nothing inherited from whatever runs the test names a run, a rank or a launcher.
-EnvironmentChanges clean(EnvironmentChanges extra = {}) {
-  EnvironmentChanges changes;
-  for (const char* name :
-       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_PROCID",
-        "OMPI_COMM_WORLD_RANK", "ACCEL_NPROC", "ACCEL_STORE_DIR", "MASTER_ADDR", "MASTER_PORT",
-        "ACCEL_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID", "PMIX_NAMESPACE",
-        "OMPI_MCA_ess_base_jobid", "ACCEL_SHARED_MEMORY", "ACCEL_TIMEOUT",
-        "ACCEL_RENDEZVOUS_TIMEOUT", "ACCEL_ERROR_FILE"})
-    changes.emplace_back(name, std::nullopt);
-  changes.emplace_back("OMP_NUM_THREADS", "1");
-  changes.insert(changes.end(), extra.begin(), extra.end());
-  return changes;
-}
-
 // The variables of rank `rank` of `world` meeting at 127.0.0.1:`port`, and `extra`.
 EnvironmentChanges by_hand(int rank, int world, int port, EnvironmentChanges extra = {}) {
   EnvironmentChanges changes = {{"RANK", std::to_string(rank)},
@@ -48,7 +34,7 @@ EnvironmentChanges by_hand(int rank, int world, int port, EnvironmentChanges ext
                                 {"MASTER_ADDR", "127.0.0.1"},
                                 {"MASTER_PORT", std::to_string(port)}};
   changes.insert(changes.end(), extra.begin(), extra.end());
-  return clean(changes);
+  return fresh(changes);
 }
 
 // The lines of `text` that start with "accel: ".
@@ -175,7 +161,7 @@ TEST_CASE("rendezvous: every launch gives its workers a run identity of its own"
   for (int launch = 0; launch < 2; ++launch) {
     TestDir dir;
     Process process({launcher, "--nproc", "2", "--", worker, "--dir", dir.path(), "--dump-env"},
-                    dir, clean({{"ACCEL_RUN_ID", "inherited"}}));
+                    dir, fresh({{"ACCEL_RUN_ID", "inherited"}}));
     const Finished finished = process.wait();
     INFO("stderr: " << finished.err);
     REQUIRE(finished.status == 0);
@@ -192,7 +178,7 @@ TEST_CASE("rendezvous: every launch gives its workers a run identity of its own"
 TEST_CASE("shared memory: a segment squatting on a predictable name does not stop a launch") {
   TestDir dir;
   Process process({gloo_worker, "--nproc", "2", "--dir", dir.path(), "--squat"}, dir,
-                  clean({{"ACCEL_RENDEZVOUS_TIMEOUT", "30"}, {"ACCEL_TIMEOUT", "30"}}));
+                  fresh({{"ACCEL_RENDEZVOUS_TIMEOUT", "30"}, {"ACCEL_TIMEOUT", "30"}}));
   const Finished finished = process.wait(std::chrono::seconds(60));
   INFO("stderr: " << finished.err);
   CHECK(finished.status == 0);
