@@ -33,6 +33,7 @@
 #include "../detail/torch_compat.hpp"
 #include "error_line.hpp"
 #include "run_identity.hpp"
+#include "store_text.hpp"
 #include "tcp_store.hpp"
 
 namespace accel::runtime {
@@ -69,12 +70,8 @@ class Admission {
 
  private:
   static std::string key(const std::string& name) { return "accel/rendezvous/" + name; }
-  static std::vector<std::uint8_t> bytes(const std::string& text) {
-    return std::vector<std::uint8_t>(text.begin(), text.end());
-  }
   std::string get_text(const std::string& name) {
-    const auto value = store_.get(key(name));
-    return std::string(value.begin(), value.end());
+    return store_text(store_.get(key(name)));
   }
   [[nodiscard]] double seconds() const {
     return std::chrono::duration<double>(rendezvous_).count();
@@ -118,7 +115,7 @@ class Admission {
   // Turned away as `kind` ("a rank of another job"): says so in the store, for rank 0's report.
   void refuse(const std::string& kind) {
     const auto number = store_.add(key("refused"), 1);
-    store_.set(key("refused/" + std::to_string(number)), bytes(kind + "\n" + who()));
+    store_.set(key("refused/" + std::to_string(number)), store_bytes(kind + "\n" + who()));
   }
 
   void join() {
@@ -155,7 +152,7 @@ class Admission {
   }
 
   void admit_the_others() {
-    store_.set(key("identity"), bytes(mine_.encode()));
+    store_.set(key("identity"), store_bytes(mine_.encode()));
     std::int64_t reported = 0;
     const auto report_refusals = [&] {
       const std::int64_t refused = store_.add(key("refused"), 0);
@@ -179,7 +176,7 @@ class Admission {
       std::this_thread::sleep_for(std::min(pause, left));
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
-    store_.set(key("complete"), bytes("1"));
+    store_.set(key("complete"), store_bytes("1"));
     report_refusals();  // one that came meanwhile
   }
 

@@ -10,6 +10,13 @@
 // With collective checking on, the ranks first compare a fingerprint of each collective
 // (operation, sequence number, dtype, shape); a mismatch fails on every rank, naming what each
 // rank called, instead of hanging or corrupting memory.
+//
+// Longer than accel's headers should be because it is one class, and every collective passes
+// through the same steps (numbering and checking the call, choosing shared memory, NCCL or Gloo,
+// waiting, naming a failure) that would have to be public to live elsewhere; what is not the
+// class's own is beside it (admission.hpp, tcp_store.hpp, stuck_collective.hpp, direct_gloo.hpp,
+// shared_memory_path.hpp). The next split is the wire-format helpers (layout headers, the
+// alltoall reduce-scatter) into a header of their own.
 #pragma once
 
 #include <fmt/format.h>
@@ -45,6 +52,7 @@
 #include "environment.hpp"
 #include "nccl.hpp"
 #include "shared_memory_path.hpp"
+#include "store_text.hpp"
 #include "stuck_collective.hpp"
 
 namespace accel::runtime {
@@ -297,7 +305,7 @@ class ProcessGroup {
   ~ProcessGroup() {
     const bool failing = std::uncaught_exceptions() > 0 || broken_;
     try {
-      store_->set(finished_key(rank_), to_bytes(std::to_string(sequence_)));
+      store_->set(finished_key(rank_), store_bytes(std::to_string(sequence_)));
       if (failing) return;
       std::vector<std::string> keys;
       for (int r = 0; r < size_; ++r) keys.push_back(finished_key(r));
@@ -820,7 +828,7 @@ class ProcessGroup {
     const auto key = [&](int rank) {
       return fmt::format("accel/check/{}/{}", call.sequence, rank);
     };
-    store_->set(key(rank_), to_bytes(description));
+    store_->set(key(rank_), store_bytes(description));
     checking_ = true;
     const torch::Tensor mine =
         accel::detail::one_value(static_cast<std::int64_t>(std::hash<std::string>{}(description)));
@@ -831,7 +839,7 @@ class ProcessGroup {
     std::string calls;
     for (int r = 0; r < size_; ++r) {
       const auto bytes = store_->get(key(r));
-      calls += fmt::format("\n  rank {}: {}", r, std::string(bytes.begin(), bytes.end()));
+      calls += fmt::format("\n  rank {}: {}", r, store_text(bytes));
     }
     detail::fail("mismatched collective on rank {}: the ranks called different collectives at "
                  "the same point; every rank must issue the same collectives in the same order "
@@ -899,15 +907,15 @@ class ProcessGroup {
     broken_ = true;
     // For the launcher's root cause (failure_record.hpp): a connection a peer closed, not a
     // timeout, means that the peer failed first.
-    if (const std::string line = error_line(error); looks_like_peer_gone(line))
-      note_failure_after_peer(line);
+    const std::string line = error_line(error);
+    if (looks_like_peer_gone(line)) note_failure_after_peer(line);
     std::string peers;
     try {
       for (int r = 0; r < size_; ++r) {
         if (r == rank_ || !store_->check({finished_key(r)})) continue;
         const auto issued = store_->get(finished_key(r));
         peers += fmt::format("; rank {} has left the group after issuing {} collectives", r,
-                             std::string(issued.begin(), issued.end()));
+                             store_text(issued));
       }
     } catch (...) {
       peers += "; the rendezvous store is unreachable (rank 0, which hosts it, may have exited)";
@@ -916,7 +924,7 @@ class ProcessGroup {
                  "makes the others wait up to the timeout of {} s (Options::timeout, "
                  "ACCEL_TIMEOUT); Options::check_collectives (ACCEL_CHECK_COLLECTIVES=1) names "
                  "mismatched calls",
-                 describe(call), rank_, first_line(error.what()), peers, seconds(timeout_));
+                 describe(call), rank_, line, peers, seconds(timeout_));
   }
 
   // dtype and shape as int64s: [dtype, ndim, d0..d7] (dimensions past the eighth folded into
@@ -939,13 +947,7 @@ class ProcessGroup {
                        fmt::join(shape, ", "));
   }
 
-  static std::string first_line(std::string_view text) {
-    return std::string(text.substr(0, text.find('\n')));
-  }
   static std::string finished_key(int rank) { return fmt::format("accel/finished/{}", rank); }
-  static std::vector<std::uint8_t> to_bytes(const std::string& text) {
-    return std::vector<std::uint8_t>(text.begin(), text.end());
-  }
   static double seconds(std::chrono::milliseconds duration) {
     return std::chrono::duration<double>(duration).count();
   }

@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "store_text.hpp"
+
 namespace accel::runtime {
 
 class StuckCollectiveWatch {
@@ -100,7 +102,7 @@ class StuckCollectiveWatch {
       lock.unlock();
       try {
         if (published != mine.sequence) {
-          store_->set(key(rank_), bytes(fmt::format("{}\n{}", mine.sequence, mine.what)));
+          store_->set(key(rank_), store_bytes(fmt::format("{}\n{}", mine.sequence, mine.what)));
           published = mine.sequence;
         }
         compare(mine);
@@ -116,8 +118,7 @@ class StuckCollectiveWatch {
   void compare(const Published& mine) {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_ || !store_->check({key(r)})) continue;
-      const auto value = store_->get(key(r));
-      const std::string text(value.begin(), value.end());
+      const std::string text = store_text(store_->get(key(r)));
       const auto newline = text.find('\n');
       if (newline == std::string::npos) continue;
       if (std::stoull(text.substr(0, newline)) != mine.sequence) continue;
@@ -137,10 +138,6 @@ class StuckCollectiveWatch {
       std::fflush(stderr);
       std::_Exit(1);
     }
-  }
-
-  static std::vector<std::uint8_t> bytes(const std::string& text) {
-    return std::vector<std::uint8_t>(text.begin(), text.end());
   }
 
   c10::intrusive_ptr<c10d::Store> store_;

@@ -8,6 +8,11 @@
 // three places, each a file the reference writer never produces: a duplicate key (serde keeps
 // one), a field other than dtype, shape and data_offsets in an entry (serde ignores it), and JSON
 // whitespace other than the spaces the spec allows after the object.
+//
+// Longer than accel's headers should be because the format's rules are one list: the dtype
+// table, the limits, each entry's checks and the strict parse (nlohmann's parser with a callback
+// that refuses duplicate keys) are what "a valid header" means, and the fuzzer builds this file
+// alone; the tensors' side is state/safetensors.hpp.
 #pragma once
 
 #include <fmt/format.h>

@@ -34,19 +34,22 @@ class CsvWriter {
   // columns as they were, and no .widening file behind.
   void write(std::int64_t step, double seconds,
              const std::vector<std::pair<std::string, Number>>& values) {
-    std::vector<std::string> columns = columns_;
+    std::vector<std::string> added;  // metrics this call brings, in its order
     for (const auto& [name, value] : values)
-      if (column_of(columns, name) < 0) columns.push_back(name);
+      if (column_of(columns_, name) < 0) added.push_back(name);
 
-    std::vector<std::string> cells(columns.size() + 2);
+    std::vector<std::string> cells(columns_.size() + added.size() + 2);
     cells[0] = fmt::format("{}", step);
     cells[1] = fmt::format("{}", seconds);
-    for (const auto& [name, value] : values)
-      cells[static_cast<std::size_t>(column_of(columns, name)) + 2] = value.text();
-    if (columns.size() == columns_.size())
+    for (const auto& [name, value] : values) {
+      int column = column_of(columns_, name);
+      if (column < 0) column = static_cast<int>(columns_.size()) + column_of(added, name);
+      cells[static_cast<std::size_t>(column) + 2] = value.text();
+    }
+    if (added.empty())
       file_.append(row(cells));
     else
-      widen(columns, row(cells));
+      widen(added, row(cells));
   }
 
   // A cell quoted as RFC 4180 asks when it holds a comma or a quote.
@@ -76,11 +79,12 @@ class CsvWriter {
     return row(cells);
   }
 
-  // Rewrites the file with `columns` (the old ones and new ones after them) and `last_row` at
-  // its end, beside the old file, then renames it over: a crash or a full disk leaves one whole
-  // file or the other.
-  void widen(const std::vector<std::string>& columns, const std::string& last_row) {
-    const std::size_t added = columns.size() - columns_.size();
+  // Rewrites the file with the `added` columns after the old ones and `last_row` at its end,
+  // beside the old file, then renames it over: a crash or a full disk leaves one whole file or
+  // the other.
+  void widen(const std::vector<std::string>& added, const std::string& last_row) {
+    std::vector<std::string> columns = columns_;
+    columns.insert(columns.end(), added.begin(), added.end());
     const std::filesystem::path wider = path_.string() + ".widening";
     try {
       {
@@ -91,13 +95,13 @@ class CsvWriter {
         out << header(columns) << '\n';
         // Old rows get empty cells for the new columns: new columns go last, so a row only
         // needs commas at its end.
-        while (std::getline(in, line)) out << line << std::string(added, ',') << '\n';
+        while (std::getline(in, line)) out << line << std::string(added.size(), ',') << '\n';
         out << last_row << '\n';
         out.flush();
         if (!in.eof() || !out)
           detail::fail("cannot rewrite {} with the new metric '{}': {}; is the disk full? The "
                        "file is as it was before this call",
-                       path_.string(), columns[columns_.size()], std::strerror(errno));
+                       path_.string(), added.front(), std::strerror(errno));
       }
       std::filesystem::rename(wider, path_);
     } catch (...) {
@@ -105,7 +109,7 @@ class CsvWriter {
       std::filesystem::remove(wider, ignored);
       throw;
     }
-    columns_ = columns;
+    columns_ = std::move(columns);
     file_.close();
     file_ = LineFile(path_, sync_);
   }

@@ -51,14 +51,15 @@ class LineFile {
     std::string text;
     text.reserve(line.size() + 1);
     text.append(line).push_back('\n');
-    const off_t before = size();
     std::string_view left = text;
     while (!left.empty()) {
       const auto written = ::write(fd_, left.data(), left.size());
       if (written < 0 && errno == EINTR) continue;
       if (written <= 0) {
         const int error = written < 0 ? errno : ENOSPC;
-        truncate_to(before);
+        // Where the line began: what is there now, less what of it got in (O_APPEND, and only
+        // this object writes the file). Found only on failure: no stat per line.
+        truncate_to(size() - static_cast<off_t>(text.size() - left.size()));
         detail::fail("cannot write to {}: {}; is the disk full? Nothing of this line was kept",
                      path_.string(), std::strerror(error));
       }

@@ -21,6 +21,11 @@
 //
 // Derived (CRTP, no virtual dispatch) provides gradient_arrived(std::size_t flat, std::size_t index)
 // and after_shard_step(const std::vector<std::size_t>& flats).
+//
+// Longer than accel's headers should be because the shard optimizer's life (built at the first
+// step, stepped, saved and loaded in slices, offloaded) and the flat parameters it steps are one
+// piece of state; flattening (flat_parameter.hpp), unit routing (units.hpp) and the optimizer's
+// type checks (shardable_optimizer.hpp) already live beside it.
 #pragma once
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
