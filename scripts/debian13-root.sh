@@ -25,7 +25,7 @@ packages=(
   libfmt-dev
   doctest-dev
   libboost-dev          # Boost 1.83 in trixie (has Boost.PFR)
-  libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
+  libopenblas0-pthread  # not the default reference BLAS: far slower (docs/getting-started.md)
   dataset-fashion-mnist # the example's data, which the example's tests train on
   fortunes              # the GPT example's default text, which its tests train on
   gnuplot-nox           # accel-plot draws the trackers' charts with it

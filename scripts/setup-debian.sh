@@ -10,7 +10,7 @@ packages=(
   libfmt-dev
   doctest-dev
   libboost1.81-dev      # Boost.PFR first ships in 1.75; Debian 12's default Boost is 1.74
-  libopenblas0-pthread  # the default reference BLAS makes libtorch ~10x slower
+  libopenblas0-pthread  # not the default reference BLAS: far slower (docs/getting-started.md)
   dataset-fashion-mnist
   fortunes              # the gpt example's default text: /usr/share/games/fortunes
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against

@@ -6,6 +6,8 @@
 
 #include <accel/core.hpp>
 
+#include <memory>
+#include <string>
 #include <string_view>
 
 namespace accel_test {
@@ -20,6 +22,15 @@ struct LossScaledFp32 {
 
 }  // namespace accel_test
 
+// Loss scaling and its state taken whole from DynamicLossScaling; the setup written out, as the
+// contract asks (precision/contract.hpp).
 template <>
 struct accel::precision::Precision<accel_test::LossScaledFp32>
-    : accel::precision::DynamicLossScaling {};
+    : accel::precision::DynamicLossScaling {
+  void attach(accel::runtime::ProcessGroup* group, const accel::Options& options,
+              const torch::Device& device) {
+    attach_scaler(group, options, device);
+  }
+  void prepare_model(const std::shared_ptr<torch::nn::Module>& /*model*/,
+                     const std::string& /*label*/) {}
+};

@@ -509,10 +509,9 @@ int train(const Args& args, const gpt::Corpus& corpus) {
 
 // CPU threads: --threads, else OMP_NUM_THREADS (accel::launch sets it to cores / processes for
 // each worker it starts, as torchrun does), else one. One, because this model's operations are
-// small: on the 2-core development machine, shared with other work, a step took 0.22 s with one
-// torch thread and one OpenBLAS thread, 0.40 s with OpenBLAS's default pool of two, and 1.15 s
-// with two torch threads as well (each small parallel operation waiting for a descheduled
-// thread; docs/gpt.md). OpenBLAS, which computes Debian libtorch's matrix products, keeps a pool
+// small: more threads made a step slower on the development machine, each small parallel
+// operation waiting for a descheduled thread (measured in docs/gpt.md, "Training", under
+// "Threads"). OpenBLAS, which computes Debian libtorch's matrix products, keeps a pool
 // of its own that torch::set_num_threads does not limit (docs/benchmarks.md), so it gets the same
 // number through openblas_set_num_threads, looked up at run time (another BLAS skips this).
 int set_threads(std::optional<int> requested) {

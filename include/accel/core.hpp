@@ -20,7 +20,8 @@
 // Longer than accel's headers should be because it is one class: each step of the loop reads as
 // calls into the strategy, the precision and the gradient state, and what is not the class's own
 // orchestration lives beside it (runtime/same_model.hpp, parallel/detail/clip.hpp,
-// state/checkpoint.hpp). Splitting the runtime along its seams is issue 30's work.
+// state/checkpoint.hpp). What it asks of its strategy and precision is written down once, in
+// parallel/contract.hpp and precision/contract.hpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -48,9 +49,11 @@
 #include "detail/gradient_state.hpp"
 #include "detail/small_tensor.hpp"
 #include "options.hpp"
+#include "parallel/contract.hpp"
 #include "parallel/detail/clip.hpp"
 #include "parallel/strategies.hpp"
 #include "policy.hpp"
+#include "precision/contract.hpp"
 #include "precision/policies.hpp"
 #include "prepared.hpp"
 #include "runtime/cpu_heap.hpp"
@@ -96,10 +99,17 @@ struct CheckpointIO {
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
   using checked = policy::Checked<Par, Prec, Acc>;
+  // The behaviour behind each policy meets its contract (parallel/contract.hpp,
+  // precision/contract.hpp), or the role that falls short is named here; the compiler then goes
+  // on with a stand-in (Ddp, Fp32), so that the message is the one error.
+  static constexpr bool strategy_ok =
+      parallel::strategy_meets_contract<typename checked::parallelism>();
+  static constexpr bool precision_ok =
+      precision::precision_meets_contract<typename checked::precision>();
 
  public:
-  using parallelism_policy = typename checked::parallelism;
-  using precision_policy = typename checked::precision;
+  using parallelism_policy = std::conditional_t<strategy_ok, typename checked::parallelism, Ddp>;
+  using precision_policy = std::conditional_t<precision_ok, typename checked::precision, Fp32>;
   using accumulation_policy = typename checked::accumulation;
   static constexpr int accumulation_steps = accumulation_policy::steps;
 
@@ -178,7 +188,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     gradients_.on_backward();
     check_last_window_used();
     gradients_.on_mean_loss();
-    precision_.on_backward(gradients_);
+    precision_.on_backward({gradients_.micro_steps(), gradients_.position_in_window()});
     const bool sync = gradients_.sync_gradients();
     strategy_.before_backward(sync);
     const torch::Tensor averaged =
@@ -203,7 +213,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     gradients_.on_backward();
     check_last_window_used();
     gradients_.on_token_loss(static_cast<std::int64_t>(tokens));
-    precision_.on_backward(gradients_);
+    precision_.on_backward({gradients_.micro_steps(), gradients_.position_in_window()});
     const bool sync = gradients_.sync_gradients();
     strategy_.before_backward(sync);
     precision_.scale_loss(loss_sum).backward();
@@ -524,7 +534,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     if (precision_.may_step(strategy_, optimizer)) strategy_.optimizer_step(optimizer);
   }
 
-  // Zeroes gradients (in place, parallel/local.hpp) unless a window is still collecting them.
+  // Zeroes gradients (in place, parallel/replicated.hpp) unless a window is still collecting them.
   template <class Optimizer>
   void optimizer_zero_grad(Optimizer& optimizer) {
     if (gradients_.collecting()) return;

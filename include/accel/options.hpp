@@ -122,10 +122,9 @@ struct Options {
   // process when freed (no page faults at the next step); larger ones are mapped and given back
   // when freed. Unset: 32 MiB, and 8 MiB under the policies that shard parameters (Zero3,
   // Fsdp<FullShard|HybridShard>), chosen for memory: their gathered units and full gradients
-  // then go back to the kernel between uses instead of fragmenting the heap. On a 48M-parameter
-  // mlp at 2 ranks, Zero3 at 32 MiB peaked at 0.87x to 1.05x of Ddp's RSS with SGD (0.84x with
-  // Adam), at 8 MiB 0.65x (0.56x), at up to 40% fewer steps/s with SGD (docs/memory.md, "Zero3's
-  // peak on CPU"). 4096 to 33554432 (glibc's largest).
+  // then go back to the kernel between uses instead of fragmenting the heap, which lowers their
+  // peak RSS below Ddp's at some cost in steps/s (measured in docs/memory.md, "Zero3's peak on
+  // CPU"). 4096 to 33554432 (glibc's largest).
   std::optional<std::size_t> cpu_heap_mmap_threshold = std::nullopt;
 
   // How long a collective may wait for the other ranks before failing, instead of hanging
@@ -148,7 +147,7 @@ struct Options {
   // all-gather runs beside it (in backward the previous one's), on the shared-memory path's
   // thread; across nodes it stays where it is needed. At most two child units gathered at once.
   // Off by default: the gather then needs a core of its own, and on a machine with a core per
-  // rank it cost 12% of the steps/s and a unit's memory (docs/benchmarks.md).
+  // rank it cost steps/s and a unit's memory (docs/benchmarks.md, "Zero3 prefetch").
   bool prefetch_units = false;
 
   // Prepared loaders: every rank gets the same number of batches per epoch, the last round

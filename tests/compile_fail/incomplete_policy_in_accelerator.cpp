@@ -14,7 +14,12 @@ struct MyPrecision {
 };
 // Its behaviour (precision/precision.hpp), so that the missing member is the one error.
 template <>
-struct accel::precision::Precision<MyPrecision> : accel::precision::WithoutLossScaling {};
+struct accel::precision::Precision<MyPrecision> : accel::precision::WithoutLossScaling {
+  void attach(accel::runtime::ProcessGroup* /*group*/, const accel::Options& /*options*/,
+              const torch::Device& /*device*/) {}
+  void prepare_model(const std::shared_ptr<torch::nn::Module>& /*model*/,
+                     const std::string& /*label*/) {}
+};
 
 int main() {
   accel::Accelerator<accel::Ddp, MyPrecision> accelerator;

@@ -1,7 +1,7 @@
 // What every distributed test program with an Accelerator shares: the check macro and the
 // scenario runner (run_scenario.hpp), and the options the tests run with. Each area of the
-// library keeps its scenarios in its own worker_*.cpp (registered in this folder's
-// CMakeLists.txt).
+// library keeps its scenarios in its own worker_*.cpp, whose table this folder's CMakeLists.txt
+// reads to register them.
 #pragma once
 
 #include <accel/accelerator.hpp>

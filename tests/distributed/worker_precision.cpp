@@ -21,22 +21,11 @@ namespace {
 using accel_test::max_relative_difference;
 using accel_test::test_options;
 
-// The parallelism policies that run across processes, and those that run on one process only in
-// this version. Every parallelism policy is in one list (checked below against the strategies'
-// own base), so that a policy that starts running across processes cannot be left out.
+// Every parallelism policy: each runs across processes.
 using MultiProcess =
     std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::ShardGradOp>,
                accel::Fsdp<accel::FullShard>, accel::Fsdp<accel::NoShard>,
                accel::Fsdp<accel::HybridShard>>;
-using OneProcessOnly = std::tuple<>;
-
-template <class Par>
-inline constexpr bool single_process_only =
-    std::is_base_of_v<accel::parallel::SingleProcessOnly<Par>, accel::parallel::Strategy<Par>>;
-static_assert(![]<class... P>(std::tuple<P...>*) { return (single_process_only<P> || ...); }(
-    static_cast<MultiProcess*>(nullptr)));
-static_assert([]<class... P>(std::tuple<P...>*) { return (single_process_only<P> && ...); }(
-    static_cast<OneProcessOnly*>(nullptr)));
 
 // Every precision accel defines, and fp32 with Fp16's scaler (which runs where Fp16 cannot).
 using Precisions = decltype(std::tuple_cat(std::declval<accel::precision::AllPolicies>(),

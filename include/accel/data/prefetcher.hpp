@@ -48,8 +48,6 @@ class Prefetcher {
   // first (make() cannot be interrupted), none starts another. Batches not served are dropped.
   ~Prefetcher() { stop(); }
 
-  std::size_t remaining() const { return indices_.size() - served_; }
-
   // The batch of the next index, waiting for it if need be. What make() threw for that index is
   // rethrown here, at the batch it belongs to; the batches after it are still served.
   Batch next() {

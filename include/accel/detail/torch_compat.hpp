@@ -48,7 +48,8 @@ void use_classic_tcp_store(StoreOptions& options) {
 
 // What Gloo lacks on 1.13 and has on 2.6 (measured on both; versions in between take the
 // fallback, which is always correct): _reduce_scatter_base, _allgather_base, and bf16 in
-// allreduce ("Invalid scalar type" on 1.13). runtime/collectives.hpp fills each gap once.
+// allreduce ("Invalid scalar type" on 1.13). runtime/wire_fallbacks.hpp fills each
+// gap once.
 inline constexpr bool gloo_has_reduce_scatter_base = ACCEL_TORCH_AT_LEAST(2, 6);
 inline constexpr bool gloo_has_allgather_base = ACCEL_TORCH_AT_LEAST(2, 6);
 inline constexpr bool gloo_has_bf16 = ACCEL_TORCH_AT_LEAST(2, 6);

@@ -53,7 +53,7 @@ inline std::string field_of(const char* path, std::string_view key, char separat
 
 // The BLAS and LAPACK libraries mapped into this process (after torch's first matmul has loaded
 // them), with symbolic links resolved: Debian's libblas.so.3 is an alternative that may be the
-// reference BLAS (~10x slower) or OpenBLAS.
+// reference BLAS (far slower: docs/getting-started.md, "Requirements") or OpenBLAS.
 inline std::string loaded_blas() {
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
   std::set<std::string> found;

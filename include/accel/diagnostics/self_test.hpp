@@ -197,8 +197,9 @@ inline int self_test(std::FILE* out = stdout) {
   const torch::Tensor gathered = torch::arange(world, torch::kFloat).repeat_interleave(2);
   check("allgather (native where the backend has it, and the list fallback)", [&] {
     for (const bool native : {true, false}) {
-      const torch::Tensor t =
-          group ? group->allgather(torch::full({2}, r), native) : torch::full({2}, r);
+      const torch::Tensor t = !group ? torch::full({2}, r)
+                              : native ? group->allgather(torch::full({2}, r))
+                                       : group->allgather_portable(torch::full({2}, r));
       if (auto problem = compare(native ? "native" : "fallback", t, gathered); !problem.empty())
         return problem;
     }
@@ -209,8 +210,9 @@ inline int self_test(std::FILE* out = stdout) {
       for (const bool native : {true, false}) {
         torch::Tensor output = torch::empty({2 * world}, dtype);
         const torch::Tensor input = torch::full({2}, r, dtype);
-        if (group) group->allgather_into(output, input, native);
-        else output.copy_(input);
+        if (!group) output.copy_(input);
+        else if (native) group->allgather_into(output, input);
+        else group->allgather_into_portable(output, input);
         if (auto problem = compare(fmt::format("{} {}", c10::toString(dtype),
                                                native ? "native" : "fallback"),
                                    output, gathered);
@@ -224,7 +226,9 @@ inline int self_test(std::FILE* out = stdout) {
     const torch::Tensor mine = torch::arange(3 * rank, 3 * rank + 3, torch::kFloat);
     for (const bool native : {true, false})
       for (const ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
-        const torch::Tensor got = group ? group->reduce_scatter(input, op, native) : input;
+        const torch::Tensor got = !group ? input
+                                  : native ? group->reduce_scatter(input, op)
+                                           : group->reduce_scatter_portable(input, op);
         const torch::Tensor sum = mine * w + w * (w - 1) / 2;
         if (auto problem = compare(fmt::format("{} {}", op == ReduceOp::sum ? "sum" : "mean",
                                                native ? "native" : "alltoall"),

@@ -80,8 +80,8 @@ inline std::size_t checkpoint_sequential_children(const std::shared_ptr<torch::n
 // The same but for each Sequential's last child with parameters, as torch.utils.checkpoint's
 // checkpoint_sequential leaves its last segment unchecked: backward starts with that child, so
 // its recompute would run right after its forward and free little at the peak, while costing a
-// forward of it every step (docs/memory.md: on 12 blocks, -54% of activation memory for +31% of
-// step time, against -55% for +37% with every block).
+// forward of it every step (docs/memory.md, "Activation checkpointing", has the measured
+// trade-off).
 inline std::size_t checkpoint_sequential_children_except_last(
     const std::shared_ptr<torch::nn::Module>& model) {
   return detail::checkpoint_children(model, /*except_last=*/true);

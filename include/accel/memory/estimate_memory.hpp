@@ -54,12 +54,12 @@ struct EstimateOptions {
 
 namespace detail {
 
+// Read from the policy's own constants (policy/parallelism.hpp), as any policy has them.
 template <class Par>
 constexpr Sharding sharding_for() {
-  using S = parallel::Strategy<Par>;
-  if constexpr (std::is_base_of_v<parallel::FullyShardedStrategy, S>)
+  if constexpr (shards_parameters_v<Par>)
     return Sharding::everything;
-  else if constexpr (std::is_base_of_v<parallel::ShardedGradientStrategy, S>)
+  else if constexpr (shards_gradients_v<Par>)
     return Sharding::gradients_and_state;
   else
     return Sharding::replicated;
@@ -120,11 +120,6 @@ MemoryEstimate estimate_memory(torch::nn::Module& model, int world_size,
   if (options.rank < 0 || options.rank >= world_size)
     accel::detail::fail("estimate_memory: rank {} is outside 0..{}; pass a rank of the world size",
                         options.rank, world_size - 1);
-  if constexpr (std::is_base_of_v<parallel::SingleProcessOnly<Par>, parallel::Strategy<Par>>)
-    if (world_size > 1)
-      accel::detail::fail("estimate_memory: {} runs on one process only in this version, not {}; "
-                          "estimate world_size 1, or Zero3 for full sharding",
-                          Par::name, world_size);
   // Fsdp<HybridShard> shards within a node only: there, the node is the world.
   int shard_world = world_size, shard_rank = options.rank;
   if constexpr (std::is_same_v<Par, Fsdp<HybridShard>>) {

@@ -20,13 +20,14 @@
 #include "../runtime/process_group.hpp"
 #include "detail/broadcast.hpp"
 #include "detail/reducer.hpp"
-#include "local.hpp"
+#include "replicated.hpp"
 
 namespace accel::parallel {
 
-// Ddp's behaviour, whatever its buckets send (Hook, detail/comm_hook.hpp).
+// Ddp's behaviour, whatever its buckets send (Hook, detail/comm_hook.hpp). Everything but the
+// training step is replicated (replicated.hpp).
 template <class Hook>
-struct DdpStrategy : LocalStrategy {
+struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint {
   void attach(runtime::ProcessGroup* process_group, const Options& options) {
     group_ = process_group;
     options_ = options.ddp;
@@ -76,12 +77,25 @@ struct DdpStrategy : LocalStrategy {
     broadcast_from_root(module.buffers());
   }
 
+  template <class Outputs>
+  void after_forward(torch::nn::Module& /*module*/, const Outputs& /*outputs*/) {}
+
   void before_backward(bool sync) {
     for (auto& reducer : reducers_) reducer->prepare_for_backward(sync);
   }
 
   void after_backward(bool /*sync*/) {
     for (auto& reducer : reducers_) reducer->finalize();
+  }
+
+  // The gradients are averaged by the time backward returns: each rank steps its own replica.
+  template <class Optimizer>
+  void optimizer_step(Optimizer& optimizer) {
+    optimizer.step();
+  }
+  template <class Optimizer>
+  void zero_grad(Optimizer& optimizer) {
+    zero_grad_in_place(optimizer);
   }
 
  private:

@@ -11,7 +11,6 @@
 #include "../policy/parallelism.hpp"
 #include "../runtime/process_group.hpp"
 #include "ddp.hpp"
-#include "local.hpp"
 #include "zero2.hpp"
 #include "zero3.hpp"
 

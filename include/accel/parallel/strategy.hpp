@@ -1,5 +1,6 @@
-// parallel::Strategy<Par>: the behaviour of a parallelism policy. One specialization per policy;
-// the primary template is a readable error for a policy nobody taught accel.
+// parallel::Strategy<Par>: the behaviour of a parallelism policy. One specialization per policy,
+// meeting the contract in contract.hpp; the primary template is a readable error for a policy
+// nobody taught accel.
 #pragma once
 
 #include "../detail/dependent_false.hpp"
@@ -12,6 +13,8 @@ struct Strategy {
                 "accel: no parallel::Strategy specialization for this parallelism policy; "
                 "specialize accel::parallel::Strategy<YourPolicy> or use Ddp, Zero2, Zero3, "
                 "Fsdp<...>");
+  // Tells the contract check (contract.hpp) that the assertion above has already spoken.
+  using not_specialized = void;
 };
 
 }  // namespace accel::parallel

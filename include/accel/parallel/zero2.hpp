@@ -103,6 +103,14 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
     waiting_.resize(flats_.size(), 0);
   }
 
+  // The parameters are whole on every rank between steps: nothing to gather for forward, or for
+  // code outside it.
+  void before_forward(torch::nn::Module& /*module*/) {}
+  template <class Outputs>
+  void after_forward(torch::nn::Module& /*module*/, const Outputs& /*outputs*/) {}
+  void gather_full(torch::nn::Module& /*module*/) {}
+  void release_full(torch::nn::Module& /*module*/) {}
+
   void before_backward(bool sync) {
     if (group_ == nullptr) return;
     begin_backward(sync);

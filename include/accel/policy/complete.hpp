@@ -17,7 +17,13 @@ consteval bool parallelism_members_ok() {
                 "accel::policy::parallelism_tag) has no `static constexpr std::string_view name`; "
                 "add it: `static constexpr std::string_view name = \"MyPolicy\";` (see "
                 "docs/policies.md#writing-a-policy)");
-  return member::name<P>;
+  static_assert(member::sharded_state<P>,
+                "accel: a type tagged as a parallelism policy (category = "
+                "accel::policy::parallelism_tag) has no `static constexpr bool "
+                "shards_optimizer_state`, `shards_gradients` or `shards_parameters`; add all three "
+                "(all false for a strategy that replicates everything, as Ddp; see "
+                "docs/policies.md#writing-a-policy)");
+  return member::name<P> && member::sharded_state<P>;
 }
 
 template <class P>

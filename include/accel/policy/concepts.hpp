@@ -30,7 +30,8 @@ concept ShardingPolicy = Tagged<P, sharding_tag> && member::shards_optimizer_sta
                          member::shards_gradients<P> && member::shards_parameters<P>;
 
 template <class P>
-concept ParallelismPolicy = Tagged<P, parallelism_tag> && member::name<P>;
+concept ParallelismPolicy =
+    Tagged<P, parallelism_tag> && member::name<P> && member::sharded_state<P>;
 
 template <class P>
 concept PrecisionPolicy = Tagged<P, precision_tag> && member::name<P> && member::compute<P> &&

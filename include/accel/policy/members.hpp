@@ -51,6 +51,11 @@ concept shards_parameters = requires {
   { P::shards_parameters } -> std::convertible_to<bool>;
 };
 
+// Parallelism: which state it shards at rest, as a sharding says it (estimate_memory, the
+// Accelerator's heap tuning and its mid-window checks read them).
+template <class P>
+concept sharded_state = shards_optimizer_state<P> && shards_gradients<P> && shards_parameters<P>;
+
 // Compression (DdpWith's argument): the dtype gradients travel in.
 template <class P>
 concept wire = requires {

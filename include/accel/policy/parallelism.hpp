@@ -139,22 +139,37 @@ struct Zero3 {
 
 // PyTorch FSDP's semantics, with its sharding strategy as a parameter. The sharding argument is
 // checked where the policies meet (policy/rules.hpp), so that a wrong one reads as an accel: error.
+namespace policy {
+// Fsdp's constants, taken from its sharding; all false for an argument that is no sharding, which
+// rules.hpp rejects with a message naming it (here it must not be an error of its own).
+template <class S>
+struct ShardedState {
+  static constexpr bool optimizer_state = false, gradients = false, parameters = false;
+};
+template <class S>
+  requires requires { S::shards_optimizer_state; S::shards_gradients; S::shards_parameters; }
+struct ShardedState<S> {
+  static constexpr bool optimizer_state = S::shards_optimizer_state;
+  static constexpr bool gradients = S::shards_gradients;
+  static constexpr bool parameters = S::shards_parameters;
+};
+}  // namespace policy
+
 template <class Sharding = FullShard>
 struct Fsdp {
   using category = policy::parallelism_tag;
   using sharding = Sharding;
   static constexpr std::string_view name = policy::NestedName<policy::fsdp_name, policy::name_of<Sharding>>::value;
+  static constexpr bool shards_optimizer_state = policy::ShardedState<Sharding>::optimizer_state;
+  static constexpr bool shards_gradients = policy::ShardedState<Sharding>::gradients;
+  static constexpr bool shards_parameters = policy::ShardedState<Sharding>::parameters;
 };
 
-// Whether a parallelism policy keeps parameters sharded at rest (Fsdp's from its sharding).
+// Whether a parallelism policy keeps parameters sharded at rest.
 template <class P>
 inline constexpr bool shards_parameters_v = P::shards_parameters;
-template <class Sharding>
-inline constexpr bool shards_parameters_v<Fsdp<Sharding>> = Sharding::shards_parameters;
 // Whether a window's gradients live in accel's shards rather than in the parameters' .grad.
 template <class P>
 inline constexpr bool shards_gradients_v = P::shards_gradients;
-template <class Sharding>
-inline constexpr bool shards_gradients_v<Fsdp<Sharding>> = Sharding::shards_gradients;
 
 }  // namespace accel

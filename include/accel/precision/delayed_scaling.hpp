@@ -29,6 +29,17 @@ namespace accel::precision {
 struct DelayedScalingState {
   std::vector<float> amax_history;
   float scale = 1.0f;
+
+  // In a checkpoint's manifest (inside Fp8State's).
+  template <class Json>
+  friend void to_json(Json& json, const DelayedScalingState& state) {
+    json = Json{{"scale", state.scale}, {"amax_history", state.amax_history}};
+  }
+  template <class Json>
+  friend void from_json(const Json& json, DelayedScalingState& state) {
+    state.amax_history = json.at("amax_history").template get<std::vector<float>>();
+    state.scale = json.at("scale").template get<float>();
+  }
 };
 
 inline void check_fp8_options(const Fp8Options& o) {

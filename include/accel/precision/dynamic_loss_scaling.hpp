@@ -1,4 +1,5 @@
-// The precision hooks of dynamic loss scaling (Fp16), with torch.amp.GradScaler's semantics:
+// Two roles of the precision contract (contract.hpp), loss-scaling hooks and state, for dynamic
+// loss scaling (Fp16), with torch.amp.GradScaler's semantics:
 //
 //   backward()          the loss times the window's scale; the scale is fixed when a window's
 //                       first micro-step begins, so all its micro-steps (and several backward()
@@ -14,6 +15,8 @@
 //   the update          once per window whatever the number of optimizers, as GradScaler.update()
 //                       once per iteration: backoff if any stepping optimizer found inf/nan, else
 //                       one more step towards growth_interval. The next window uses it.
+//
+// A specialization's attach() calls attach_scaler() (fp16.hpp).
 #pragma once
 
 #include <torch/torch.h>
@@ -23,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "../detail/gradient_state.hpp"
 #include "../detail/small_tensor.hpp"
 #include "../options.hpp"
 #include "../runtime/process_group.hpp"
 #include "grad_scaler.hpp"
+#include "precision.hpp"
 
 namespace accel::precision {
 
@@ -35,7 +38,9 @@ class DynamicLossScaling {
  public:
   using state_type = LossScaleState;
 
-  void attach(runtime::ProcessGroup* group, const Options& options, const torch::Device& device) {
+  // The options checked, the group the ranks agree over, the scale at Options' init_scale.
+  void attach_scaler(runtime::ProcessGroup* group, const Options& options,
+                     const torch::Device& device) {
     check_loss_scaling(options.loss_scaling);
     group_ = group;
     options_ = options.loss_scaling;
@@ -44,13 +49,9 @@ class DynamicLossScaling {
     load_state({static_cast<float>(options_.init_scale), 0});
   }
 
-  void prepare_model(const std::shared_ptr<torch::nn::Module>& /*model*/,
-                     const std::string& /*label*/) {}
-
-  void on_backward(const detail::GradientState& gradients) {
-    if (gradients.position_in_window() == 1 && gradients.micro_steps() != last_micro_step_)
-      begin_window();
-    last_micro_step_ = gradients.micro_steps();
+  void on_backward(WindowPosition position) {
+    if (position.begins_window(last_micro_step_)) begin_window();
+    last_micro_step_ = position.micro_step;
   }
 
   torch::Tensor scale_loss(const torch::Tensor& loss) const { return loss * window_start_.scale; }
@@ -96,11 +97,14 @@ class DynamicLossScaling {
 
   // The scale and growth tracker the next window starts from.
   state_type state() const { return state_; }
-  void load_state(const state_type& state) {
+  void check_state(const state_type& state) const {
     if (!(state.scale > 0.0f) || !std::isfinite(state.scale) || state.growth_tracker < 0)
       detail::fail("loss scale state {{scale {}, growth_tracker {}}}: the scale must be positive "
                    "and finite and the tracker at least 0; was it saved by another precision?",
                    state.scale, state.growth_tracker);
+  }
+  void load_state(const state_type& state) {
+    check_state(state);
     state_ = state;
     begin_window();
   }

@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+#include <string>
+
 #include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../options.hpp"
@@ -23,8 +26,10 @@ struct Precision<Fp16> : DynamicLossScaling {
                    "lacks (libtorch 2.x has them); use Bf16 on CPU (the same memory, and no loss "
                    "scaling needed), or Fp16 on a CUDA device",
                    TORCH_VERSION);
-    DynamicLossScaling::attach(group, options, device);
+    attach_scaler(group, options, device);
   }
+  void prepare_model(const std::shared_ptr<torch::nn::Module>& /*model*/,
+                     const std::string& /*label*/) {}
 };
 
 }  // namespace accel::precision

@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "../detail/error.hpp"
-#include "../detail/gradient_state.hpp"
 #include "../detail/sequential_entry.hpp"
 #include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
@@ -40,7 +39,6 @@
 #include "delayed_scaling.hpp"
 #include "fp8_linear.hpp"
 #include "precision.hpp"
-#include "without_loss_scaling.hpp"
 
 namespace accel::precision {
 
@@ -48,9 +46,35 @@ namespace accel::precision {
 struct Fp8LayerState {
   std::string layer;  // its path in its model
   DelayedScalingState input, weight, grad_output;
+
+  template <class Json>
+  friend void to_json(Json& json, const Fp8LayerState& state) {
+    json = Json{{"layer", state.layer},
+                {"input", state.input},
+                {"weight", state.weight},
+                {"grad_output", state.grad_output}};
+  }
+  template <class Json>
+  friend void from_json(const Json& json, Fp8LayerState& state) {
+    state.layer = json.at("layer").template get<std::string>();
+    state.input = json.at("input").template get<DelayedScalingState>();
+    state.weight = json.at("weight").template get<DelayedScalingState>();
+    state.grad_output = json.at("grad_output").template get<DelayedScalingState>();
+  }
 };
+// In a checkpoint's manifest: {"fp8_layers": [per layer, each tensor's scale and amax history]}.
 struct Fp8State {
   std::vector<Fp8LayerState> layers;
+
+  template <class Json>
+  friend void to_json(Json& json, const Fp8State& state) {
+    json = Json::object();
+    json["fp8_layers"] = state.layers;
+  }
+  template <class Json>
+  friend void from_json(const Json& json, Fp8State& state) {
+    state.layers = json.at("fp8_layers").template get<std::vector<Fp8LayerState>>();
+  }
 };
 
 // The arithmetic in use on `device`, as construction reports it.
@@ -66,7 +90,7 @@ inline std::string fp8_mode(const torch::Device& device) {
 }
 
 template <>
-struct Precision<Fp8> : WithoutLossScaling {
+struct Precision<Fp8> {
   using state_type = Fp8State;
 
   void attach(runtime::ProcessGroup* group, const Options& options, const torch::Device& device) {
@@ -94,11 +118,16 @@ struct Precision<Fp8> : WithoutLossScaling {
                kept.empty() ? "" : fmt::format("; in bf16: {}", fmt::join(kept, "; ")));
   }
 
-  void on_backward(const detail::GradientState& gradients) {
-    if (gradients.position_in_window() == 1 && gradients.micro_steps() != last_micro_step_)
-      ++window_;
-    last_micro_step_ = gradients.micro_steps();
+  // No loss scaling (the delayed scales are per tensor, inside the fp8 layers): the loss and the
+  // gradients as they are.
+  void on_backward(WindowPosition position) {
+    if (position.begins_window(last_micro_step_)) ++window_;
+    last_micro_step_ = position.micro_step;
   }
+  torch::Tensor scale_loss(const torch::Tensor& loss) const { return loss; }
+  double loss_scale() const { return 1.0; }
+  template <class Strategy>
+  void unscale(Strategy& /*strategy*/, torch::optim::Optimizer& /*optimizer*/) {}
 
   // The scales move on after a window's first optimizer step; every step runs.
   template <class Strategy>
@@ -109,6 +138,7 @@ struct Precision<Fp8> : WithoutLossScaling {
     }
     return true;
   }
+  bool step_was_skipped() const { return false; }
 
   // The layers computing in fp8, by path ("model2." before those of a second prepared model).
   std::vector<std::string> fp8_layers() const {

@@ -26,6 +26,17 @@ struct LossScaleState {
   float scale = 65536.0f;
   std::int32_t growth_tracker = 0;
   bool operator==(const LossScaleState&) const = default;
+
+  // In a checkpoint's manifest: {"scale": ..., "growth_tracker": ...}.
+  template <class Json>
+  friend void to_json(Json& json, const LossScaleState& state) {
+    json = Json{{"scale", state.scale}, {"growth_tracker", state.growth_tracker}};
+  }
+  template <class Json>
+  friend void from_json(const Json& json, LossScaleState& state) {
+    state.scale = json.at("scale").template get<float>();
+    state.growth_tracker = json.at("growth_tracker").template get<std::int32_t>();
+  }
 };
 
 // Refuses knobs the scaler cannot work with, naming the value.

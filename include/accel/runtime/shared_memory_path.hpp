@@ -3,7 +3,8 @@
 // thread that runs its asynchronous collectives in the order they were issued, so that Ddp's
 // bucket all-reduces overlap backward as c10d's do. A blocking collective waits for those
 // issued before it and then runs on the caller's thread: the ranks issue collectives in the same
-// order, so the transport sees them in the same order on every rank.
+// order, so the transport sees them in the same order on every rank. Its failures name the
+// group's collective (failed()), as c10d's do (c10d_transport.hpp).
 //
 // On by default; Options::shared_memory = false or ACCEL_SHARED_MEMORY=0 turns it off (Gloo over
 // loopback then carries everything, as across nodes and for CUDA tensors).
@@ -20,9 +21,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 
+#include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
+#include "collective_call.hpp"
+#include "failure_record.hpp"
 #include "shm/transport.hpp"
 
 namespace accel::runtime {
@@ -53,7 +59,7 @@ class SharedMemoryPath {
   // the store.
   SharedMemoryPath(c10d::Store& store, std::string run_token, const std::string& group, int rank, int size,
                    std::chrono::milliseconds timeout)
-      : transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
+      : rank_(rank), transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
         worker_([this] { serve(); }) {}
 
   SharedMemoryPath(const SharedMemoryPath&) = delete;
@@ -102,6 +108,67 @@ class SharedMemoryPath {
     collective(transport_);
   }
 
+  // The transport's errors say what happened in full (the peer gone or late, each rank's call
+  // on a mismatch, the timeout): the group's error adds which of its collectives it was. The
+  // group is broken afterwards: its teardown skips its wait.
+  [[noreturn]] void failed(const CollectiveCall& call, const std::exception& error) {
+    broken_ = true;
+    std::string_view what = error.what();
+    if (what.starts_with("accel: ")) what.remove_prefix(7);
+    // For the launcher's root cause (failure_record.hpp): a peer that exited caused this.
+    if (what.find("has exited") != std::string_view::npos) note_failure_after_peer(what);
+    detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
+  }
+  // Whether a collective through here failed (failed()).
+  bool broken() const { return broken_; }
+
+  // The group's collectives on contiguous CPU tensors of a type the transport carries
+  // (shared_memory_type(); all-gather and broadcast copy bytes: any type). The blocking ones run
+  // here, behind the asynchronous ones issued before, and name `call` when they fail; the
+  // start_ ones return the future a PendingCollective waits on (pending_collective.hpp), and
+  // keep the tensors' storage alive until the collective has run.
+  void allreduce(torch::Tensor& data, shm::DataType type, shm::Reduction op,
+                 const CollectiveCall& call) {
+    named(call, [&](shm::Transport& transport) {
+      transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type, op);
+    });
+  }
+  void reduce_scatter(const torch::Tensor& flat, torch::Tensor& result, shm::DataType type,
+                      shm::Reduction op, const CollectiveCall& call) {
+    named(call, [&](shm::Transport& transport) {
+      transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
+                               static_cast<std::size_t>(result.numel()), type, op);
+    });
+  }
+  void allgather(const torch::Tensor& input, torch::Tensor& output, const CollectiveCall& call) {
+    named(call, [&](shm::Transport& transport) {
+      transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+    });
+  }
+  void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call) {
+    named(call, [&](shm::Transport& transport) {
+      transport.broadcast(bytes.data_ptr(), static_cast<std::size_t>(bytes.numel()), root);
+    });
+  }
+  std::shared_future<void> start_allreduce(torch::Tensor data, shm::DataType type) {
+    return submit([data, type](shm::Transport& transport) {
+      transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
+                          shm::Reduction::sum);
+    });
+  }
+  std::shared_future<void> start_reduce_scatter(torch::Tensor flat, torch::Tensor result,
+                                                shm::DataType type, shm::Reduction op) {
+    return submit([flat, result, type, op](shm::Transport& transport) {
+      transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
+                               static_cast<std::size_t>(result.numel()), type, op);
+    });
+  }
+  std::shared_future<void> start_allgather(torch::Tensor input, torch::Tensor output) {
+    return submit([input, output](shm::Transport& transport) {
+      transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+    });
+  }
+
  private:
   // Rank 0 creates the segment under a fresh random name (shm/segment_name.hpp) and passes the
   // name on through the store; nobody outside the run can guess it, so nobody can take it first.
@@ -126,6 +193,19 @@ class SharedMemoryPath {
                           timeout);
   }
 
+  // run(), a failure named as `call`'s.
+  template <class Collective>
+  void named(const CollectiveCall& call, Collective&& collective) {
+    try {
+      run(std::forward<Collective>(collective));
+    } catch (const std::exception& error) {
+      failed(call, error);
+    }
+  }
+  static std::size_t byte_size(const torch::Tensor& t) {
+    return static_cast<std::size_t>(t.numel()) * t.element_size();
+  }
+
   void serve() {
     for (;;) {
       std::packaged_task<void()> task;
@@ -146,6 +226,8 @@ class SharedMemoryPath {
     }
   }
 
+  int rank_;
+  bool broken_ = false;  // a collective failed (failed(), on the thread that waited for it)
   shm::Transport transport_;
   std::mutex mutex_;
   std::condition_variable changed_;  // the queue or busy_ changed

@@ -1,6 +1,6 @@
 // Text into and out of a c10d store, whose values are byte vectors: what the rendezvous
-// (admission.hpp), the group's teardown and checks (process_group.hpp) and the stuck-collective
-// watch keep there is text.
+// (admission.hpp), the group's teardown (c10d_transport.hpp) and checks (collective_check.hpp)
+// and the stuck-collective watch keep there is text.
 #pragma once
 
 #include <cstdint>

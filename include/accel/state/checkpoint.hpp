@@ -2,8 +2,9 @@
 //
 // One file, longer than accel's headers should be: save and the staged load both follow the
 // manifest's layout field by field, and the strategy, precision, loaders and registered objects
-// each write and read their part in here. Giving each component its own part of the protocol,
-// in its own header, is issue 30's work (checkpointing as a per-component protocol).
+// each write and read their part in here. The precision already writes and reads its own part
+// (precision/contract.hpp, to_json / from_json); the strategy's part is its checkpoint-slice role
+// (parallel/contract.hpp). The loaders' and registered objects' parts are still written here.
 //
 // A checkpoint is a folder:
 //   rank_<r>.safetensors   what rank r holds: its slices of the parameters and of the optimizer
@@ -412,31 +413,6 @@ struct CheckpointIO<Accel, void> {
   }
 
   // --- The manifest (main process) -----------------------------------------------------------
-  // Fp8's scales in the manifest: per layer, each tensor's scale and amax history.
-  static nlohmann::json fp8_layers_json(const precision::Fp8State& state) {
-    const auto tensor = [](const precision::DelayedScalingState& s) {
-      return nlohmann::json{{"scale", s.scale}, {"amax_history", s.amax_history}};
-    };
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& layer : state.layers)
-      layers.push_back({{"layer", layer.layer},
-                        {"input", tensor(layer.input)},
-                        {"weight", tensor(layer.weight)},
-                        {"grad_output", tensor(layer.grad_output)}});
-    return layers;
-  }
-  static precision::Fp8State fp8_state_of(const nlohmann::json& layers) {
-    const auto tensor = [](const nlohmann::json& j) {
-      return precision::DelayedScalingState{j.at("amax_history").get<std::vector<float>>(),
-                                            j.at("scale").get<float>()};
-    };
-    precision::Fp8State state;
-    for (const auto& layer : layers)
-      state.layers.push_back({layer.at("layer").get<std::string>(), tensor(layer.at("input")),
-                              tensor(layer.at("weight")), tensor(layer.at("grad_output"))});
-    return state;
-  }
-
   static nlohmann::json manifest_of(Accel& acc) {
     using json = nlohmann::json;
     json manifest{{"format", "accel-checkpoint"},
@@ -502,14 +478,8 @@ struct CheckpointIO<Accel, void> {
     manifest["window"] = {{"length", window.window},
                           {"position", window.position},
                           {"collecting", window.collecting}};
-    const auto precision = acc.precision_state();
-    if constexpr (requires { precision.scale; precision.growth_tracker; })
-      manifest["precision_state"] = {{"scale", precision.scale},
-                                     {"growth_tracker", precision.growth_tracker}};
-    else if constexpr (requires { precision.layers; })
-      manifest["precision_state"] = {{"fp8_layers", fp8_layers_json(precision)}};
-    else
-      manifest["precision_state"] = json::object();
+    // The precision's own to_json (precision/contract.hpp); {} where it has nothing to save.
+    manifest["precision_state"] = acc.precision_state();
     manifest["custom_objects"] = acc.custom_objects_.size();
     return manifest;
   }
@@ -580,8 +550,7 @@ struct CheckpointIO<Accel, void> {
                           window.at("length").template get<int>(), saved_parallelism, saved_world,
                           field("accumulation_steps").template get<int>(), here,
                           Accel::accumulation_steps);
-    const bool scaled_here = !field("precision_state").empty() || saved_precision == "Fp16";
-    if (saved_precision != Accel::precision_policy::name && scaled_here)
+    if (saved_precision != Accel::precision_policy::name && !field("precision_state").empty())
       accel::detail::fail("load_state: '{}' was saved under {} and this Accelerator is {}; the "
                           "precision's state (Fp16's loss scale, Fp8's scales) does not carry "
                           "over between them, so load it with {}",
@@ -823,20 +792,14 @@ struct CheckpointIO<Accel, void> {
       apply.push_back([&strategy, gradients] { strategy.restore_flat_gradients(gradients); });
     }
 
-    // The loss scaler, the step count, the registered objects.
-    if constexpr (requires { acc.precision_state().scale; }) {
-      const auto& saved = field("precision_state");
-      typename std::remove_cvref_t<decltype(acc.precision())>::state_type state;
-      state.scale = saved.at("scale").template get<float>();
-      state.growth_tracker = saved.at("growth_tracker").template get<int>();
+    // The precision's state, read by its own from_json and checked by it; a checkpoint of a
+    // precision with nothing to save ({}) leaves this one's as it was constructed. Then the step
+    // count and the registered objects.
+    if (const auto& saved = field("precision_state"); !saved.empty()) {
+      using State = typename std::remove_cvref_t<decltype(acc.precision())>::state_type;
+      auto state = saved.template get<State>();
+      acc.precision().check_state(state);
       apply.push_back([&acc, state] { acc.load_precision_state(state); });
-    } else if constexpr (requires { acc.precision_state().layers; }) {
-      // Saved by another precision (no scales yet): the scales start afresh, as at construction.
-      if (const auto& saved = field("precision_state"); !saved.empty()) {
-        auto state = fp8_state_of(saved.at("fp8_layers"));
-        acc.precision().check_state(state);
-        apply.push_back([&acc, state] { acc.load_precision_state(state); });
-      }
     }
     const auto steps = field("completed_steps").template get<std::int64_t>();
     apply.push_back([&acc, steps] { acc.completed_steps_ = steps; });

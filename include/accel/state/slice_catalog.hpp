@@ -55,7 +55,6 @@ class SliceCatalog {
     labels_.push_back(std::move(label));
   }
 
-  bool has_slices(const std::string& tensor) const { return slices_.count(tensor) != 0; }
   bool has(const std::string& name) const { return whole_.count(name) != 0; }
 
   // A tensor stored whole (not as slices): from the first file that holds it.

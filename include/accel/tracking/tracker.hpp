@@ -7,7 +7,7 @@
 //     config.json     the configuration given to init_trackers, as one JSON object
 //     run.json        accel and libtorch versions, strategy, processes, device, host, start and
 //                     end times, and status: "running" until end_training() makes it "finished"
-//     metrics.jsonl   one JSON object per log() call (json_writer.hpp)
+//     metrics.jsonl   one JSON object per log() call (jsonl_writer.hpp)
 //     metrics.csv     the same as a table, one column per metric (csv_writer.hpp)
 #pragma once
 

@@ -4,6 +4,9 @@
 
 struct MyPolicy {
   using category = accel::policy::parallelism_tag;
+  static constexpr bool shards_optimizer_state = false;
+  static constexpr bool shards_gradients = false;
+  static constexpr bool shards_parameters = false;
 #ifdef ACCEL_TWIN
   static constexpr std::string_view name = "MyPolicy";
 #endif

@@ -22,6 +22,11 @@
 // Derived (CRTP, no virtual dispatch) provides gradient_arrived(std::size_t flat, std::size_t index)
 // and after_shard_step(const std::vector<std::size_t>& flats).
 //
+// Of the strategy contract (../contract.hpp) this writes the gradient-access and checkpoint-slice
+// roles whole, the optimizer half of the training step and the memory counting; Derived writes
+// the rest of the training step and gather_full / release_full. Where nothing is sharded (one
+// process, frozen parameters) it calls the replicated roles by name (../replicated.hpp).
+//
 // Longer than accel's headers should be because the shard optimizer's life (built at the first
 // step, stepped, saved and loaded in slices, offloaded) and the flat parameters it steps are one
 // piece of state; flattening (flat_parameter.hpp), unit routing (units.hpp) and the optimizer's
@@ -47,7 +52,7 @@
 #include "../../detail/small_tensor.hpp"
 #include "../../options.hpp"
 #include "../../runtime/process_group.hpp"
-#include "../local.hpp"
+#include "../replicated.hpp"
 #include "broadcast.hpp"
 #include "flat_parameter.hpp"
 #include "shardable_optimizer.hpp"
@@ -55,7 +60,7 @@
 namespace accel::parallel::detail {
 
 template <class Derived>
-class ShardedStrategy : public LocalStrategy {
+class ShardedStrategy {
  public:
   // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>").
   explicit ShardedStrategy(std::string_view name) : name_(name) {}
@@ -95,11 +100,11 @@ class ShardedStrategy : public LocalStrategy {
     if constexpr (ShardableOptimizer<Optimizer>::value) step_shard(optimizer);
   }
 
-  // In place, as LocalStrategy's: this optimizer's shard gradients, and any full gradient its
+  // In place, as every strategy's: this optimizer's shard gradients, and any full gradient its
   // parameters hold while a window collects.
   template <class Optimizer>
   void zero_grad(Optimizer& optimizer) {
-    LocalStrategy::zero_grad(optimizer);
+    zero_grad_in_place(optimizer);
     if (group_ == nullptr) return;
     torch::NoGradGuard no_grad;
     for (const auto& pieces : index(optimizer).pieces)
@@ -109,7 +114,7 @@ class ShardedStrategy : public LocalStrategy {
   // What clip_grad_norm scales: once a window's gradients are reduce-scattered, this rank's
   // shard of them (its pieces of `parameters`); before, the full local gradients, measured only.
   std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const {
-    if (group_ == nullptr || !sharded_) return LocalStrategy::gradients_to_clip(parameters);
+    if (group_ == nullptr || !sharded_) return ReplicatedGradients::gradients_to_clip(parameters);
     std::vector<torch::Tensor> grads;
     for (const auto& p : parameters) {
       const auto found = where_.find(p.unsafeGetTensorImpl());
@@ -131,7 +136,7 @@ class ShardedStrategy : public LocalStrategy {
   std::vector<torch::Tensor> gradients_of(const torch::optim::Optimizer& optimizer) {
     ShardedOptimizer* sharded = find(optimizer);
     if (group_ == nullptr || !sharded_ || sharded == nullptr)
-      return LocalStrategy::gradients_of(optimizer);
+      return ReplicatedGradients::gradients_of(optimizer);
     std::vector<torch::Tensor> grads;
     for (const auto& pieces : index_pieces(*sharded, optimizer).pieces)
       for (const auto& piece : pieces) grads.push_back(piece.grad());
@@ -178,7 +183,7 @@ class ShardedStrategy : public LocalStrategy {
     }
   }
 
-  // --- Checkpoints (LocalStrategy's hooks): each rank writes its pieces of the flattened
+  // --- Checkpoint slices (../contract.hpp): each rank writes its pieces of the flattened
   // parameters and their optimizer state; parameters left out of the flat ones (frozen) are
   // replicated, as under Ddp. Replicated residency (Zero2) reads parameters whole, sharded
   // residency (Zero3) only this rank's pieces.
@@ -192,7 +197,7 @@ class ShardedStrategy : public LocalStrategy {
   }
   std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const {
     const auto found = where_.find(parameter.unsafeGetTensorImpl());
-    if (group_ == nullptr || found == where_.end()) return LocalStrategy::saved_slice(parameter, rank);
+    if (group_ == nullptr || found == where_.end()) return ReplicatedCheckpoint::saved_slice(parameter, rank);
     if (!saves_shards()) return std::nullopt;
     return this_ranks_piece(found->second);
   }
@@ -200,14 +205,14 @@ class ShardedStrategy : public LocalStrategy {
     const auto found = where_.find(parameter.unsafeGetTensorImpl());
     if (group_ == nullptr || found == where_.end() ||
         flats_[found->second.flat]->residency() == Residency::replicated)
-      return LocalStrategy::loaded_slice(parameter);
+      return ReplicatedCheckpoint::loaded_slice(parameter);
     return this_ranks_piece(found->second);
   }
   // The shard optimizer's slots (building it if it has not stepped yet): saved and loaded by
   // every rank.
   std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank) {
     ShardedOptimizer* found = find(user);  // on one process only under offload.optimizer
-    if (found == nullptr) return LocalStrategy::state_slots(user, saving, rank);
+    if (found == nullptr) return ReplicatedCheckpoint::state_slots(user, saving, rank);
     ShardedOptimizer& sharded = found->build(*this, user);
     std::vector<StateSlot> slots;
     if (saving && !saves_shards()) return slots;
@@ -448,7 +453,10 @@ class ShardedStrategy : public LocalStrategy {
   // Builds the shard optimizer at the first step; then options in, step, Derived's after-step.
   template <class Optimizer>
   void step_shard(Optimizer& optimizer) {
-    if (group_ == nullptr && !steps_host_copies()) return LocalStrategy::optimizer_step(optimizer);
+    if (group_ == nullptr && !steps_host_copies()) {
+      optimizer.step();  // one process: nothing is flattened
+      return;
+    }
     // The shards are cut from the param groups as they are at the first step.
     if (ShardedOptimizer* existing = find(optimizer); existing != nullptr && !existing->shard)
       existing->indexed = false;

@@ -1,0 +1,39 @@
+// A process-wide std::terminate handler, installed by the first ProcessGroup that is made (its
+// constructor calls explain_gloo_aborts(); the later ones find it installed) and never removed:
+// it changes how this whole process ends on any uncaught exception, not only the group's.
+//
+// Why: Gloo reports some errors from its own threads (a message of the wrong size: ranks that
+// passed tensors of different dtypes or sizes to one collective), where nothing can catch them
+// and the process ends through std::terminate. The handler says what that means before the
+// default handler aborts. For any other exception it prints nothing and calls the handler that
+// was installed before it, then aborts as std::terminate would.
+#pragma once
+
+#include <fmt/format.h>
+#include <gloo/common/logging.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+namespace accel::runtime {
+
+inline void explain_gloo_aborts() {
+  static const std::terminate_handler previous = std::set_terminate([] {
+    try {
+      if (const auto error = std::current_exception()) std::rethrow_exception(error);
+    } catch (const gloo::EnforceNotMet& error) {
+      fmt::print(stderr,
+                 "accel: Gloo stopped this process: {}\naccel: the ranks most likely passed "
+                 "tensors of different dtypes or sizes to the same collective; every rank must "
+                 "pass the same; Options::check_collectives (ACCEL_CHECK_COLLECTIVES=1) names the "
+                 "mismatched calls\n",
+                 error.what());
+    } catch (...) {
+    }
+    if (previous != nullptr) previous();
+    std::abort();
+  });
+}
+
+}  // namespace accel::runtime

@@ -1,0 +1,72 @@
+// Handles of collectives a group started and the caller waits for later, so that the
+// communication overlaps what the caller computes meanwhile: Ddp's bucket all-reduces
+// (PendingAllreduce, on c10d's work or the shared-memory path's thread), Zero2's reduce-scatter
+// of each gradient bucket and Zero3's prefetching all-gathers (PendingCollective, on the
+// shared-memory path's thread). wait() before reading the result or freeing the tensors; a
+// failure then names the collective as a blocking one's would (through the transport that
+// carried it). Collectives issued after one run after it, as always.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <exception>
+#include <future>
+#include <utility>
+
+#include "../detail/torch_compat.hpp"
+#include "c10d_transport.hpp"
+#include "collective_call.hpp"
+#include "shared_memory_path.hpp"
+
+namespace accel::runtime {
+
+// A sum all-reduce of a contiguous tensor (ProcessGroup::allreduce_async): after wait(), read
+// the tensor (the wire copy travelled where the dtype needed one, and is copied back).
+struct PendingAllreduce {
+  C10dTransport* c10d = nullptr;
+  SharedMemoryPath* path = nullptr;
+  std::uint64_t sequence = 0;
+  c10::intrusive_ptr<c10d::Work> work;
+  torch::Tensor tensor;  // the tensor the result lands in
+  torch::Tensor wire;    // its fp32 stand-in on a wire without the dtype, else undefined
+  std::shared_future<void> shared_memory;  // instead of `work` on the shared-memory path
+  void wait() {
+    const CollectiveCall call{"allreduce", sequence, wire.defined() ? wire : tensor};
+    if (shared_memory.valid()) {
+      try {
+        shared_memory.get();
+      } catch (const std::exception& error) {
+        path->failed(call, error);
+      }
+    } else {
+      c10d->await(work, call);
+    }
+    if (wire.defined()) tensor.copy_(wire);
+  }
+};
+
+// A collective started on the shared-memory path's thread (allgather_into_async,
+// reduce_scatter_async). Where shared memory does not carry it, it ran here and now, and wait()
+// returns at once.
+struct PendingCollective {
+  SharedMemoryPath* path = nullptr;
+  const char* operation = "";
+  std::uint64_t sequence = 0;
+  torch::Tensor input;
+  torch::Tensor result;  // reduce_scatter_async's chunk; undefined for allgather_into_async
+  std::shared_future<void> done;
+  bool pending() const { return done.valid(); }
+  void wait() {
+    if (!done.valid()) return;
+    const std::shared_future<void> finished = std::move(done);
+    done = {};
+    try {
+      finished.get();
+    } catch (const std::exception& error) {
+      path->failed(CollectiveCall{operation, sequence, input}, error);
+    }
+  }
+};
+
+}  // namespace accel::runtime

@@ -1,0 +1,44 @@
+// Compiling this file is the test: every parallel::Strategy and precision::Precision accel
+// defines meets its contract (parallel/contract.hpp, precision/contract.hpp) role by role, so
+// that the contract is what the library itself is held to, not only users' policies. A policy
+// added to accel belongs here too.
+#include <accel/accelerator.hpp>
+#include <accel/parallel/strategies.hpp>
+
+#include "../loss_scaled_fp32.hpp"
+
+namespace {
+
+template <class Par>
+inline constexpr bool meets_strategy_contract =
+    accel::parallel::StrategyContract<accel::parallel::Strategy<Par>> &&
+    accel::parallel::strategy_meets_contract<Par>();
+
+static_assert(meets_strategy_contract<accel::Ddp>);
+static_assert(meets_strategy_contract<accel::DdpWith<accel::CompressFp16>>);
+static_assert(meets_strategy_contract<accel::DdpWith<accel::CompressBf16>>);
+static_assert(meets_strategy_contract<accel::Zero2>);
+static_assert(meets_strategy_contract<accel::Zero3>);
+static_assert(meets_strategy_contract<accel::Fsdp<accel::NoShard>>);
+static_assert(meets_strategy_contract<accel::Fsdp<accel::ShardGradOp>>);
+static_assert(meets_strategy_contract<accel::Fsdp<accel::FullShard>>);
+static_assert(meets_strategy_contract<accel::Fsdp<accel::HybridShard>>);
+
+template <class Prec>
+inline constexpr bool meets_precision_contract =
+    accel::precision::PrecisionContract<accel::precision::Precision<Prec>> &&
+    accel::precision::precision_meets_contract<Prec>();
+
+static_assert(meets_precision_contract<accel::Fp32>);
+static_assert(meets_precision_contract<accel::Bf16>);
+static_assert(meets_precision_contract<accel::Fp16>);
+static_assert(meets_precision_contract<accel::Fp8>);
+// The test suite's own policy, written as a user would (tests/loss_scaled_fp32.hpp).
+static_assert(meets_precision_contract<accel_test::LossScaledFp32>);
+
+// The contract is about members, not bases: a role's base alone meets only that role.
+static_assert(accel::parallel::GradientAccess<accel::parallel::ReplicatedGradients>);
+static_assert(!accel::parallel::TrainingStep<accel::parallel::ReplicatedGradients>);
+static_assert(!accel::precision::PrecisionSetup<accel::precision::WithoutLossScaling>);
+
+}  // namespace
