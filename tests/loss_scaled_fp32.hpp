@@ -4,7 +4,7 @@
 // precision policy looks like.
 #pragma once
 
-#include <accel/core.hpp>
+#include <accel/accelerator_class.hpp>
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-// What a training loop uses: the Accelerator (core.hpp) with its policies, options, DataLoader
+// What a training loop uses: the Accelerator (accelerator_class.hpp) with its policies, options, DataLoader
 // and collectives; accel::Sharded units (parallel/sharded.hpp); accel::launch (launch.hpp); parameter digests (state/digest.hpp); run
 // tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
 // library's version.
@@ -13,7 +13,7 @@
 // stops at compile time with an `accel:` message that names the header.
 #pragma once
 
-#include "core.hpp"
+#include "accelerator_class.hpp"
 #include "launch.hpp"
 #include "parallel/sharded.hpp"
 #include "schedules.hpp"

@@ -3,4 +3,4 @@
 // and JSON code costs seconds of compile time in every TU that parses it.
 #pragma once
 
-#include "state/checkpoint.hpp"
+#include "state/checkpoint_io.hpp"

@@ -6,8 +6,8 @@
 // seconds of compile time.
 #pragma once
 
-#include "memory/checkpoint.hpp"
-#include "memory/checkpoint_children.hpp"
+#include "memory/activation_checkpoint.hpp"
+#include "memory/activation_checkpoint_children.hpp"
 #include "memory/checkpointed.hpp"
 #include "memory/estimate_memory.hpp"
 #include "memory/executable_batch_size.hpp"

@@ -161,7 +161,7 @@ struct Options {
   // prepare() applies this to every model before the strategy lays it out. Set it to
   // accel::memory::checkpoint_sequential_children to checkpoint every child with parameters of
   // the model's Sequentials (as FSDP's apply_activation_checkpointing): their activations are
-  // recomputed in backward instead of kept (memory/checkpoint_children.hpp, docs/memory.md).
+  // recomputed in backward instead of kept (memory/activation_checkpoint_children.hpp, docs/memory.md).
   // A function rather than a flag: the checkpointing code (libtorch's autograd::Function, on
   // which g++ 14 warns falsely) is then compiled only into programs that name it.
   std::size_t (*activation_checkpointing)(const std::shared_ptr<torch::nn::Module>&) = nullptr;

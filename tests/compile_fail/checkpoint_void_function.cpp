@@ -1,5 +1,5 @@
 // expect: accel: checkpoint\(fn, inputs...\): fn returns nothing
-#include <accel/memory/checkpoint.hpp>
+#include <accel/memory/activation_checkpoint.hpp>
 
 // A checkpointed function must return what backward flows through; its twin returns the tensor.
 int main() {

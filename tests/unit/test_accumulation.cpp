@@ -68,7 +68,7 @@ TEST_CASE("sync_gradients and end_of_data are known as each batch arrives") {
   for (const auto& batch : batches) {
     sync.push_back(accelerator.sync_gradients());  // before backward: known from the loader
     end.push_back(accelerator.end_of_data());
-    window.push_back(accelerator.gradient_state().window_length());
+    window.push_back(accelerator.gradient_state().length);
     accelerator.backward(net->forward(batch.x).sum());
   }
   CHECK(sync == std::vector<bool>{false, false, false, true, true});
@@ -147,7 +147,7 @@ TEST_CASE("evaluation under NoGradGuard does not advance accumulation") {
     }
   }
   CHECK(accelerator.sync_gradients());
-  CHECK(accelerator.gradient_state().position_in_window() == 4);
+  CHECK(accelerator.gradient_state().position == 4);
 }
 
 TEST_CASE("several backward() per batch share the batch's micro-step (a GAN)") {
@@ -227,7 +227,7 @@ TEST_CASE("accumulate() makes one micro-step of every backward inside it") {
   accelerator.backward(net->forward(data.inputs).sum());
   accelerator.backward(net->forward(data.inputs).sum());
   CHECK(accelerator.sync_gradients());
-  CHECK(accelerator.gradient_state().position_in_window() == 2);
+  CHECK(accelerator.gradient_state().position == 2);
 }
 
 TEST_CASE("a backward() after the loader's epoch is a micro-step of its own") {

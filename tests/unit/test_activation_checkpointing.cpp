@@ -1,4 +1,4 @@
-// Activation checkpointing (memory/checkpoint.hpp, checkpointed.hpp, checkpoint_children.hpp):
+// Activation checkpointing (memory/activation_checkpoint.hpp, checkpointed.hpp, activation_checkpoint_children.hpp):
 // gradients bitwise equal to a run without it, dropout included, under each precision; nested
 // and non-tensor arguments; a parameter or input modified before backward is an accel: error.
 #include <accel/accelerator.hpp>

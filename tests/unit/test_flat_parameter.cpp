@@ -1,6 +1,6 @@
 // Flat parameters without any process group: padding to the world size, parameters as views
 // of the buffer, this rank's pieces of the shard, gradients as views.
-#include <accel/parallel/detail/flat_parameter.hpp>
+#include <accel/parallel/flat_parameter.hpp>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 
 namespace {
 
-using accel::parallel::detail::FlatLayout;
-using accel::parallel::detail::FlatParameter;
+using accel::parallel::FlatLayout;
+using accel::parallel::FlatParameter;
 
 // Trainable parameters of these shapes holding 1, 2, 3, ... in flattened order.
 std::vector<torch::Tensor> numbered(const std::vector<std::vector<std::int64_t>>& shapes) {

@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "../core.hpp"
+#include "../accelerator_class.hpp"
 #include "../runtime/nccl.hpp"
 
 namespace accel::diagnostics {

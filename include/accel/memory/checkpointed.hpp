@@ -1,4 +1,4 @@
-// accel::Checkpointed<Holder>: a module holder whose forward is checkpointed (memory/checkpoint.hpp),
+// accel::Checkpointed<Holder>: a module holder whose forward is checkpointed (memory/activation_checkpoint.hpp),
 // for declaring a member or a Sequential child so:
 //
 //   accel::Checkpointed<Block> block{nullptr};
@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "../detail/dependent_false.hpp"
-#include "checkpoint.hpp"
+#include "activation_checkpoint.hpp"
 
 namespace accel::memory {
 

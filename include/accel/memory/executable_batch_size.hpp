@@ -28,7 +28,7 @@
 #include <utility>
 
 #include "../detail/error.hpp"
-#include "../detail/small_tensor.hpp"
+#include "../runtime/any_rank.hpp"
 #include "../runtime/process_group.hpp"
 
 namespace accel::memory {
@@ -82,13 +82,7 @@ auto find_executable_batch_size(std::int64_t start, Fn&& fn, runtime::ProcessGro
 #if defined(__GLIBC__)
     if (failed) ::malloc_trim(0);
 #endif
-    bool any_failed = failed;
-    if (group != nullptr) {
-      torch::Tensor flag = accel::detail::one_value(failed ? 1 : 0, torch::kInt);
-      group->allreduce(flag, runtime::ReduceOp::max);
-      any_failed = flag.item<int>() == 1;
-    }
-    if (!any_failed) return std::move(*result);
+    if (!runtime::any_rank(group, failed)) return std::move(*result);
     if (size == 1)
       accel::detail::fail(
           "find_executable_batch_size: batch size 1 still runs out of memory{} ({}); make the "

@@ -1,5 +1,5 @@
 // What one rank holds for training, in bytes, by the ZeRO paper's formulas with the padding accel's
-// flat parameters use (parallel/detail/flat_parameter.hpp): a flat parameter of n elements is
+// flat parameters use (parallel/flat_parameter.hpp): a flat parameter of n elements is
 // padded to P = ceil(n / W) x W so that it splits into W equal shards of S = P / W; the padding
 // sits at the end, so rank r's shard holds R_r = clamp(n - r x S, 0, S) real elements. The
 // optimizer over the shard keeps state for real elements only (its pieces skip the padding).

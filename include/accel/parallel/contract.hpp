@@ -1,7 +1,7 @@
 // What a parallel::Strategy<Par> must provide, as four concepts, one per role, and the check the
 // Accelerator runs on its strategy before anything calls it:
 //
-//   TrainingStep      the loop's hooks (core.hpp): attach, prepare_model, prepare_optimizer,
+//   TrainingStep      the loop's hooks (accelerator_class.hpp): attach, prepare_model, prepare_optimizer,
 //                     before_forward, after_forward, before_backward, after_backward,
 //                     optimizer_step, zero_grad
 //   GradientAccess    what clipping and loss scaling touch (detail/clip.hpp,
@@ -10,7 +10,7 @@
 //   MemoryAccounting  can_offload, count_memory (Accelerator::memory_use), gather_full and
 //                     release_full (Accelerator::full_parameters)
 //   CheckpointSlices  how parameters and optimizer state map onto a checkpoint's flattened
-//                     slices (state/checkpoint.hpp): parameter_shape, saved_slice, loaded_slice,
+//                     slices (state/checkpoint_io.hpp): parameter_shape, saved_slice, loaded_slice,
 //                     state_slots, is_flattened, flat_gradients, restore_flat_gradients,
 //                     after_state_loaded
 //

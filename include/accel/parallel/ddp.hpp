@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "../detail/small_tensor.hpp"
 #include "../policy/parallelism.hpp"
 #include "../precision/autocast.hpp"
+#include "../runtime/any_rank.hpp"
 #include "../runtime/process_group.hpp"
 #include "detail/broadcast.hpp"
 #include "detail/reducer.hpp"
@@ -51,10 +51,7 @@ struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint 
   template <class Optimizer>
   void prepare_optimizer(Optimizer& optimizer) {
     if (group_ == nullptr) return;
-    torch::Tensor any_state =
-        accel::detail::one_value(optimizer.state().empty() ? 0 : 1, torch::kInt);
-    group_->allreduce(any_state, runtime::ReduceOp::max);
-    if (any_state.item<int>() == 0) return;
+    if (!runtime::any_rank(group_, !optimizer.state().empty())) return;
     std::string bytes;
     if (group_->rank() == 0) {
       torch::serialize::OutputArchive archive;

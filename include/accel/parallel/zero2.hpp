@@ -5,7 +5,7 @@
 //                       cut into buckets as Ddp's are (reverse registration order, one dtype
 //                       each, Options::zero2's caps: detail/bucket_assignment.hpp), each bucket
 //                       flattened into one buffer padded to a multiple of the world size
-//                       (detail/flat_parameter.hpp); rank r owns the r-th contiguous shard of
+//                       (flat_parameter.hpp); rank r owns the r-th contiguous shard of
 //                       every bucket.
 //   backward            as each gradient arrives it is copied into its bucket's full gradient,
 //                       allocated at the bucket's first gradient. On the micro-step that ends a
@@ -89,12 +89,12 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
     Named frozen;
     for (const auto& entry : unique)
       if (!entry.second.requires_grad()) frozen.push_back(entry);
-    flatten(frozen, label, detail::Residency::replicated);  // recorded, not flattened
+    flatten(frozen, label, Residency::replicated);  // recorded, not flattened
     Model& model = models_.emplace_back();
     for (const auto& members : detail::assign_buckets(parameters, caps_)) {
       Named bucket;
       for (const std::size_t k : members) bucket.push_back(unique[k]);
-      for (const std::size_t f : flatten(bucket, label, detail::Residency::replicated)) {
+      for (const std::size_t f : flatten(bucket, label, Residency::replicated)) {
         model.flats.push_back(f);
         model_of_.resize(f + 1, 0);
         model_of_[f] = models_.size() - 1;
@@ -195,7 +195,7 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
   void after_shard_step(const std::vector<std::size_t>& flats) {
     torch::NoGradGuard no_grad;
     for (const std::size_t f : flats) {
-      detail::FlatParameter& flat = *flats_[f];
+      FlatParameter& flat = *flats_[f];
       shard_group_->allgather_into(flat.flat(), flat.shard());
     }
   }

@@ -4,7 +4,7 @@
 //   prepare(model)   parameters and buffers broadcast from rank 0; the model cut into units
 //                    (detail/units.hpp: each child of a Sequential, and the rest as the root
 //                    unit); each unit's trainable parameters flattened by dtype with sharded
-//                    residency (detail/flat_parameter.hpp), then put at rest: the full buffers
+//                    residency (flat_parameter.hpp), then put at rest: the full buffers
 //                    freed, the parameters zero-element tensors.
 //   forward          the root unit is all-gathered when the model's forward starts and kept until
 //                    its backward ends (PyTorch FSDP keeps its root so too); a child unit is
@@ -195,7 +195,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     for (const std::size_t u : model->units) {
       for (const std::size_t f : units_[u].flats) {
         gathering_[f].wait();
-        detail::FlatParameter& flat = *flats_[f];
+        FlatParameter& flat = *flats_[f];
         if (!flat.materialized()) continue;
         const auto& layout = flat.layout();
         flat.shard().copy_(flat.flat().narrow(0, flat.rank() * layout.shard_numel,
@@ -252,7 +252,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   }
 
   std::size_t add_unit(const detail::NamedParameters& named, const std::string& label) {
-    const auto flats = flatten(named, label, detail::Residency::sharded);
+    const auto flats = flatten(named, label, Residency::sharded);
     if (flats.empty()) return no_unit;
     Unit& unit = units_.emplace_back();
     unit.flats = flats;
@@ -276,7 +276,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     units_[u].prefetched = false;
     for (const std::size_t f : units_[u].flats) {
       gathering_[f].wait();
-      detail::FlatParameter& flat = *flats_[f];
+      FlatParameter& flat = *flats_[f];
       if (flat.materialized()) continue;
       flat.materialize();
       shard_group_->allgather_into(flat.flat(), flat.shard_on_device());
@@ -290,7 +290,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     units_[u].prefetched = true;
     ++prefetches_;
     for (const std::size_t f : units_[u].flats) {
-      detail::FlatParameter& flat = *flats_[f];
+      FlatParameter& flat = *flats_[f];
       if (flat.materialized()) continue;
       flat.materialize();
       gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard_on_device());

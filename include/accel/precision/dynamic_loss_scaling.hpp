@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "../detail/small_tensor.hpp"
 #include "../options.hpp"
+#include "../runtime/any_rank.hpp"
 #include "../runtime/process_group.hpp"
 #include "grad_scaler.hpp"
 #include "precision.hpp"
@@ -62,13 +62,8 @@ class DynamicLossScaling {
     Record& record = record_of(optimizer);
     if (record.window == window_) return;
     record.window = window_;
-    bool found = unscale_gradients(strategy.gradients_of(optimizer), window_start_.scale, native_);
-    if (group_ != nullptr) {
-      torch::Tensor flag = accel::detail::one_value(found ? 1 : 0, torch::kInt);
-      group_->allreduce(flag, runtime::ReduceOp::max);
-      found = flag.item<int>() != 0;
-    }
-    record.found_inf = found;
+    record.found_inf = runtime::any_rank(
+        group_, unscale_gradients(strategy.gradients_of(optimizer), window_start_.scale, native_));
   }
 
   template <class Strategy>

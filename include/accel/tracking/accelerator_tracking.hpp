@@ -1,6 +1,6 @@
 // init_trackers / log / end_training on the Accelerator, as in Accelerate. The Accelerator
 // inherits them from this base (CRTP: it reads the policies and the process from the derived
-// class), so the tracking code lives here and core.hpp only names the base.
+// class), so the tracking code lives here and accelerator_class.hpp only names the base.
 //
 //   accelerator.init_trackers("fashion_mnist", {{"lr", 1e-3}, {"batch_size", 64}});
 //   accelerator.log({{"loss", loss}, {"lr", lr}}, step);

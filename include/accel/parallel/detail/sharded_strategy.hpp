@@ -49,12 +49,12 @@
 #include <vector>
 
 #include "../../detail/error.hpp"
-#include "../../detail/small_tensor.hpp"
 #include "../../options.hpp"
+#include "../../runtime/any_rank.hpp"
 #include "../../runtime/process_group.hpp"
 #include "../replicated.hpp"
 #include "broadcast.hpp"
-#include "flat_parameter.hpp"
+#include "../flat_parameter.hpp"
 #include "shardable_optimizer.hpp"
 
 namespace accel::parallel::detail {
@@ -532,9 +532,7 @@ class ShardedStrategy {
     if ((group_ == nullptr && !steps_host_copies()) || find(optimizer) != nullptr) return;
     // State that exists before prepare() (the optimizer stepped, or a checkpoint was loaded into
     // it) would have to be cut into shards; refused on every rank rather than silently dropped.
-    torch::Tensor stepped = accel::detail::one_value(has_stepped(optimizer) ? 1 : 0, torch::kInt);
-    if (group_ != nullptr) group_->allreduce(stepped, runtime::ReduceOp::max);
-    if (stepped.item<int>() != 0)
+    if (runtime::any_rank(group_, has_stepped(optimizer)))
       accel::detail::fail("{}: the {} passed to prepare() already holds optimizer state on at "
                           "least one rank (it stepped, or state was loaded into it); {} builds "
                           "each rank's state for its shard from the first step on, so prepare "

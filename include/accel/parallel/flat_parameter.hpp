@@ -31,9 +31,9 @@
 #include <utility>
 #include <vector>
 
-#include "../../detail/error.hpp"
+#include "../detail/error.hpp"
 
-namespace accel::parallel::detail {
+namespace accel::parallel {
 
 enum class Residency { replicated, sharded };
 
@@ -263,4 +263,4 @@ class FlatParameter {
   std::vector<Piece> pieces_;
 };
 
-}  // namespace accel::parallel::detail
+}  // namespace accel::parallel

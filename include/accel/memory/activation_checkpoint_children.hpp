@@ -21,7 +21,7 @@
 
 #include "../detail/sequential_entry.hpp"
 #include "../parallel/detail/units.hpp"
-#include "checkpoint.hpp"
+#include "activation_checkpoint.hpp"
 #include "checkpointed.hpp"
 
 namespace accel::memory {

@@ -20,7 +20,7 @@
 // Longer than accel's headers should be because it is one class: each step of the loop reads as
 // calls into the strategy, the precision and the gradient state, and what is not the class's own
 // orchestration lives beside it (runtime/same_model.hpp, parallel/detail/clip.hpp,
-// state/checkpoint.hpp). What it asks of its strategy and precision is written down once, in
+// state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
 // parallel/contract.hpp and precision/contract.hpp.
 #pragma once
 
@@ -58,6 +58,7 @@
 #include "prepared.hpp"
 #include "runtime/cpu_heap.hpp"
 #include "runtime/environment.hpp"
+#include "runtime/any_rank.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
@@ -73,7 +74,7 @@ namespace accel {
 using runtime::ReduceOp;
 
 namespace state {
-// save_state / load_state / save_model / load_model are defined in state/checkpoint.hpp
+// save_state / load_state / save_model / load_model are defined in state/checkpoint_io.hpp
 // (<accel/checkpoints.hpp>), which specializes this for every Accelerator: their safetensors and
 // JSON code stays out of translation units that never checkpoint. A call without that header
 // stops here, naming it.
@@ -234,7 +235,6 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // already is the micro-step, and the scope changes nothing.
   class [[nodiscard]] MicroStep {
    public:
-    explicit MicroStep(detail::GradientState* owned) : owned_(owned) {}
     ~MicroStep() {
       if (owned_ != nullptr) owned_->end_micro_step();
     }
@@ -242,6 +242,8 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     MicroStep& operator=(const MicroStep&) = delete;
 
    private:
+    friend class Accelerator;
+    explicit MicroStep(detail::GradientState* owned) : owned_(owned) {}
     detail::GradientState* owned_;
   };
   MicroStep accumulate() {
@@ -254,7 +256,16 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   bool sync_gradients() const { return gradients_.sync_gradients(); }
   // True while the batch in hand is the last of its epoch (evaluation loaders included).
   bool end_of_data() const { return end_of_data_; }
-  const detail::GradientState& gradient_state() const { return gradients_; }
+  // Where the batch in hand stands in its accumulation window, as Accelerate's GradientState.
+  struct GradientWindow {
+    int position = 1;  // 1..length
+    int length = 1;    // GradAccum's N, or k < N in an epoch's short last window
+    bool sync_gradients = true;  // position == length: the optimizer steps on this micro-step
+  };
+  GradientWindow gradient_state() const {
+    return {gradients_.position_in_window(), gradients_.window_length(),
+            gradients_.sync_gradients()};
+  }
 
   // Clips the gradients of every prepared model so that their global norm is at most max_norm,
   // and returns the norm before clipping. Mid-window it only measures: the gradients are not
@@ -298,7 +309,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     precision_.load_state(state);
   }
 
-  // --- Checkpoints (state/checkpoint.hpp; docs/checkpoints.md) ----------------------------------
+  // --- Checkpoints (state/checkpoint_io.hpp; docs/checkpoints.md) ----------------------------------
   // Every rank calls them: under the sharded strategies each rank saves and loads its own
   // shards, so guarding save_state() with is_main_process() is a bug.
   //
@@ -441,9 +452,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   // next check_trigger(), which lowers it again.
   void set_trigger() { trigger_ = true; }
   bool check_trigger() {
-    torch::Tensor flag = accel::detail::one_value(trigger_ ? 1 : 0, torch::kInt);
-    if (group_) group_->allreduce(flag, ReduceOp::max);
-    const bool raised = flag.item<int>() == 1;
+    const bool raised = runtime::any_rank(group_.get(), trigger_);
     if (raised) trigger_ = false;
     return raised;
   }
@@ -508,7 +517,17 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     return data::to_device(value, device_, options_.non_blocking);
   }
 
-  // --- Called by the prepared handles ------------------------------------------------------------
+ private:
+  // --- Called by the prepared handles (prepared.hpp) and nothing else ---------------------------
+  template <class, class>
+  friend class PreparedModel;
+  template <class, class>
+  friend class PreparedOptimizer;
+  template <class, class>
+  friend class PreparedScheduler;
+  template <class, class>
+  friend class PreparedLoader;
+
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {
     auto& whole = static_cast<torch::nn::Module&>(*module);
@@ -590,7 +609,6 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
     if (torch::GradMode::is_enabled()) gradients_.end_micro_step();
   }
 
- private:
   template <class T>
   auto prepare_one(T&& object) {
     using Object = std::remove_cvref_t<T>;

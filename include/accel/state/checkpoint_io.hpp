@@ -40,7 +40,7 @@
 #include <utility>
 #include <vector>
 
-#include "../core.hpp"
+#include "../accelerator_class.hpp"
 #include "../detail/error.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../version.hpp"
@@ -133,7 +133,7 @@ inline std::string broadcast_string(runtime::ProcessGroup* group, const std::str
 
 }  // namespace detail
 
-// Every Accelerator's checkpoints (core.hpp declares the primary template, which stops a call
+// Every Accelerator's checkpoints (accelerator_class.hpp declares the primary template, which stops a call
 // made without this header).
 template <class Accel>
 struct CheckpointIO<Accel, void> {

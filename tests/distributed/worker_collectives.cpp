@@ -1,0 +1,323 @@
+// The process group across processes: the collectives (through shared memory, or over Gloo with
+// ACCEL_SHARED_MEMORY=0), the gap-fillers against the native ops, and the failures a collective
+// must name promptly: mismatched, unchecked, skipped or abandoned calls, and a save on the main
+// process only.
+#include "scenario.hpp"
+
+#include <accel/checkpoints.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using Ddp = accel::Accelerator<accel::Ddp, accel::Fp32>;
+
+using accel_test::test_options;
+
+struct Pair {
+  torch::Tensor a;
+  std::vector<torch::Tensor> b;
+};
+
+void collectives() {
+  Ddp acc(test_options());
+  const int r = acc.process_index(), w = acc.num_processes();
+  const double rf = r;
+
+  // CPU tensors go through shared memory when every rank is on this host, unless
+  // ACCEL_SHARED_MEMORY=0 (the dist.gloo_* tests) turns it off.
+  const auto variable = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value == nullptr ? "" : value);
+  };
+  EXPECT(acc.process_group()->uses_shared_memory() ==
+         (variable("ACCEL_SHARED_MEMORY") != "0" &&
+          variable("LOCAL_WORLD_SIZE") == variable("WORLD_SIZE")));
+
+  acc.wait_for_everyone();
+
+  // broadcast of an aggregate: rank 0's values everywhere.
+  const Pair mine{torch::full({2}, rf), {torch::full({3}, rf + 10)}};
+  const Pair from_root = acc.broadcast(mine);
+  EXPECT(torch::equal(from_root.a, torch::zeros({2})));
+  EXPECT(torch::equal(from_root.b[0], torch::full({3}, 10.0)));
+  EXPECT(torch::equal(acc.broadcast(torch::tensor({rf}), w - 1), torch::tensor({double(w - 1)})));
+
+  // reduce: sum, mean, max, min of 0..w-1.
+  const auto value = torch::tensor({rf, 1.0});
+  EXPECT(torch::allclose(acc.reduce(value), torch::tensor({w * (w - 1) / 2.0, double(w)})));
+  EXPECT(torch::allclose(acc.reduce(value, accel::ReduceOp::mean),
+                         torch::tensor({(w - 1) / 2.0, 1.0})));
+  EXPECT(torch::equal(acc.reduce(value, accel::ReduceOp::max), torch::tensor({w - 1.0, 1.0})));
+  EXPECT(torch::equal(acc.reduce(value, accel::ReduceOp::min), torch::tensor({0.0, 1.0})));
+
+  // gather: uneven first dimensions (rank r holds r+1 rows of value r), scalars one row each.
+  const auto gathered = acc.gather(torch::full({r + 1, 2}, rf));
+  EXPECT(gathered.size(0) == w * (w + 1) / 2);
+  std::int64_t row = 0;
+  for (int k = 0; k < w; ++k)
+    for (int i = 0; i <= k; ++i, ++row) EXPECT(gathered[row][0].item<double>() == k);
+  EXPECT(torch::equal(acc.gather(torch::tensor(rf)), torch::arange(w).to(torch::kDouble)));
+
+  // gather_object: strings of different lengths, trivially copyable values, vectors.
+  const auto names = acc.gather_object(std::string(static_cast<std::size_t>(r + 1), 'x'));
+  EXPECT(static_cast<int>(names.size()) == w);
+  for (int k = 0; k < w; ++k) EXPECT(names[static_cast<std::size_t>(k)].size() == std::size_t(k + 1));
+  const auto ranks = acc.gather_object(r);
+  for (int k = 0; k < w; ++k) EXPECT(ranks[static_cast<std::size_t>(k)] == k);
+  const auto vectors = acc.gather_object(std::vector<float>(static_cast<std::size_t>(r), 1.5f));
+  EXPECT(vectors[static_cast<std::size_t>(w - 1)].size() == std::size_t(w - 1));
+
+  // pad_across_processes: to the longest, padding at the end or the front.
+  const auto padded = acc.pad_across_processes(torch::ones({r + 1}), 0, -1.0);
+  EXPECT(padded.size(0) == w);
+  EXPECT(padded[w - 1].item<float>() == (r == w - 1 ? 1.0f : -1.0f));
+  const auto front = acc.pad_across_processes(torch::ones({2, r + 1}), 1, 0.0, true);
+  EXPECT(front.size(1) == w && front[0][w - 1].item<float>() == 1.0f);
+
+  // split_between_processes: contiguous shares differing by at most one, covering everything.
+  std::vector<int> items(10);
+  for (int i = 0; i < 10; ++i) items[static_cast<std::size_t>(i)] = i;
+  const auto share = acc.split_between_processes(items);
+  const auto shares = acc.gather_object(std::vector<int>(share));
+  std::vector<int> joined;
+  for (const auto& s : shares) joined.insert(joined.end(), s.begin(), s.end());
+  EXPECT(joined == items);
+  const auto tensor_share = acc.split_between_processes(torch::arange(7));
+  EXPECT(acc.gather(tensor_share).size(0) == 7);
+
+  // Triggers: raised on the last rank, seen by all at the next check, then lowered.
+  EXPECT(!acc.check_trigger());
+  if (r == w - 1) acc.set_trigger();
+  EXPECT(acc.check_trigger());
+  EXPECT(!acc.check_trigger());
+
+  // main_process_first: the main process writes before anyone else reads (in the launch's own
+  // fresh rendezvous folder, so no earlier run's file can fake it).
+  const char* run_dir = std::getenv("ACCEL_STORE_DIR");
+  EXPECT(run_dir != nullptr);
+  const auto marker = std::filesystem::path(run_dir) / "main_first";
+  {
+    auto first = acc.main_process_first();
+    if (acc.is_main_process()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::ofstream(marker) << "written";
+    } else {
+      EXPECT(std::filesystem::exists(marker));
+    }
+  }
+  acc.wait_for_everyone();
+}
+
+// The collective gap-fillers give the native ops' numbers; bf16 through the fp32 wire too.
+void gap_filling() {
+  Ddp acc(test_options());
+  auto& group = *acc.process_group();
+  const int r = acc.process_index(), w = acc.num_processes();
+  const auto input = torch::arange(4 * w, torch::kFloat) * (r + 1);
+  const auto chunk = torch::arange(4 * r, 4 * r + 4, torch::kFloat) * (w * (w + 1) / 2.0);
+  const auto fallback = group.reduce_scatter_portable(input, accel::ReduceOp::sum);
+  const auto native = group.reduce_scatter(input);
+  EXPECT(torch::equal(fallback, chunk));
+  EXPECT(torch::equal(native, fallback));
+  EXPECT(torch::allclose(group.reduce_scatter(input, accel::ReduceOp::mean), chunk / w));
+  const auto mine = torch::full({2, 3}, double(r));
+  EXPECT(torch::equal(group.allgather_portable(mine), group.allgather(mine)));
+  // allgather_into a flat buffer whose slot r is the input (as Zero2 gathers its shards), fp32
+  // and bf16, native and fallback.
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16})
+    for (const bool use_native : {true, false}) {
+      torch::Tensor flat = torch::full({3 * w}, -1.0, dtype);
+      flat.narrow(0, 3 * r, 3).copy_(torch::arange(3 * r, 3 * r + 3, torch::kFloat));
+      if (use_native)
+        group.allgather_into(flat, flat.narrow(0, 3 * r, 3));
+      else
+        group.allgather_into_portable(flat, flat.narrow(0, 3 * r, 3));
+      EXPECT(torch::equal(flat.to(torch::kFloat), torch::arange(3 * w, torch::kFloat)));
+    }
+  // Larger than the fallbacks' piece (4 Mi elements per rank): moved in several pieces, the
+  // last one short, with the same result as the native ops.
+  {
+    const std::int64_t per_rank = (std::int64_t{4} << 20) * 2 + 3;
+    const auto big = torch::arange(per_rank * w, torch::kFloat).remainder(1000) * (r + 1);
+    const auto summed = group.reduce_scatter_portable(big, accel::ReduceOp::sum);
+    const auto expected = torch::arange(per_rank * r, per_rank * (r + 1), torch::kFloat)
+                              .remainder(1000) * (w * (w + 1) / 2.0);
+    EXPECT(torch::equal(summed, expected));
+    torch::Tensor flat = torch::full({per_rank * w}, -1.0);
+    flat.narrow(0, per_rank * r, per_rank).copy_(expected);
+    group.allgather_into_portable(flat, flat.narrow(0, per_rank * r, per_rank));
+    EXPECT(torch::equal(flat, torch::arange(per_rank * w, torch::kFloat).remainder(1000) *
+                                  (w * (w + 1) / 2.0)));
+  }
+  // bf16: native on a wire that has it, through fp32 where it does not; same numbers.
+  auto bf = torch::full({5}, 0.5 * (r + 1), torch::kBFloat16);
+  group.allreduce(bf);
+  EXPECT(bf.scalar_type() == torch::kBFloat16);
+  EXPECT(torch::equal(bf.to(torch::kFloat), torch::full({5}, 0.25f * w * (w + 1))));
+  const auto bf_parts = group.reduce_scatter(torch::ones({2 * w}, torch::kBFloat16));
+  EXPECT(torch::equal(bf_parts.to(torch::kFloat), torch::full({2}, float(w))));
+  fmt::print("rank {}: native reduce_scatter {}, allgather {}, bf16 allreduce {}\n", r,
+             accel::detail::gloo_has_reduce_scatter_base, accel::detail::gloo_has_allgather_base,
+             accel::detail::gloo_has_bf16);
+}
+
+// Rank 0 and the others call different collectives: both fail naming both calls.
+void mismatch() {
+  Ddp acc(test_options());
+  const int r = acc.process_index();
+  try {
+    acc.reduce(torch::ones({r == 0 ? 3 : 4}));
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    EXPECT(what.find("mismatched collective") != std::string::npos);
+    EXPECT(what.find("rank 0: allreduce") != std::string::npos);
+    EXPECT(what.find("shape=3") != std::string::npos && what.find("shape=4") != std::string::npos);
+    fmt::print("rank {} caught: {}\n", r, what);
+    return;
+  }
+  throw std::runtime_error("the mismatched collective was not detected");
+}
+
+// --- Prompt, named failures ----------------------------------------------------------------------
+
+// With collective checking off, the cheap checks still run where they cost no extra round trip:
+// a broadcast carries the root's dtype and shape, a gather's row count carries the rest.
+void unchecked_mismatch() {
+  Ddp acc({.timeout = std::chrono::seconds(60)});  // check_collectives off
+  const int r = acc.process_index();
+  const auto expect_error = [&](auto&& call, std::string_view needle) {
+    try {
+      call();
+    } catch (const accel::Error& error) {
+      const std::string what = error.what();
+      fmt::print("rank {} caught: {}\n", r, what);
+      EXPECT(what.find(needle) != std::string::npos);
+      return;
+    }
+    throw std::runtime_error(fmt::format("no error containing '{}'", needle));
+  };
+  // The same bytes, another shape: only the non-root ranks can see it.
+  if (r == 0)
+    (void)acc.broadcast(torch::zeros({2, 3}));
+  else
+    expect_error([&] { (void)acc.broadcast(torch::zeros({3, 2})); },
+                 "the root sent a Float tensor of shape [2, 3]");
+  // The same bytes, another dtype.
+  if (r == 0)
+    (void)acc.broadcast(torch::zeros({2}, torch::kLong));
+  else
+    expect_error([&] { (void)acc.broadcast(torch::zeros({4}, torch::kFloat)); },
+                 "the root sent a Long tensor of shape [2]");
+  // gather: another dtype or trailing shape on one rank fails on every rank, naming each.
+  expect_error([&] { (void)acc.gather(torch::zeros({2, r == 0 ? 3 : 4})); },
+               "rank 1: Float tensor of shape [rows, 4]");
+  expect_error([&] { (void)acc.gather(torch::zeros({2}, r == 0 ? torch::kFloat : torch::kDouble)); },
+               "rank 0: Float tensor of shape [rows, ]");
+  // A mean of integers would round: refused on every rank before anything is sent.
+  expect_error([&] { (void)acc.reduce(torch::ones({2}, torch::kLong), accel::ReduceOp::mean); },
+               "a mean over the ranks of a Long tensor");
+  acc.wait_for_everyone();
+}
+
+// Different byte counts reach Gloo, which stops the process from its own thread: the process
+// must still say why, in an accel: line.
+// On Gloo (the shared-memory path compares every call: shm_mismatched_reduce).
+void gloo_abort() {
+  Ddp acc({.timeout = std::chrono::seconds(20), .shared_memory = false});
+  auto t = torch::ones({4}, acc.process_index() == 0 ? torch::kFloat : torch::kDouble);
+  (void)acc.reduce(t);
+  throw std::runtime_error("a reduce of 16 bytes against 32 bytes returned");
+}
+
+// The same mismatch through shared memory: every rank fails with an error naming both calls,
+// nothing aborts.
+void shm_mismatched_reduce() {
+  Ddp acc({.timeout = std::chrono::seconds(20)});
+  auto t = torch::ones({4}, acc.process_index() == 0 ? torch::kFloat : torch::kDouble);
+  try {
+    (void)acc.reduce(t);
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    fmt::print("rank {} caught: {}\n", acc.process_index(), what);
+    EXPECT(what.find("mismatched collective") != std::string::npos);
+    EXPECT(what.find("(4 elements of float32)") != std::string::npos);
+    EXPECT(what.find("(4 elements of float64)") != std::string::npos);
+    return;
+  }
+  throw std::runtime_error("a reduce of 16 bytes against 32 bytes returned");
+}
+
+// The last rank leaves its Accelerator normally (it caught an error of its own and returns
+// non-zero) while the others wait in a barrier: it must not hold them for long, and their error
+// names the barrier and the rank that left.
+void caught_error() {
+  bool failed = false;
+  {
+    Ddp acc({.timeout = std::chrono::seconds(60)});
+    if (acc.process_index() == acc.num_processes() - 1) {
+      try {
+        throw std::runtime_error("a user error, caught");
+      } catch (const std::runtime_error&) {
+        failed = true;
+      }
+    } else {
+      acc.wait_for_everyone();
+    }
+  }
+  if (failed) std::exit(3);
+}
+
+// The last rank skips a collective and finishes normally; ACCEL_TIMEOUT (set by the test to 2 s)
+// bounds the others' wait, and their error names the collective and the rank that left.
+void skipped_collective() {
+  Ddp acc({.timeout = std::chrono::minutes(30)});
+  if (acc.process_index() != acc.num_processes() - 1) acc.wait_for_everyone();
+}
+
+// The docs' own mistake: a save inside `if (is_main_process())`. Rank 0 enters save_state's
+// collectives while rank 1 goes on to the next step's gradient all-reduce: both must fail within
+// seconds (not the 30-minute timeout), naming save_state and what rank 1 called instead.
+void save_in_main_process_only() {
+  Ddp acc({.timeout = std::chrono::minutes(30)});
+  torch::manual_seed(3);
+  torch::nn::Linear net(16, 4);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  const auto folder = std::filesystem::temp_directory_path() /
+                      fmt::format("accel-save-main-only-{}", ::getppid());
+  for (int step = 0; step < 4; ++step) {
+    const auto loss = model->forward(torch::ones({2, 16})).sum();
+    acc.backward(loss);
+    optimizer.step();
+    optimizer.zero_grad();
+    if (step == 1 && acc.is_main_process()) acc.save_state(folder);
+  }
+  throw std::runtime_error("a save on rank 0 alone returned on every rank");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const accel_test::Scenarios scenarios = {
+      {"collectives", collectives},
+      {"gap_filling", gap_filling},
+      {"mismatch", mismatch},
+      {"unchecked_mismatch", unchecked_mismatch},
+      {"gloo_abort", gloo_abort},
+      {"shm_mismatched_reduce", shm_mismatched_reduce},
+      {"caught_error", caught_error},
+      {"save_in_main_process_only", save_in_main_process_only},
+      {"skipped_collective", skipped_collective},
+  };
+  return accel_test::run_scenario(argc, argv, scenarios);
+}
