@@ -40,6 +40,14 @@
 
 namespace {
 
+// Whether this build compiled --accum 2|4 in (bench/CMakeLists.txt; parse() refuses them
+// otherwise).
+#if defined(ACCEL_ALL_VARIANTS)
+constexpr bool kAllVariants = true;
+#else
+constexpr bool kAllVariants = false;
+#endif
+
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -91,7 +99,8 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
   --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights) |
                          fp16 (the same, with dynamic loss scaling; on CPU from libtorch 2.x) |
                          fp8 (Linear layers in e4m3/e5m2, emulated; the rest bf16; --accum 1)
-  --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>)
+  --accum N              1 (default) | 2 | 4: micro-batches per optimizer step (GradAccum<N>);
+                         2 and 4 in a build configured with -DACCEL_ALL_VARIANTS=ON
   --model M              mlp (default): 784 -> hidden x layers -> 10, ReLU (1024, 4, batch 64)
                          tiny: 32 -> hidden x layers -> 10, ReLU (32, 1, batch 8): per-step
                                overhead dominates
@@ -248,6 +257,10 @@ Config parse(int argc, char** argv) {
   if (c.warmup < 0) c.warmup = std::max(3, c.steps / 10);
   if (c.accum != 1 && c.accum != 2 && c.accum != 4)
     usage_error(fmt::format("--accum {}: use 1, 2 or 4", c.accum));
+  if (c.accum != 1 && !kAllVariants)
+    usage_error(fmt::format("--accum {}: this build compiled --accum 1 only; configure with "
+                            "-DACCEL_ALL_VARIANTS=ON for 2 and 4",
+                            c.accum));
   if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16" &&
       c.precision != "fp8")
     usage_error(fmt::format("--precision '{}': use fp32, bf16, fp16 or fp8", c.precision));
@@ -742,7 +755,7 @@ inline constexpr bool benchmarks_accumulation =
 
 template <class Par, class Prec>
 int with_accum(const Config& c) {
-  if constexpr (!benchmarks_accumulation<Par>) {
+  if constexpr (!benchmarks_accumulation<Par> || !kAllVariants) {
     return train<accel::Accelerator<Par, Prec>>(c);
   } else {
     switch (c.accum) {

@@ -14,11 +14,20 @@
 # stops the configuration with an accel: message naming it. Returns nothing; the targets link
 # accel::accel and may be changed further like any other (the per-variant ones are listed in
 # <name>_VARIANT_TARGETS in the caller's scope).
+#
+# Two or more per-variant executables share one precompiled header of <torch/torch.h> and
+# <accel/accelerator.hpp>, made by the object library <name>_pch and reused by each
+# (REUSE_FROM), so that torch and accel are parsed once rather than once per variant. g++ uses
+# it only where the variant is compiled with the macros and code-affecting flags <name>_pch had
+# (ACCEL_VARIANT and ACCEL_VARIANTS aside: no header reads them): flags set on the variants
+# belong on <name>_pch too. NO_PRECOMPILED_HEADER leaves it out.
 function(accel_add_variants name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "ONE_EXECUTABLE" "" "SOURCES;VARIANTS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "ONE_EXECUTABLE;NO_PRECOMPILED_HEADER" ""
+                        "SOURCES;VARIANTS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "accel: accel_add_variants(${name}): unexpected arguments "
-                        "'${arg_UNPARSED_ARGUMENTS}'; give SOURCES, VARIANTS and ONE_EXECUTABLE")
+                        "'${arg_UNPARSED_ARGUMENTS}'; give SOURCES, VARIANTS, ONE_EXECUTABLE "
+                        "and NO_PRECOMPILED_HEADER")
   endif()
   if(NOT arg_SOURCES)
     message(FATAL_ERROR "accel: accel_add_variants(${name}) needs SOURCES, e.g. SOURCES train.cpp")
@@ -83,6 +92,20 @@ function(accel_add_variants name)
     target_link_libraries(${name} PRIVATE accel::accel)
     target_compile_definitions(${name} PRIVATE "ACCEL_VARIANTS=${all}")
     set(targets ${name})
+  endif()
+  list(LENGTH targets count)
+  if(count GREATER 1 AND NOT arg_NO_PRECOMPILED_HEADER)
+    # Made without ACCEL_VARIANT(S): g++ refuses a precompiled header made under a macro that the
+    # compile using it defines differently, and accepts one made without a macro it never reads.
+    set(source "${CMAKE_CURRENT_BINARY_DIR}/${name}_pch.cpp")
+    file(CONFIGURE OUTPUT "${source}"
+         CONTENT "// Builds the precompiled header of accel_add_variants(${name}).\n")
+    add_library(${name}_pch OBJECT "${source}")
+    target_link_libraries(${name}_pch PRIVATE accel::accel)
+    target_precompile_headers(${name}_pch PRIVATE <torch/torch.h> <accel/accelerator.hpp>)
+    foreach(target IN LISTS targets)
+      target_precompile_headers(${target} REUSE_FROM ${name}_pch)
+    endforeach()
   endif()
   set(${name}_VARIANT_TARGETS ${targets} PARENT_SCOPE)
 endfunction()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine (packages only; idempotent), builds an example and runs it.
-# Usage: scripts/run-example.sh [fashion_mnist flags...], e.g. --precision bf16 --accum 4
+# Usage: scripts/run-example.sh [fashion_mnist flags...], e.g. --precision bf16 --accum 2
 #        scripts/run-example.sh gpt [gpt flags...]     the byte-level GPT (docs/gpt.md)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

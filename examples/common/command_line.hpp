@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -65,6 +66,18 @@ T one_of(std::string_view flag, T value, const std::vector<T>& allowed) {
   return value;
 }
 
+// An accumulation count this build compiled in. One that only -DACCEL_ALL_VARIANTS=ON compiles
+// says so, rather than looking like a value no build accepts.
+inline int accumulation(std::string_view flag, int value) {
+  const auto compiled = accumulation_values();
+  if (std::find(compiled.begin(), compiled.end(), value) != compiled.end()) return value;
+  if (std::ranges::find(kAllVariantsAccumulations, value) != std::end(kAllVariantsAccumulations))
+    throw BadArgument(fmt::format("{} is {}; this build compiled {} only: {} needs the whole "
+                                  "policy matrix (configure with -DACCEL_ALL_VARIANTS=ON)",
+                                  flag, value, joined(compiled), value));
+  return one_of(flag, value, compiled);
+}
+
 // A finite number above 0 (or, with zero_ok, at least 0). `example` is a value the message
 // suggests, one that suits the flag (a learning rate wants 1e-3 rather than 0.1).
 inline double real_number(std::string_view flag, std::string_view text, std::string_view example,
@@ -96,7 +109,7 @@ bool shared_flag(Args& args, std::string_view flag, Value&& value) {
   else if (flag == "--strategy") args.strategy = one_of(flag, value(), strategy_flags());
   else if (flag == "--precision") args.precision = one_of(flag, value(), precision_flags());
   else if (flag == "--accum")
-    args.accum = one_of(flag, whole_number(flag, value(), 1), accumulation_values());
+    args.accum = accumulation(flag, whole_number(flag, value(), 1));
   else if (flag == "--with-tracking") args.tracking = true;
   else if (flag == "--log-dir") args.tracking = true, args.log_dir = std::filesystem::path(value());
   else if (flag == "--run-name") args.tracking = true, args.run_name = value();

@@ -1,6 +1,7 @@
 // The strategies compiled into the example programs: every combination of four parallelisms,
-// four precisions and four accumulation counts (64 accel::Accelerator types), each named by the
-// flag value that picks it at run time. Shared so that the examples offer the same choices under
+// four precisions and the accumulation counts 1 and 2 (32 accel::Accelerator types), or with
+// ACCEL_ALL_VARIANTS (CMake's -DACCEL_ALL_VARIANTS=ON) also 4 and 8 (all 64, twice the compile
+// time), each named by the flag value that picks it at run time. Shared so that the examples offer the same choices under
 // the same names, and so that a policy added here reaches every example's --help and dispatch.
 #pragma once
 
@@ -28,7 +29,13 @@ template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = 
 
 using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
 using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
+#if defined(ACCEL_ALL_VARIANTS)
 using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
+#else
+using Accumulations = std::integer_sequence<int, 1, 2>;
+#endif
+// The counts only the whole matrix compiles in, which --accum names with the option that adds them.
+inline constexpr int kAllVariantsAccumulations[] = {4, 8};
 
 template <class... T>
 std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {

@@ -1,6 +1,6 @@
 // Fashion-MNIST with accel: a plain libtorch training loop plus a handful of accel lines.
 // The strategy is a type alias; the binary carries several so that one build can try each:
-//   fashion_mnist --strategy zero3 --precision bf16 --accum 4
+//   fashion_mnist --strategy zero3 --precision bf16 --accum 2
 //   fashion_mnist --nproc 2 --strategy ddp
 #include <accel/accelerator.hpp>
 #include <accel/checkpoints.hpp>

@@ -1,0 +1,12 @@
+# compile_fail.build: compiles every compile-fail case in one build of accel_compile_fail_cases,
+# in parallel, after removing the last run's logs (so that no case is judged on an old compile).
+# The cases' launcher (capture.sh) makes each compile succeed for the build; whether it failed
+# is in LOGS/<target>.status, judged by each case's own test (run-case.cmake).
+file(REMOVE_RECURSE "${LOGS}")
+file(MAKE_DIRECTORY "${LOGS}")
+execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target accel_compile_fail_cases
+  RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "building the compile-fail cases failed outside the cases themselves "
+                      "(the precompiled header, or the build files):\n${output}")
+endif()
