@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What one variant's translation unit costs to compile: accel against plain libtorch.
 #
-#   bench/compile_cost.sh [--turns N] [--build-dir DIR] [--parts] [--fmt-header-only]
+#   bench/compile_cost.sh [--turns N] [--build-dir DIR] [--parts] [--fmt-header-only] [--separate]
 #
 # bench/compile_cost/accel.cpp is a training program through <accel/accelerator.hpp>
 # (Accelerator<Ddp, Bf16, GradAccum<4>>, an accel::DataLoader, prepare, backward, step);
@@ -29,6 +29,10 @@
 # compiled into every TU, as accel built before stop 24; default build dir then
 # build-compile-cost-fmt-header-only/), to measure what linking libfmt buys.
 #
+# --separate times accel.cpp in the separately compiled mode (through accel::compiled, which
+# defines ACCEL_SEPARATE_COMPILATION: accel's non-template code is then compiled once, in
+# src/accel.cpp, and not in the TU; docs/getting-started.md) in place of header-only accel.cpp.
+#
 # Needs cmake, a C++20 g++, libtorch and accel's other dependencies (scripts/setup-debian.sh),
 # python3 (to read compile_commands.json) and GNU time at /usr/bin/time (Debian: `time`).
 set -euo pipefail
@@ -38,6 +42,7 @@ build_dir=""
 turns=3
 parts=0
 fmt_header_only=OFF
+accel_tu=accel
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +52,7 @@ while [ $# -gt 0 ]; do
                  mkdir -p "$2"; build_dir=$(cd "$2" && pwd); shift 2 ;;
     --parts) parts=1; shift ;;
     --fmt-header-only) fmt_header_only=ON; shift ;;
+    --separate) accel_tu=accel_compiled; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compile_cost.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -99,10 +105,10 @@ for entry in json.load(open(database)):
     with open(os.path.join(scratch, "cmd", name), "w") as f:
         f.write(entry["directory"] + "\0" + "\0".join(args) + "\0")
 PY
-for tu in plain accel; do
+for tu in plain "$accel_tu"; do
   [ -f "$scratch/cmd/$tu" ] || { echo "compile_cost.sh: no compile command for $tu.cpp in $build_dir" >&2; exit 1; }
 done
-echo "compile_cost: command (accel.cpp): $(tr '\0' ' ' <"$scratch/cmd/accel" | cut -d' ' -f2-)" >&2
+echo "compile_cost: command ($accel_tu.cpp): $(tr '\0' ' ' <"$scratch/cmd/$accel_tu" | cut -d' ' -f2-)" >&2
 
 # compile NAME: runs NAME's command under /usr/bin/time; sets $seconds (wall), $cpu (user + system
 # seconds) and $kib (peak RSS).
@@ -135,7 +141,7 @@ printf '%-5s %8s %9s %9s %8s %9s %9s %10s %9s %10s %11s\n' turn plain_s plain_cp
   plain_MiB accel_s accel_cpu accel_MiB wall_ratio cpu_ratio peak_ratio load_before
 for ((turn = 1; turn <= turns; ++turn)); do
   load_plain=$(load); compile plain; plain_s=$seconds; plain_kib=$kib; plain_cpu=$cpu
-  load_accel=$(load); compile accel; accel_s=$seconds; accel_kib=$kib; accel_cpu=$cpu
+  load_accel=$(load); compile "$accel_tu"; accel_s=$seconds; accel_kib=$kib; accel_cpu=$cpu
   echo "$plain_s $plain_kib $accel_s $accel_kib $plain_cpu $accel_cpu" >>"$scratch/pairs"
   awk -v t="$turn" -v ps="$plain_s" -v pk="$plain_kib" -v as="$accel_s" -v ak="$accel_kib" \
       -v pc="$plain_cpu" -v ac="$accel_cpu" -v lp="$load_plain" -v la="$load_accel" 'BEGIN {

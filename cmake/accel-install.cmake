@@ -16,4 +16,7 @@ install(FILES
   "${CMAKE_CURRENT_BINARY_DIR}/accel-config-version.cmake"
   cmake/accel-dependencies.cmake
   cmake/accel-variants.cmake
+  cmake/accel-compiled.cmake
   DESTINATION ${CMAKE_INSTALL_DATADIR}/accel/cmake)
+# accel::compiled's one source, compiled in the consumer's tree (accel-compiled.cmake).
+install(FILES src/accel.cpp DESTINATION ${CMAKE_INSTALL_DATADIR}/accel/src)

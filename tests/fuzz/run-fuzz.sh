@@ -35,7 +35,7 @@ fi
 # _GLIBCXX_ASSERTIONS: an out-of-range operator[] on a string or vector aborts too.
 binary="$build/fuzz_safetensors"
 sources=("$repo/tests/fuzz/fuzz_safetensors.cpp" "$repo/include/accel/state/safetensors_format.hpp"
-         "$repo/include/accel/detail/error.hpp" "$repo/include/accel/error.hpp" "${BASH_SOURCE[0]}")
+         "$repo/include/accel/state/impl/safetensors_format.ipp" "$repo/include/accel/detail/error.hpp" "$repo/include/accel/error.hpp" "${BASH_SOURCE[0]}")
 stale=0
 [ -x "$binary" ] || stale=1
 for s in "${sources[@]}"; do [ "$s" -nt "$binary" ] && stale=1; done

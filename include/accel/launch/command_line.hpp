@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "../detail/separate_compilation.hpp"
 #include "error.hpp"
 #include "options.hpp"
 
@@ -50,27 +51,10 @@ namespace launcher {
 
 // `shown` is how the value appears to the user ("--nproc 'x'" or "ACCEL_NPROC='x'"), `fix` what
 // to write instead.
-inline int parse_whole_number(std::string_view text, const std::string& shown,
-                              const std::string& fix) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size())
-    fail(shown + " is not a whole number; " + fix);
-  return value;
-}
+ACCEL_DECL int parse_whole_number(std::string_view text, const std::string& shown,
+                                  const std::string& fix);
 
-inline std::chrono::milliseconds parse_seconds(std::string_view text) {
-  double seconds = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size() ||
-      !(seconds >= -1e6 && seconds <= 1e6))  // also false for nan and infinities
-    fail("--grace '" + std::string(text) +
-         "' is not a number of seconds; give one such as --grace 5 or --grace 0.5");
-  if (seconds < 0)
-    fail("--grace " + std::string(text) +
-         " is negative; give the seconds between SIGTERM and SIGKILL, e.g. --grace 5");
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
-}
+ACCEL_DECL std::chrono::milliseconds parse_seconds(std::string_view text);
 
 inline int parse_nproc_flag(std::string_view text) {
   return parse_whole_number(text, "--nproc '" + std::string(text) + "'",
@@ -78,18 +62,7 @@ inline int parse_nproc_flag(std::string_view text) {
 }
 
 // ACCEL_NPROC when it is set, else `fallback`.
-inline int nproc_from_environment(int fallback) {
-  const char* raw = std::getenv("ACCEL_NPROC");
-  if (raw == nullptr || *raw == '\0') return fallback;
-  const std::string text(raw);
-  const int value = parse_whole_number(
-      text, "ACCEL_NPROC='" + text + "'",
-      "set it to the number of worker processes per node (e.g. ACCEL_NPROC=2) or unset it");
-  if (value < 1)
-    fail("ACCEL_NPROC=" + text +
-         " is out of range; set it to at least 1 (e.g. ACCEL_NPROC=2) or unset it");
-  return value;
-}
+ACCEL_DECL int nproc_from_environment(int fallback);
 
 // A program's arguments without `--nproc N` / `--nproc=N` (before a `--`, which stays), and the
 // last N given.
@@ -98,103 +71,16 @@ struct ProgramArguments {
   std::vector<std::string> arguments;  // argv[0] included
 };
 
-inline ProgramArguments take_nproc_argument(int argc, const char* const* argv) {
-  ProgramArguments result;
-  bool options_ended = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (i == 0 || options_ended) {
-      result.arguments.emplace_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      options_ended = true;
-      result.arguments.emplace_back(arg);
-    } else if (arg == "--nproc") {
-      if (i + 1 >= argc) fail("--nproc needs a value, e.g. --nproc 2");
-      result.nproc = parse_nproc_flag(argv[++i]);
-    } else if (arg.starts_with("--nproc=")) {
-      result.nproc = parse_nproc_flag(arg.substr(8));
-    } else {
-      result.arguments.emplace_back(arg);
-    }
-  }
-  return result;
-}
+ACCEL_DECL ProgramArguments take_nproc_argument(int argc, const char* const* argv);
 
 }  // namespace launcher
 
 // accel-launch's command line. Options come first; the command starts after `--` or at the first
 // argument that is not an option. Throws LaunchError for anything it cannot use.
-inline LaunchCommandLine parse_launch_command_line(int argc, const char* const* argv) {
-  using launcher::fail;
-  LaunchCommandLine line;
-  LaunchOptions& options = line.options;
-  std::optional<int> nproc;
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (!arg.starts_with("-") || arg == "-") break;
-    if (arg == "-h" || arg == "--help") {
-      line.help = true;
-      return line;
-    }
-    const auto equals = arg.find('=');
-    const std::string_view name = arg.substr(0, equals);
-    std::optional<std::string_view> inline_value;
-    if (equals != std::string_view::npos) inline_value = arg.substr(equals + 1);
-
-    if (name == "--rank-prefix") {
-      if (inline_value) fail("--rank-prefix takes no value; write just --rank-prefix");
-      options.rank_prefix = true;
-      continue;
-    }
-    const auto known = {"--nproc",       "--nnodes",      "--node-rank",
-                        "--master-addr", "--master-port", "--grace", "--max-restarts"};
-    bool is_known = false;
-    for (const std::string_view option : known) is_known = is_known || name == option;
-    if (!is_known)
-      fail("unknown option '" + std::string(arg) +
-           "'; run accel-launch --help for the options, and put the command after --");
-    std::string_view value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      if (i + 1 >= argc) fail(std::string(name) + " needs a value; run accel-launch --help");
-      value = argv[++i];
-    }
-    const std::string shown = std::string(name) + " '" + std::string(value) + "'";
-    if (name == "--nproc") {
-      nproc = launcher::parse_nproc_flag(value);
-    } else if (name == "--nnodes") {
-      options.nnodes = launcher::parse_whole_number(
-          value, shown, "give the number of nodes in the job, e.g. --nnodes 2");
-    } else if (name == "--node-rank") {
-      options.node_rank = launcher::parse_whole_number(
-          value, shown, "give this node's index counted from 0, e.g. --node-rank 1");
-    } else if (name == "--master-addr") {
-      if (value.empty()) fail("--master-addr needs a host name or address, e.g. 10.0.0.1");
-      options.master_addr = std::string(value);
-    } else if (name == "--master-port") {
-      options.master_port = launcher::parse_whole_number(
-          value, shown, "give a port from 1 to 65535, e.g. --master-port 29500");
-    } else if (name == "--max-restarts") {
-      options.max_restarts = launcher::parse_whole_number(
-          value, shown, "give how many times the group may be started again, e.g. --max-restarts 3");
-    } else {
-      options.grace = launcher::parse_seconds(value);
-    }
-  }
-  options.nproc = nproc ? *nproc : launcher::nproc_from_environment(options.nproc);
-  for (; i < argc; ++i) line.command.emplace_back(argv[i]);
-  if (line.command.empty())
-    fail("no command to launch; write it after --, e.g. accel-launch --nproc 2 -- ./train");
-  launcher::validate(options);
-  return line;
-}
+ACCEL_DECL LaunchCommandLine parse_launch_command_line(int argc, const char* const* argv);
 
 }  // namespace accel
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/command_line.ipp"
+#endif

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/separate_compilation.hpp"
 #include "options.hpp"
 
 extern "C" char** environ;  // NOLINT: POSIX declares it nowhere in a header
@@ -29,10 +30,7 @@ inline constexpr std::array<std::string_view, 13> launcher_variables = {
     "ACCEL_RESTART_COUNT", "ACCEL_MAX_RESTARTS", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS"};
 
-inline bool is_set(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0';
-}
+ACCEL_DECL bool is_set(const char* name);
 
 // Started by our launcher or torchrun (RANK, WORLD_SIZE), by srun (SLURM_PROCID) or by mpirun
 // (OMPI_COMM_WORLD_RANK). Either of RANK and WORLD_SIZE is enough, as for the runtime: with only
@@ -62,83 +60,32 @@ inline std::string error_file(const Rendezvous& rendezvous, int rank) {
 
 using Variables = std::vector<std::pair<std::string, std::string>>;
 
-inline Variables worker_variables(const LaunchOptions& options, const Rendezvous& rendezvous,
-                                  int local_rank) {
-  Variables variables = {
-      {"RANK", std::to_string(options.node_rank * options.nproc + local_rank)},
-      {"LOCAL_RANK", std::to_string(local_rank)},
-      {"WORLD_SIZE", std::to_string(world_size(options))},
-      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc)},
-      {"GROUP_RANK", std::to_string(options.node_rank)},
-      {"MASTER_ADDR", rendezvous.master_addr},
-      {"MASTER_PORT", std::to_string(rendezvous.master_port)},
-  };
-  if (!rendezvous.store_dir.empty())
-    variables.emplace_back("ACCEL_STORE_DIR", rendezvous.store_dir);
-  if (!rendezvous.run_id.empty()) variables.emplace_back("ACCEL_RUN_ID", rendezvous.run_id);
-  if (!rendezvous.error_dir.empty())
-    variables.emplace_back("ACCEL_ERROR_FILE",
-                           error_file(rendezvous, options.node_rank * options.nproc + local_rank));
-  return variables;
-}
+ACCEL_DECL Variables worker_variables(const LaunchOptions& options, const Rendezvous& rendezvous,
+                                      int local_rank);
 
-inline bool is_launcher_variable(std::string_view entry) {
-  const std::string_view name = entry.substr(0, entry.find('='));
-  for (const std::string_view variable : launcher_variables)
-    if (name == variable) return true;
-  return false;
-}
+ACCEL_DECL bool is_launcher_variable(std::string_view entry);
 
-inline bool is_set_in(const Variables& variables, std::string_view entry) {
-  const std::string_view name = entry.substr(0, entry.find('='));
-  for (const auto& variable : variables)
-    if (name == variable.first) return true;
-  return false;
-}
+ACCEL_DECL bool is_set_in(const Variables& variables, std::string_view entry);
 
 // This process's environment, less the launcher's variables and those in `variables`, plus
 // `variables`: a worker's envp (with one entry per name: getenv() would read the first).
-inline std::vector<std::string> worker_environment(const Variables& variables) {
-  std::vector<std::string> entries;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry)
-    if (!is_launcher_variable(*entry) && !is_set_in(variables, *entry))
-      entries.emplace_back(*entry);
-  for (const auto& [name, value] : variables) entries.push_back(name + "=" + value);
-  return entries;
-}
+ACCEL_DECL std::vector<std::string> worker_environment(const Variables& variables);
 
 // Sets a worker's variables in this process (accel::launch() with one process runs the user's
 // function in place) and puts the previous environment back when it goes out of scope.
 class ScopedWorkerEnvironment {
  public:
-  explicit ScopedWorkerEnvironment(const Variables& variables) {
-    const auto save = [&](const std::string& name) {
-      const char* old = std::getenv(name.c_str());
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    };
-    for (const std::string_view variable : launcher_variables) {
-      const std::string name(variable);
-      save(name);
-      ::unsetenv(name.c_str());
-    }
-    for (const auto& [name, value] : variables) {
-      if (!is_launcher_variable(name)) save(name);  // ACCEL_RUN_ID
-      ::setenv(name.c_str(), value.c_str(), 1);
-    }
-  }
+  ACCEL_DECL explicit ScopedWorkerEnvironment(const Variables& variables);
   ScopedWorkerEnvironment(const ScopedWorkerEnvironment&) = delete;
   ScopedWorkerEnvironment& operator=(const ScopedWorkerEnvironment&) = delete;
-  ~ScopedWorkerEnvironment() {
-    for (const auto& [name, value] : saved_) {
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
+  ACCEL_DECL ~ScopedWorkerEnvironment();
 
  private:
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
 }  // namespace accel::launcher
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/environment.ipp"
+#endif

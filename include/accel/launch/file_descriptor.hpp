@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "../detail/separate_compilation.hpp"
 #include "error.hpp"
 
 namespace accel::launcher {
@@ -16,23 +17,14 @@ class FileDescriptor {
   FileDescriptor() = default;
   explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
   FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
+  ACCEL_DECL FileDescriptor& operator=(FileDescriptor&& other) noexcept;
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   ~FileDescriptor() { reset(); }
 
   [[nodiscard]] int get() const noexcept { return fd_; }
   explicit operator bool() const noexcept { return fd_ >= 0; }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
+  ACCEL_DECL void reset() noexcept;
 
  private:
   int fd_ = -1;
@@ -44,18 +36,14 @@ struct Pipe {
 };
 
 // Both ends close on exec; a worker gets its end through dup2, which clears the flag.
-inline Pipe make_pipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) fail_with_errno("cannot create a pipe");
-  return {FileDescriptor(fds[0]), FileDescriptor(fds[1])};
-}
+ACCEL_DECL Pipe make_pipe();
 
 // Only ever on the launcher's own ends: a worker whose stdout were non-blocking would lose
 // output (EAGAIN) whenever the pipe is full.
-inline void set_nonblocking(const FileDescriptor& fd) {
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-    fail_with_errno("cannot make a pipe non-blocking");
-}
+ACCEL_DECL void set_nonblocking(const FileDescriptor& fd);
 
 }  // namespace accel::launcher
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/file_descriptor.ipp"
+#endif

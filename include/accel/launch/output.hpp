@@ -29,6 +29,7 @@
 #include <thread>
 #include <utility>
 
+#include "../detail/separate_compilation.hpp"
 #include "error.hpp"
 #include "file_descriptor.hpp"
 
@@ -45,23 +46,7 @@ inline constexpr std::chrono::seconds stuck_output_limit{2};
 
 // Writes everything unless the destination fails (EPIPE: nobody will ever read). Blocks: only
 // the output threads call it.
-inline bool write_fully(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const auto written = ::write(fd, data.data(), data.size());
-    if (written > 0) {
-      data.remove_prefix(static_cast<std::size_t>(written));
-    } else if (written < 0 && errno == EINTR) {
-      continue;
-    } else if (written < 0 && errno == EAGAIN) {
-      // Someone sharing the file description made it non-blocking: wait for room instead.
-      pollfd room{fd, POLLOUT, 0};
-      ::poll(&room, 1, -1);
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
+ACCEL_DECL bool write_fully(int fd, std::string_view data);
 
 // One destination (the launcher's stdout or stderr) and the thread that writes to it.
 class OutputChannel {
@@ -70,92 +55,30 @@ class OutputChannel {
 
   // `wake_fd`: a non-blocking pipe the thread writes a byte into when the buffer has room again
   // or is empty, so that the supervisor's poll() wakes up.
-  OutputChannel(int destination, int wake_fd)
-      : state_(std::make_shared<State>(destination, wake_fd)) {
-    // The thread takes no signal: the launcher's handlers run on the supervising thread (or
-    // another thread of the host program), never in the middle of a write.
-    sigset_t all;
-    sigset_t previous;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
-    try {
-      thread_ = std::thread(&OutputChannel::write_out, state_);
-    } catch (const std::system_error& error) {
-      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-      fail(std::string("cannot start a thread to write the launcher's output: ") + error.what());
-    }
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  }
+  ACCEL_DECL OutputChannel(int destination, int wake_fd);
   OutputChannel(const OutputChannel&) = delete;
   OutputChannel& operator=(const OutputChannel&) = delete;
 
   // Everything written: the thread ends and is joined. Otherwise the rest is dropped and the
   // thread, perhaps blocked in write() for good, is left to end on its own.
-  ~OutputChannel() {
-    bool written = false;
-    {
-      const std::lock_guard lock(state_->mutex);
-      // Given up: the thread may be blocked in write() for good, so it is never waited for.
-      written = state_->bytes == 0 && !state_->abandoned;
-      if (written)
-        state_->closing = true;
-      else
-        drop_locked();
-    }
-    state_->work.notify_one();
-    if (written)
-      thread_.join();
-    else
-      thread_.detach();
-  }
+  ACCEL_DECL ~OutputChannel();
 
   // Queues `text`; never blocks. Dropped when the destination failed or was given up.
-  void write(std::string text) {
-    if (text.empty()) return;
-    {
-      const std::lock_guard lock(state_->mutex);
-      if (state_->failed || state_->abandoned) {
-        state_->dropped += text.size();
-        return;
-      }
-      if (state_->bytes == 0) state_->progress = Clock::now();  // the stall counts from now
-      state_->bytes += text.size();
-      state_->pieces.push_back(std::move(text));
-    }
-    state_->work.notify_one();
-  }
+  ACCEL_DECL void write(std::string text);
 
   // Below its bound: the supervisor may read more from the workers. A failed or given-up
   // destination always has room (what comes is dropped, so that no worker waits for it).
-  [[nodiscard]] bool has_room() const {
-    const std::lock_guard lock(state_->mutex);
-    return state_->bytes < output_buffer_bytes;
-  }
+  [[nodiscard]] ACCEL_DECL bool has_room() const;
 
   // Nothing left to write.
-  [[nodiscard]] bool idle() const {
-    const std::lock_guard lock(state_->mutex);
-    return state_->bytes == 0;
-  }
+  [[nodiscard]] ACCEL_DECL bool idle() const;
 
   // How long the destination has taken nothing while output waits for it (zero when idle).
-  [[nodiscard]] Clock::duration stalled(Clock::time_point now) const {
-    const std::lock_guard lock(state_->mutex);
-    return state_->bytes == 0 ? Clock::duration::zero() : now - state_->progress;
-  }
+  [[nodiscard]] ACCEL_DECL Clock::duration stalled(Clock::time_point now) const;
 
   // Stops waiting for the destination: what is left is dropped, and so is what comes later.
   // Returns the bytes dropped so far.
-  std::size_t give_up() {
-    std::size_t dropped = 0;
-    {
-      const std::lock_guard lock(state_->mutex);
-      drop_locked();
-      dropped = state_->dropped;
-    }
-    state_->work.notify_one();
-    return dropped;
-  }
+  ACCEL_DECL std::size_t give_up();
 
  private:
   struct State {
@@ -176,53 +99,11 @@ class OutputChannel {
     bool failed = false;           // the destination refused output (EPIPE): drop everything
   };
 
-  void drop_locked() {
-    state_->abandoned = true;
-    state_->dropped += state_->bytes;
-    state_->bytes = 0;
-    state_->pieces.clear();  // the thread, if writing, holds its own copy of the slice
-    state_->written_of_front = 0;
-  }
+  ACCEL_DECL void drop_locked();
 
-  static void wake(const State& state) {
-    const char byte = 0;
-    [[maybe_unused]] const auto written = ::write(state.wake_fd, &byte, 1);  // full: awake
-  }
+  ACCEL_DECL static void wake(const State& state);
 
-  static void write_out(const std::shared_ptr<State> state) {
-    std::unique_lock lock(state->mutex);
-    for (;;) {
-      state->work.wait(lock,
-                       [&] { return state->bytes != 0 || state->closing || state->abandoned; });
-      if (state->abandoned || state->bytes == 0) return;
-      // A copy of at most output_write_bytes: give_up() may clear the deque meanwhile.
-      const std::string slice =
-          state->pieces.front().substr(state->written_of_front, output_write_bytes);
-      lock.unlock();
-      const bool written = write_fully(state->destination, slice);
-      lock.lock();
-      if (state->abandoned) return;
-      const bool was_full = state->bytes >= output_buffer_bytes;
-      state->progress = Clock::now();
-      if (!written) {
-        state->failed = true;
-        state->dropped += state->bytes;
-        state->bytes = 0;
-        state->pieces.clear();
-        state->written_of_front = 0;
-      } else {
-        state->bytes -= slice.size();
-        state->written_of_front += slice.size();
-        if (state->written_of_front == state->pieces.front().size()) {
-          state->pieces.pop_front();
-          state->written_of_front = 0;
-        }
-      }
-      // Under the lock, so that an owner who gives up (and may then close the pipe) never
-      // races with this write.
-      if (state->bytes == 0 || (was_full && state->bytes < output_buffer_bytes)) wake(*state);
-    }
-  }
+  ACCEL_DECL static void write_out(const std::shared_ptr<State> state);
 
   std::shared_ptr<State> state_;
   std::thread thread_;
@@ -244,19 +125,10 @@ class LauncherOutput {
   }
   [[nodiscard]] int wake_fd() const { return wake_.read_end.get(); }
 
-  void clear_wakes() const {
-    char buffer[64];
-    while (::read(wake_fd(), buffer, sizeof buffer) > 0) {
-    }
-  }
+  ACCEL_DECL void clear_wakes() const;
 
  private:
-  static Pipe make_wake_pipe() {
-    Pipe pipe = make_pipe();
-    set_nonblocking(pipe.read_end);
-    set_nonblocking(pipe.write_end);
-    return pipe;
-  }
+  ACCEL_DECL static Pipe make_wake_pipe();
 
   Pipe wake_;  // declared first: destroyed after the channels, whose threads may write to it
   OutputChannel out_;
@@ -264,3 +136,7 @@ class LauncherOutput {
 };
 
 }  // namespace accel::launcher
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/output.ipp"
+#endif

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/separate_compilation.hpp"
 #include "../runtime/shm/segment_name.hpp"
 #include "error.hpp"
 
@@ -22,21 +23,10 @@ namespace accel::launcher {
 
 // rm -rf without following symbolic links (and without <filesystem>, which doubles the time
 // accel-launch takes to compile).
-inline void remove_tree(const std::string& path) {
-  ::nftw(
-      path.c_str(),
-      [](const char* entry, const struct stat*, int, FTW*) {
-        ::remove(entry);  // keep going: remove whatever can be removed
-        return 0;
-      },
-      16, FTW_DEPTH | FTW_PHYS);
-}
+ACCEL_DECL void remove_tree(const std::string& path);
 
 // The directory and the run's shared-memory names.
-inline void remove_run(const std::string& path) {
-  runtime::shm::remove_segments_of_run(runtime::shm::run_token_of(path));
-  remove_tree(path);
-}
+ACCEL_DECL void remove_run(const std::string& path);
 
 // Folders to remove if the process calls exit() while they exist: with one process the user's
 // function runs inside the launcher, and may end the process that way.
@@ -44,53 +34,21 @@ struct DirectoriesRemovedAtExit {
   std::mutex mutex;
   std::vector<std::pair<std::string, pid_t>> paths;  // with the pid that created each
 
-  static DirectoriesRemovedAtExit& instance() {
-    static DirectoriesRemovedAtExit registry;
-    return registry;
-  }
-  static void remove_all_left() {
-    DirectoriesRemovedAtExit& registry = instance();
-    const std::scoped_lock lock(registry.mutex);
-    for (const auto& [path, owner] : registry.paths) {
-      // A forked child calling exit() must not remove its parent's folder.
-      if (owner == ::getpid()) remove_run(path);
-    }
-    registry.paths.clear();
-  }
-  void add(const std::string& path) {
-    static std::once_flag registered;
-    std::call_once(registered, [] { std::atexit(&DirectoriesRemovedAtExit::remove_all_left); });
-    const std::scoped_lock lock(mutex);
-    paths.emplace_back(path, ::getpid());
-  }
-  void forget(const std::string& path) {
-    const std::scoped_lock lock(mutex);
-    std::erase_if(paths, [&](const auto& entry) { return entry.first == path; });
-  }
+  ACCEL_DECL static DirectoriesRemovedAtExit& instance();
+  ACCEL_DECL static void remove_all_left();
+  ACCEL_DECL void add(const std::string& path);
+  ACCEL_DECL void forget(const std::string& path);
 };
 
 class PrivateDirectory {
  public:
   // Under $TMPDIR, else /tmp.
-  static PrivateDirectory create() {
-    const char* tmpdir = std::getenv("TMPDIR");
-    const std::string parent = (tmpdir != nullptr && *tmpdir != '\0') ? tmpdir : "/tmp";
-    std::string pattern = parent + "/accel-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr)
-      fail_with_errno("cannot create the private rendezvous folder in '" + parent +
-                      "' (set TMPDIR to a writable folder)");
-    DirectoriesRemovedAtExit::instance().add(pattern);
-    return PrivateDirectory(std::move(pattern));
-  }
+  ACCEL_DECL static PrivateDirectory create();
   PrivateDirectory(PrivateDirectory&& other) noexcept : path_(std::exchange(other.path_, {})) {}
   PrivateDirectory& operator=(PrivateDirectory&&) = delete;
   PrivateDirectory(const PrivateDirectory&) = delete;
   PrivateDirectory& operator=(const PrivateDirectory&) = delete;
-  ~PrivateDirectory() {
-    if (path_.empty()) return;
-    remove_run(path_);
-    DirectoriesRemovedAtExit::instance().forget(path_);
-  }
+  ACCEL_DECL ~PrivateDirectory();
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
@@ -100,3 +58,7 @@ class PrivateDirectory {
 };
 
 }  // namespace accel::launcher
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/private_directory.ipp"
+#endif

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "../detail/separate_compilation.hpp"
 #include "file_descriptor.hpp"
 #include "output.hpp"
 
@@ -32,58 +33,16 @@ class PrefixedStream {
   // file, a last line without a newline is queued with one, and the pipe is closed. With
   // `to_end` (every writer is gone, so the pipe holds at most its capacity) it reads past the
   // destination's bound.
-  void read_available(bool to_end = false) {
-    char buffer[65536];
-    // A bounded number of reads, so that one chatty worker cannot starve the others.
-    for (int reads = 0; reads < 16 && (to_end || wanted()); ++reads) {
-      const auto count = ::read(source_.get(), buffer, sizeof buffer);
-      if (count > 0) {
-        pending_.append(buffer, static_cast<std::size_t>(count));
-        continue;
-      }
-      if (count < 0 && errno == EINTR) continue;
-      if (count < 0 && errno == EAGAIN) break;
-      finish();  // end of file, or an error that will not go away
-      return;
-    }
-    write_lines();
-  }
+  ACCEL_DECL void read_available(bool to_end = false);
 
-  void finish() {
-    if (!pending_.empty() && pending_.back() != '\n') pending_ += '\n';
-    write_lines();
-    source_.reset();
-  }
+  ACCEL_DECL void finish();
 
  private:
   // A line longer than this is cut, so that a worker printing without newlines cannot make the
   // launcher hold unbounded output.
   static constexpr std::size_t longest_line = 1 << 20;
 
-  void write_lines() {
-    std::string out;
-    std::size_t start = 0;
-    for (;;) {
-      const auto newline = pending_.find('\n', start);
-      std::size_t length = 0;
-      std::size_t next = 0;
-      if (newline != std::string::npos) {
-        length = newline - start;
-        next = newline + 1;
-      } else if (pending_.size() - start >= longest_line) {
-        length = longest_line;
-        next = start + longest_line;
-      } else {
-        break;
-      }
-      out += prefix_;
-      out.append(pending_, start, length);
-      out += '\n';
-      start = next;
-    }
-    pending_.erase(0, start);
-    destination_->write(std::move(out));
-  }
+  ACCEL_DECL void write_lines();
 
   FileDescriptor source_;
   OutputChannel* destination_;
@@ -92,3 +51,7 @@ class PrefixedStream {
 };
 
 }  // namespace accel::launcher
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/rank_prefix.ipp"
+#endif

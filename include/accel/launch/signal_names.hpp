@@ -5,22 +5,14 @@
 #include <string>
 #include <utility>
 
+#include "../detail/separate_compilation.hpp"
+
 namespace accel::launcher {
 
-inline std::string signal_name(int signal) {
-  static constexpr std::pair<int, const char*> names[] = {
-      {SIGHUP, "SIGHUP"},       {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},   {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"},     {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},     {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"},     {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"},   {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"},     {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},   {SIGCHLD, "SIGCHLD"},
-      {SIGCONT, "SIGCONT"},     {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"},   {SIGTTIN, "SIGTTIN"},
-      {SIGTTOU, "SIGTTOU"},     {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"},   {SIGXFSZ, "SIGXFSZ"},
-      {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},
-      {SIGSYS, "SIGSYS"},
-  };
-  for (const auto& [number, name] : names)
-    if (number == signal) return name;
-  return "signal " + std::to_string(signal);
-}
+ACCEL_DECL std::string signal_name(int signal);
 
 }  // namespace accel::launcher
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/signal_names.ipp"
+#endif

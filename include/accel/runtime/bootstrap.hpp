@@ -7,34 +7,23 @@
 #include <memory>
 
 #include "../detail/error.hpp"
+#include "../detail/separate_compilation.hpp"
 #include "environment.hpp"
 #include "process_group.hpp"
 
 namespace accel::runtime {
 
 // cuda:<local rank> where CUDA is available, else the CPU.
-inline torch::Device default_device(int local_rank) {
-  if (torch::cuda::is_available())
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-  return torch::Device(torch::kCPU);
-}
+ACCEL_DECL torch::Device default_device(int local_rank);
 
 // The group of this job's ranks on `device`, or null on one process. On CUDA, the group's CUDA
 // tensors travel over NCCL (nccl.hpp), where this libtorch has it.
-inline std::unique_ptr<ProcessGroup> join_group(const Environment& env, const torch::Device& device,
-                                                GroupSettings settings) {
-  if (env.process.world_size == 1) return nullptr;
-  if (device.is_cuda()) {
-    if (!has_nccl)
-      detail::fail("{} processes on {}: multi-process training on CUDA needs c10d's NCCL group, "
-                   "and this libtorch was built without it (USE_C10D_NCCL undefined); use a CUDA "
-                   "build of libtorch with NCCL (PyTorch's own builds have it), run the ranks on "
-                   "CPU (Options{{.device = torch::kCPU}}), or one process per job",
-                   env.process.world_size, device.str());
-    settings.cuda_device = device.index() < 0 ? static_cast<c10::DeviceIndex>(env.process.local_rank)
-                                              : device.index();
-  }
-  return std::make_unique<ProcessGroup>(env, settings);
-}
+ACCEL_DECL std::unique_ptr<ProcessGroup> join_group(const Environment& env,
+                                                    const torch::Device& device,
+                                                    GroupSettings settings);
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/bootstrap.ipp"
+#endif

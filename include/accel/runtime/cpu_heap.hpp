@@ -14,6 +14,8 @@
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+
+#include "../detail/separate_compilation.hpp"
 #endif
 
 namespace accel::runtime {
@@ -22,20 +24,7 @@ namespace accel::runtime {
 // the heap, and up to 1 GiB of free heap top is kept. Leaves glibc alone when the user set either
 // threshold in the environment (their choice wins) and on C libraries other than glibc. Returns
 // whether it changed anything.
-inline bool keep_freed_cpu_memory(std::size_t mmap_threshold = std::size_t{32} << 20) {
-#if defined(__GLIBC__)
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
-      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr)
-    return false;
-  // The mmap threshold first: setting it fixes it (no more adapting), and the trim threshold
-  // must not be left at its default below it.
-  return mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_threshold)) == 1 &&
-         mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
-#else
-  (void)mmap_threshold;
-  return false;
-#endif
-}
+ACCEL_DECL bool keep_freed_cpu_memory(std::size_t mmap_threshold = std::size_t{32} << 20);
 
 // Gives the heap's free memory back to the kernel, once, after prepare(): flattening a model for
 // a sharded strategy copies its parameters into flat buffers and frees the originals, which the
@@ -49,3 +38,7 @@ inline void release_freed_cpu_memory() {
 }
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/cpu_heap.ipp"
+#endif

@@ -18,6 +18,8 @@
 #include <memory>
 #include <vector>
 
+#include "../detail/separate_compilation.hpp"
+
 #include "../detail/torch_compat.hpp"  // c10d's Gloo header, with accel's check on USE_C10D_GLOO
 
 namespace accel::runtime {
@@ -25,26 +27,16 @@ namespace accel::runtime {
 class DirectGloo {
  public:
   // Collective: every rank connects to every other through `store` (a key space of its own).
-  DirectGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-             std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds timeout)
-      : context_(std::make_shared<gloo::rendezvous::Context>(rank, size)) {
-    context_->setTimeout(timeout);
-    c10d::ProcessGroupGloo::GlooStore rendezvous(store);
-    context_->connectFullMesh(rendezvous, device);
-  }
+  ACCEL_DECL DirectGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                        std::shared_ptr<gloo::transport::Device> device,
+                        std::chrono::milliseconds timeout);
 
-  static bool can_register(const torch::Tensor& t) {
-    return t.device().is_cpu() && t.is_contiguous() &&
-           (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble);
-  }
+  ACCEL_DECL static bool can_register(const torch::Tensor& t);
 
   // A sum all-reduce of `flat` in place, its buffers registered with Gloo now; `flat` must keep
   // its storage for the algorithm's lifetime. Collective: every rank registers the same tensors
   // in the same order, since registration numbers the buffers' slots.
-  std::unique_ptr<gloo::Algorithm> ring_allreduce(torch::Tensor& flat) {
-    if (flat.scalar_type() == torch::kDouble) return ring<double>(flat);
-    return ring<float>(flat);
-  }
+  ACCEL_DECL std::unique_ptr<gloo::Algorithm> ring_allreduce(torch::Tensor& flat);
 
  private:
   template <class T>
@@ -60,3 +52,7 @@ class DirectGloo {
 };
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/direct_gloo.ipp"
+#endif

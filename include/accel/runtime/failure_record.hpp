@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "../detail/separate_compilation.hpp"
+
 namespace accel::runtime {
 
 inline constexpr const char* error_file_variable = "ACCEL_ERROR_FILE";
@@ -25,34 +27,17 @@ inline constexpr std::string_view peer_failure_note = "after a peer's failure";
 
 // In the worker, when a collective fails on a peer that has gone: writes the note (and the
 // error's first line, for a reader) to ACCEL_ERROR_FILE. Nothing without a launcher that asked.
-inline void note_failure_after_peer(std::string_view error) noexcept {
-  const char* path = std::getenv(error_file_variable);
-  if (path == nullptr || *path == '\0') return;
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return;  // noted already (the first note stays), or nowhere to write
-  std::string text(peer_failure_note);
-  text.append("\n").append(error.substr(0, error.find('\n'))).append("\n");
-  [[maybe_unused]] const auto written = ::write(fd, text.data(), text.size());
-  ::close(fd);
-}
+ACCEL_DECL void note_failure_after_peer(std::string_view error) noexcept;
 
 // Whether the worker noted a failure of a collective it did not cause; of a timeout it says
 // nothing (a peer that stopped never fails itself, so the failure there is the first one).
-inline bool looks_like_peer_gone(std::string_view error) {
-  for (const std::string_view timeout : {"imed out", "imeout"})
-    if (error.find(timeout) != std::string_view::npos) return false;
-  return true;
-}
+ACCEL_DECL bool looks_like_peer_gone(std::string_view error);
 
 // In the launcher, once the worker has exited: whether it left the note at `path`.
-inline bool failed_after_peer(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char text[64] = {};
-  const auto count = ::read(fd, text, sizeof text - 1);
-  ::close(fd);
-  return count > 0 && std::string_view(text, static_cast<std::size_t>(count))
-                          .starts_with(peer_failure_note);
-}
+ACCEL_DECL bool failed_after_peer(const std::string& path);
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/failure_record.ipp"
+#endif

@@ -16,24 +16,14 @@
 #include <cstdlib>
 #include <exception>
 
+#include "../detail/separate_compilation.hpp"
+
 namespace accel::runtime {
 
-inline void explain_gloo_aborts() {
-  static const std::terminate_handler previous = std::set_terminate([] {
-    try {
-      if (const auto error = std::current_exception()) std::rethrow_exception(error);
-    } catch (const gloo::EnforceNotMet& error) {
-      fmt::print(stderr,
-                 "accel: Gloo stopped this process: {}\naccel: the ranks most likely passed "
-                 "tensors of different dtypes or sizes to the same collective; every rank must "
-                 "pass the same; Options::check_collectives (ACCEL_CHECK_COLLECTIVES=1) names the "
-                 "mismatched calls\n",
-                 error.what());
-    } catch (...) {
-    }
-    if (previous != nullptr) previous();
-    std::abort();
-  });
-}
+ACCEL_DECL void explain_gloo_aborts();
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/gloo_abort_handler.ipp"
+#endif

@@ -14,6 +14,7 @@
 #include <future>
 #include <utility>
 
+#include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
 #include "c10d_transport.hpp"
 #include "collective_call.hpp"
@@ -31,19 +32,7 @@ struct PendingAllreduce {
   torch::Tensor tensor;  // the tensor the result lands in
   torch::Tensor wire;    // its fp32 stand-in on a wire without the dtype, else undefined
   std::shared_future<void> shared_memory;  // instead of `work` on the shared-memory path
-  void wait() {
-    const CollectiveCall call{"allreduce", sequence, wire.defined() ? wire : tensor};
-    if (shared_memory.valid()) {
-      try {
-        shared_memory.get();
-      } catch (const std::exception& error) {
-        path->failed(call, error);
-      }
-    } else {
-      c10d->await(work, call);
-    }
-    if (wire.defined()) tensor.copy_(wire);
-  }
+  ACCEL_DECL void wait();
 };
 
 // A collective started on the shared-memory path's thread (allgather_into_async,
@@ -57,16 +46,11 @@ struct PendingCollective {
   torch::Tensor result;  // reduce_scatter_async's chunk; undefined for allgather_into_async
   std::shared_future<void> done;
   bool pending() const { return done.valid(); }
-  void wait() {
-    if (!done.valid()) return;
-    const std::shared_future<void> finished = std::move(done);
-    done = {};
-    try {
-      finished.get();
-    } catch (const std::exception& error) {
-      path->failed(CollectiveCall{operation, sequence, input}, error);
-    }
-  }
+  ACCEL_DECL void wait();
 };
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/pending_collective.ipp"
+#endif

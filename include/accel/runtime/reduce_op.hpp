@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "../detail/error.hpp"
+#include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
 #include "shm/elements.hpp"
 
@@ -16,40 +17,19 @@ namespace accel::runtime {
 enum class ReduceOp { sum, mean, max, min };
 
 // A mean of integers would round toward zero: refused, on one process as on several.
-inline void check_reducible(const torch::Tensor& tensor, ReduceOp op) {
-  if (op == ReduceOp::mean && !c10::isFloatingType(tensor.scalar_type()))
-    detail::fail("a mean over the ranks of a {} tensor would round toward zero; reduce a "
-                 "floating-point tensor (tensor.to(torch::kFloat)) or use ReduceOp::sum",
-                 c10::toString(tensor.scalar_type()));
-}
+ACCEL_DECL void check_reducible(const torch::Tensor& tensor, ReduceOp op);
 
 // A reduce-scatter splits `input` into `size` equal chunks, and sums or averages them.
-inline void check_reduce_scatter(const torch::Tensor& input, ReduceOp op, int size) {
-  if (input.numel() % size != 0)
-    detail::fail("reduce_scatter: {} elements do not split into {} equal chunks; pad the input "
-                 "to a multiple of the world size",
-                 input.numel(), size);
-  if (op != ReduceOp::sum && op != ReduceOp::mean)
-    detail::fail("reduce_scatter supports sum and mean, not max or min");
-}
+ACCEL_DECL void check_reduce_scatter(const torch::Tensor& input, ReduceOp op, int size);
 
 // The shared-memory transport averages itself.
-inline shm::Reduction shm_reduction(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::mean: return shm::Reduction::mean;
-    case ReduceOp::max: return shm::Reduction::max;
-    case ReduceOp::min: return shm::Reduction::min;
-    default: return shm::Reduction::sum;
-  }
-}
+ACCEL_DECL shm::Reduction shm_reduction(ReduceOp op);
 
 // A mean goes to c10d as a sum: the group divides by the world size afterwards.
-inline c10d::ReduceOp c10d_reduce_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::max: return c10d::ReduceOp::MAX;
-    case ReduceOp::min: return c10d::ReduceOp::MIN;
-    default: return c10d::ReduceOp::SUM;
-  }
-}
+ACCEL_DECL c10d::ReduceOp c10d_reduce_op(ReduceOp op);
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/reduce_op.ipp"
+#endif

@@ -11,6 +11,7 @@
 #include <memory>
 #include <utility>
 
+#include "../detail/separate_compilation.hpp"
 #include "c10d_transport.hpp"
 #include "collective_call.hpp"
 #include "collective_check.hpp"
@@ -23,19 +24,10 @@ class RegisteredAllreduce {
   RegisteredAllreduce() = default;
   // `flat`: what DirectGloo::can_register accepts; it must keep its storage while this lives.
   // `path`: the group's shared-memory path, or null.
-  RegisteredAllreduce(CollectiveCheck& calls, C10dTransport& c10d, SharedMemoryPath* path,
-                      torch::Tensor flat)
-      : calls_(&calls), c10d_(&c10d), path_(path), flat_(std::move(flat)) {
-    if (path_ == nullptr) ring_ = c10d_->register_ring(flat_);
-  }
+  ACCEL_DECL RegisteredAllreduce(CollectiveCheck& calls, C10dTransport& c10d,
+                                 SharedMemoryPath* path, torch::Tensor flat);
 
-  void run() {
-    const CollectiveCall call = (*calls_)("allreduce", flat_, *c10d_);
-    if (ring_)
-      c10d_->run(*ring_, call);
-    else
-      path_->allreduce(flat_, *shared_memory_type(flat_), shm::Reduction::sum, call);
-  }
+  ACCEL_DECL void run();
 
  private:
   CollectiveCheck* calls_ = nullptr;
@@ -46,3 +38,7 @@ class RegisteredAllreduce {
 };
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/registered_allreduce.ipp"
+#endif

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "../detail/error.hpp"
+#include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
 #include "collective_call.hpp"
 #include "failure_record.hpp"
@@ -34,20 +35,7 @@
 namespace accel::runtime {
 
 // The transport's element type for a tensor it can carry, or nothing (Gloo carries it).
-inline std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t) {
-  if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
-  switch (t.scalar_type()) {
-    case torch::kFloat: return shm::DataType::f32;
-    case torch::kDouble: return shm::DataType::f64;
-    case torch::kBFloat16: return shm::DataType::bf16;
-    case torch::kHalf:
-      if (shm::has_f16) return shm::DataType::f16;
-      return std::nullopt;
-    case torch::kLong: return shm::DataType::i64;
-    case torch::kInt: return shm::DataType::i32;
-    default: return std::nullopt;
-  }
-}
+ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t);
 
 class SharedMemoryPath {
  public:
@@ -57,35 +45,15 @@ class SharedMemoryPath {
   // Collective over the group: rank 0 creates the segment, named from `run_token` (the launch's,
   // for its clean-up; empty without one), random bits and `group`, and shares the name through
   // the store.
-  SharedMemoryPath(c10d::Store& store, std::string run_token, const std::string& group, int rank, int size,
-                   std::chrono::milliseconds timeout)
-      : rank_(rank), transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
-        worker_([this] { serve(); }) {}
+  ACCEL_DECL SharedMemoryPath(c10d::Store& store, std::string run_token, const std::string& group,
+                              int rank, int size, std::chrono::milliseconds timeout);
 
   SharedMemoryPath(const SharedMemoryPath&) = delete;
   SharedMemoryPath& operator=(const SharedMemoryPath&) = delete;
-  ~SharedMemoryPath() {
-    {
-      const std::scoped_lock lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    worker_.join();
-  }
+  ACCEL_DECL ~SharedMemoryPath();
 
   // Queues `collective` (a call on the transport) behind those issued before it.
-  std::shared_future<void> submit(std::function<void(shm::Transport&)> collective) {
-    std::packaged_task<void()> task([this, collective = std::move(collective)] {
-      collective(transport_);
-    });
-    std::shared_future<void> done = task.get_future().share();
-    {
-      const std::scoped_lock lock(mutex_);
-      queue_.push_back(std::move(task));
-    }
-    changed_.notify_all();
-    return done;
-  }
+  ACCEL_DECL std::shared_future<void> submit(std::function<void(shm::Transport&)> collective);
   // The same, waiting for it; rethrows its error. Runs on the calling thread once the queue is
   // empty (no hand-off to the worker thread: most collectives are blocking, and small).
   template <class Collective>
@@ -111,14 +79,7 @@ class SharedMemoryPath {
   // The transport's errors say what happened in full (the peer gone or late, each rank's call
   // on a mismatch, the timeout): the group's error adds which of its collectives it was. The
   // group is broken afterwards: its teardown skips its wait.
-  [[noreturn]] void failed(const CollectiveCall& call, const std::exception& error) {
-    broken_ = true;
-    std::string_view what = error.what();
-    if (what.starts_with("accel: ")) what.remove_prefix(7);
-    // For the launcher's root cause (failure_record.hpp): a peer that exited caused this.
-    if (what.find("has exited") != std::string_view::npos) note_failure_after_peer(what);
-    detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
-  }
+  [[noreturn]] ACCEL_DECL void failed(const CollectiveCall& call, const std::exception& error);
   // Whether a collective through here failed (failed()).
   bool broken() const { return broken_; }
 
@@ -127,71 +88,24 @@ class SharedMemoryPath {
   // here, behind the asynchronous ones issued before, and name `call` when they fail; the
   // start_ ones return the future a PendingCollective waits on (pending_collective.hpp), and
   // keep the tensors' storage alive until the collective has run.
-  void allreduce(torch::Tensor& data, shm::DataType type, shm::Reduction op,
-                 const CollectiveCall& call) {
-    named(call, [&](shm::Transport& transport) {
-      transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type, op);
-    });
-  }
-  void reduce_scatter(const torch::Tensor& flat, torch::Tensor& result, shm::DataType type,
-                      shm::Reduction op, const CollectiveCall& call) {
-    named(call, [&](shm::Transport& transport) {
-      transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
-                               static_cast<std::size_t>(result.numel()), type, op);
-    });
-  }
-  void allgather(const torch::Tensor& input, torch::Tensor& output, const CollectiveCall& call) {
-    named(call, [&](shm::Transport& transport) {
-      transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
-    });
-  }
-  void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call) {
-    named(call, [&](shm::Transport& transport) {
-      transport.broadcast(bytes.data_ptr(), static_cast<std::size_t>(bytes.numel()), root);
-    });
-  }
-  std::shared_future<void> start_allreduce(torch::Tensor data, shm::DataType type) {
-    return submit([data, type](shm::Transport& transport) {
-      transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
-                          shm::Reduction::sum);
-    });
-  }
-  std::shared_future<void> start_reduce_scatter(torch::Tensor flat, torch::Tensor result,
-                                                shm::DataType type, shm::Reduction op) {
-    return submit([flat, result, type, op](shm::Transport& transport) {
-      transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
-                               static_cast<std::size_t>(result.numel()), type, op);
-    });
-  }
-  std::shared_future<void> start_allgather(torch::Tensor input, torch::Tensor output) {
-    return submit([input, output](shm::Transport& transport) {
-      transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
-    });
-  }
+  ACCEL_DECL void allreduce(torch::Tensor& data, shm::DataType type, shm::Reduction op,
+                            const CollectiveCall& call);
+  ACCEL_DECL void reduce_scatter(const torch::Tensor& flat, torch::Tensor& result,
+                                 shm::DataType type, shm::Reduction op, const CollectiveCall& call);
+  ACCEL_DECL void allgather(const torch::Tensor& input, torch::Tensor& output,
+                            const CollectiveCall& call);
+  ACCEL_DECL void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call);
+  ACCEL_DECL std::shared_future<void> start_allreduce(torch::Tensor data, shm::DataType type);
+  ACCEL_DECL std::shared_future<void> start_reduce_scatter(torch::Tensor flat, torch::Tensor result,
+                                                           shm::DataType type, shm::Reduction op);
+  ACCEL_DECL std::shared_future<void> start_allgather(torch::Tensor input, torch::Tensor output);
 
  private:
   // Rank 0 creates the segment under a fresh random name (shm/segment_name.hpp) and passes the
   // name on through the store; nobody outside the run can guess it, so nobody can take it first.
-  static shm::Transport connect(c10d::Store& store, const std::string& run_token,
-                                const std::string& group, int rank, int size,
-                                std::chrono::milliseconds timeout) {
-    const std::string key = "accel/shm/name";
-    const std::size_t bytes = shm::Transport::segment_bytes(size, slot_bytes);
-    if (rank == 0) {
-      shm::Segment segment = shm::Segment::create_fresh(run_token, group, bytes);
-      store.set(key, std::vector<std::uint8_t>(segment.name().begin(), segment.name().end()));
-      return shm::Transport(std::move(segment), rank, size, slot_bytes, timeout);
-    }
-    const auto value = store.get(key);  // waits for rank 0, up to the store's timeout
-    const std::string name(value.begin(), value.end());
-    if (!shm::is_segment_name(name))
-      detail::fail("rank {}: the store holds '{}' as the name of the shared-memory segment, which "
-                   "is not one of accel's; set ACCEL_SHARED_MEMORY=0 to use Gloo over loopback "
-                   "instead",
-                   rank, name);
-    return shm::Transport(shm::Segment::open(name, bytes, timeout), rank, size, slot_bytes,
-                          timeout);
-  }
+  ACCEL_DECL static shm::Transport connect(c10d::Store& store, const std::string& run_token,
+                                           const std::string& group, int rank, int size,
+                                           std::chrono::milliseconds timeout);
 
   // run(), a failure named as `call`'s.
   template <class Collective>
@@ -206,25 +120,7 @@ class SharedMemoryPath {
     return static_cast<std::size_t>(t.numel()) * t.element_size();
   }
 
-  void serve() {
-    for (;;) {
-      std::packaged_task<void()> task;
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
-        if (queue_.empty()) return;  // stopping, nothing left
-        task = std::move(queue_.front());
-        queue_.pop_front();
-        busy_ = true;
-      }
-      task();  // an error lands in the task's future
-      {
-        const std::scoped_lock lock(mutex_);
-        busy_ = false;
-      }
-      changed_.notify_all();
-    }
-  }
+  ACCEL_DECL void serve();
 
   int rank_;
   bool broken_ = false;  // a collective failed (failed(), on the thread that waited for it)
@@ -238,3 +134,7 @@ class SharedMemoryPath {
 };
 
 }  // namespace accel::runtime
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/shared_memory_path.ipp"
+#endif

@@ -42,6 +42,7 @@
 
 #include "../accelerator_class.hpp"
 #include "../detail/error.hpp"
+#include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../version.hpp"
 #include "checkpoint_folder.hpp"
@@ -73,23 +74,10 @@ inline std::string libtorch_version() {
   return fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
 }
 
-inline torch::Tensor bytes_tensor(const std::string& bytes) {
-  torch::Tensor t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
-  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  return t;
-}
-inline std::string tensor_bytes(const torch::Tensor& t) {
-  const torch::Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
-}
+ACCEL_DECL torch::Tensor bytes_tensor(const std::string& bytes);
+ACCEL_DECL std::string tensor_bytes(const torch::Tensor& t);
 
-inline std::vector<torch::Generator> generators() {
-  std::vector<torch::Generator> all{at::detail::getDefaultCPUGenerator()};
-  if (torch::cuda::is_available())
-    for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i)
-      all.push_back(at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, i)));
-  return all;
-}
+ACCEL_DECL std::vector<torch::Generator> generators();
 inline std::string generator_name(int rank, std::size_t index) {
   return index == 0 ? fmt::format("rng/rank{}/cpu", rank)
                     : fmt::format("rng/rank{}/cuda{}", rank, index - 1);
@@ -98,15 +86,7 @@ inline std::string generator_name(int rank, std::size_t index) {
 // Every rank's outcome of a step that may fail on some ranks only: all of them learn of the
 // first failure and throw it, so that no rank goes on alone (into a collective the others never
 // reach, or applying a checkpoint the others refused).
-inline void agree(runtime::ProcessGroup* group, const std::string& error, const char* what) {
-  std::vector<std::string> errors{error};
-  if (group != nullptr) errors = runtime::gather_object(group, error);
-  for (std::size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) {
-      if (static_cast<int>(r) == (group ? group->rank() : 0)) throw Error(errors[r]);
-      throw Error(fmt::format("accel: {}: rank {} failed: {}", what, r, errors[r]));
-    }
-}
+ACCEL_DECL void agree(runtime::ProcessGroup* group, const std::string& error, const char* what);
 template <class F>
 std::string error_of(F&& step) {
   try {
@@ -120,16 +100,9 @@ std::string error_of(F&& step) {
 // The manifest's own checksum: XXH3-64 of its text without the "manifest_xxh3" field, so that
 // a flipped bit in a step count or a learning rate is caught like one in a rank file.
 inline constexpr const char* manifest_checksum_key = "manifest_xxh3";
-inline std::string manifest_checksum(nlohmann::json manifest) {
-  manifest.erase(manifest_checksum_key);
-  const std::string text = manifest.dump(1);
-  return checksum_hex(checksum(text.data(), text.size()));
-}
+ACCEL_DECL std::string manifest_checksum(nlohmann::json manifest);
 
-inline std::string broadcast_string(runtime::ProcessGroup* group, const std::string& value) {
-  if (group == nullptr) return value;
-  return runtime::gather_object(group, value).front();
-}
+ACCEL_DECL std::string broadcast_string(runtime::ProcessGroup* group, const std::string& value);
 
 }  // namespace detail
 
@@ -823,3 +796,7 @@ struct CheckpointIO<Accel, void> {
 };
 
 }  // namespace accel::state
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/checkpoint_io.ipp"
+#endif

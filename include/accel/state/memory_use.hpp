@@ -10,6 +10,8 @@
 #include <initializer_list>
 #include <unordered_set>
 
+#include "../detail/separate_compilation.hpp"
+
 namespace accel {
 
 struct MemoryUse {
@@ -33,38 +35,12 @@ class MemoryCounter {
   // The state tensors of torch::optim's SGD, Adam, AdamW, Adagrad, RMSprop and LBFGS; the state
   // of an optimizer class of your own is not seen (libtorch gives no generic way to list it).
   // offloaded: it steps on the CPU for Options::offload.
-  void optimizer_state(const torch::optim::Optimizer& optimizer, bool offloaded = false) {
-    std::int64_t& kind = offloaded ? use_.offloaded : use_.optimizer_state;
-    for (const auto& [key, state] : optimizer.state()) {
-      const auto* s = state.get();
-      if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(s))
-        count_state(kind, {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
-      else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(s))
-        count_state(kind, {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
-      else if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(s))
-        count_state(kind, {sgd->momentum_buffer()});
-      else if (const auto* adagrad = dynamic_cast<const torch::optim::AdagradParamState*>(s))
-        count_state(kind, {adagrad->sum()});
-      else if (const auto* rms = dynamic_cast<const torch::optim::RMSpropParamState*>(s))
-        count_state(kind, {rms->square_avg(), rms->momentum_buffer(), rms->grad_avg()});
-      else if (const auto* lbfgs = dynamic_cast<const torch::optim::LBFGSParamState*>(s)) {
-        count_state(kind, {lbfgs->d(), lbfgs->H_diag(), lbfgs->prev_flat_grad()});
-        for (const auto* list : {&lbfgs->old_dirs(), &lbfgs->old_stps(), &lbfgs->ro()})
-          for (const auto& t : *list) add(t, kind);
-      }
-    }
-  }
+  ACCEL_DECL void optimizer_state(const torch::optim::Optimizer& optimizer, bool offloaded = false);
   const MemoryUse& use() const { return use_; }
 
  private:
-  void count_state(std::int64_t& kind, std::initializer_list<torch::Tensor> tensors) {
-    for (const auto& t : tensors) add(t, kind);
-  }
-  void add(const torch::Tensor& t, std::int64_t& bytes) {
-    if (!t.defined() || !t.has_storage()) return;
-    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-    if (seen_.insert(storage).second) bytes += static_cast<std::int64_t>(storage->nbytes());
-  }
+  ACCEL_DECL void count_state(std::int64_t& kind, std::initializer_list<torch::Tensor> tensors);
+  ACCEL_DECL void add(const torch::Tensor& t, std::int64_t& bytes);
 
   MemoryUse use_;
   std::unordered_set<const void*> seen_;
@@ -72,3 +48,7 @@ class MemoryCounter {
 
 }  // namespace state
 }  // namespace accel
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/memory_use.ipp"
+#endif

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "../../detail/error.hpp"
+#include "../../detail/separate_compilation.hpp"
 
 namespace accel::runtime::shm {
 
@@ -37,19 +38,7 @@ struct alignas(64) WakeWords {
   std::uint32_t sleepers;  // ranks inside futex_wait: arrivals skip the syscall when none
 };
 
-inline bool process_is_gone(std::int64_t pid) {
-  if (pid <= 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-  // A dead child its launcher has not reaped yet is a zombie: gone as well.
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
-  std::FILE* file = std::fopen(path, "r");
-  if (file == nullptr) return false;
-  char state = '?';
-  const int read = std::fscanf(file, "%*d %*s %c", &state);
-  std::fclose(file);
-  return read == 1 && (state == 'Z' || state == 'X');
-}
+ACCEL_DECL bool process_is_gone(std::int64_t pid);
 
 class Barrier {
  public:
@@ -58,13 +47,7 @@ class Barrier {
       : words_(words), ranks_(ranks), rank_(rank), size_(size), timeout_(timeout) {}
 
   // Publishes arrival at the next barrier.
-  void arrive() {
-    ++epoch_;
-    std::atomic_ref(ranks_[rank_].epoch).store(epoch_, std::memory_order_seq_cst);
-    std::atomic_ref(words_->wake).fetch_add(1, std::memory_order_seq_cst);
-    if (std::atomic_ref(words_->sleepers).load(std::memory_order_seq_cst) > 0)
-      futex(&words_->wake, FUTEX_WAKE, INT_MAX, nullptr);
-  }
+  ACCEL_DECL void arrive();
 
   // Until every rank reached this rank's latest barrier. `what` names it in errors.
   template <class Describe>
@@ -129,20 +112,8 @@ class Barrier {
   bool arrived(int r) const {
     return std::atomic_ref(ranks_[r].epoch).load(std::memory_order_seq_cst) >= epoch_;
   }
-  bool all_arrived() const {
-    for (int r = 0; r < size_; ++r)
-      if (!arrived(r)) return false;
-    return true;
-  }
-  std::string missing() const {
-    std::string names;
-    int count = 0;
-    for (int r = 0; r < size_; ++r) {
-      if (arrived(r)) continue;
-      names += fmt::format("{}{}", count++ == 0 ? "" : ", ", r);
-    }
-    return fmt::format("rank{} {}", count == 1 ? "" : "s", names);
-  }
+  ACCEL_DECL bool all_arrived() const;
+  ACCEL_DECL std::string missing() const;
 
   WakeWords* words_;
   RankControl* ranks_;
@@ -153,3 +124,7 @@ class Barrier {
 };
 
 }  // namespace accel::runtime::shm
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/barrier.ipp"
+#endif

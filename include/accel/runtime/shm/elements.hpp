@@ -11,6 +11,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "../../detail/separate_compilation.hpp"
+
 namespace accel::runtime::shm {
 
 enum class DataType : std::uint8_t { f32, f64, bf16, f16, i64, i32, u8 };
@@ -132,19 +134,11 @@ void reduce(const std::byte* const* inputs, int ranks, std::byte* out, std::size
 
 }  // namespace elements
 
-inline void reduce(DataType type, const std::byte* const* inputs, int ranks, std::byte* out,
-                   std::size_t count, Reduction op) {
-  switch (type) {
-    case DataType::f32: return elements::reduce<float>(inputs, ranks, out, count, op);
-    case DataType::f64: return elements::reduce<double>(inputs, ranks, out, count, op);
-    case DataType::bf16: return elements::reduce<elements::Bf16>(inputs, ranks, out, count, op);
-#if defined(__FLT16_MANT_DIG__)
-    case DataType::f16: return elements::reduce<_Float16>(inputs, ranks, out, count, op);
-#endif
-    case DataType::i64: return elements::reduce<std::int64_t>(inputs, ranks, out, count, op);
-    case DataType::i32: return elements::reduce<std::int32_t>(inputs, ranks, out, count, op);
-    default: return elements::reduce<std::uint8_t>(inputs, ranks, out, count, op);
-  }
-}
+ACCEL_DECL void reduce(DataType type, const std::byte* const* inputs, int ranks, std::byte* out,
+                       std::size_t count, Reduction op);
 
 }  // namespace accel::runtime::shm
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/elements.ipp"
+#endif

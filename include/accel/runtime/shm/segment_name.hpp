@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "../../detail/random_hex.hpp"
+#include "../../detail/separate_compilation.hpp"
 
 namespace accel::runtime::shm {
 
@@ -23,53 +24,26 @@ inline constexpr std::string_view segment_prefix = "accel-shm.";
 
 // The token of a run that meets in a private folder ".../accel-XXXXXX" (accel-launch's
 // ACCEL_STORE_DIR): the XXXXXX, unique on the host while the run lasts.
-inline std::string run_token_of(std::string_view store_dir) {
-  const auto slash = store_dir.find_last_of('/');
-  std::string_view name = slash == std::string_view::npos ? store_dir : store_dir.substr(slash + 1);
-  if (name.starts_with("accel-")) name.remove_prefix(6);
-  return std::string(name);
-}
+ACCEL_DECL std::string run_token_of(std::string_view store_dir);
 
-inline std::string segment_name(std::string_view run_token, std::string_view group) {
-  std::string name = "/";
-  name.append(segment_prefix).append(run_token).append(".").append(group);
-  return name;
-}
+ACCEL_DECL std::string segment_name(std::string_view run_token, std::string_view group);
 inline std::string segment_name(std::string_view run_token, int group) {
   return segment_name(run_token, std::to_string(group));
 }
 
 // A name for a new segment of `group`, unguessable; `run_token` may be empty (no launcher to
 // clean up after the run: torchrun, Slurm, mpirun).
-inline std::string fresh_segment_name(std::string_view run_token, std::string_view group) {
-  std::string name = "/";
-  name.append(segment_prefix);
-  if (!run_token.empty()) name.append(run_token).append(".");
-  name.append(detail::random_hex(8)).append(".").append(group);
-  return name;
-}
+ACCEL_DECL std::string fresh_segment_name(std::string_view run_token, std::string_view group);
 
 // Whether `name` is one of accel's segment names (what a peer reads from the store).
-inline bool is_segment_name(std::string_view name) {
-  return name.starts_with("/") && name.substr(1).starts_with(segment_prefix) &&
-         name.find('/', 1) == std::string_view::npos && name.size() < 256;
-}
+ACCEL_DECL bool is_segment_name(std::string_view name);
 
 // Removes every segment name of the run: what a rank killed during set-up leaves behind (after
 // set-up the names are gone already, transport.hpp).
-inline void remove_segments_of_run(std::string_view run_token) {
-  std::string start(segment_prefix);
-  start.append(run_token).append(".");
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return;
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    if (!name.starts_with(start)) continue;
-    std::string path = "/";
-    path.append(name);
-    ::shm_unlink(path.c_str());
-  }
-  ::closedir(dir);
-}
+ACCEL_DECL void remove_segments_of_run(std::string_view run_token);
 
 }  // namespace accel::runtime::shm
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/segment_name.ipp"
+#endif

@@ -1,0 +1,210 @@
+// C10dTransport, the collectives through c10d; c10d_transport.hpp includes it in header-only mode.
+#pragma once
+
+#include "../c10d_transport.hpp"
+
+namespace accel::runtime {
+
+ACCEL_DECL std::shared_ptr<::gloo::transport::Device> gloo_device_for_nodes() {
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  if (interface == nullptr || *interface == '\0')
+    return c10d::ProcessGroupGloo::createDefaultDevice();
+  try {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  } catch (const std::exception& error) {
+    accel::detail::fail("GLOO_SOCKET_IFNAME={} cannot carry Gloo's connections ({}); set it to "
+                        "this node's interface on the network the nodes share (`ip -br addr` lists "
+                        "them), or unset it",
+                        interface, error.what());
+  }
+}
+
+ACCEL_DECL C10dTransport::C10dTransport(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                        bool same_host, const GroupSettings& settings,
+                                        bool watch_stuck)
+    : rank_(rank), size_(size), timeout_(settings.timeout), store_(std::move(store)) {
+  const auto rendezvous = settings.rendezvous_timeout;
+  // The rendezvous (the store's keys and Gloo's connections) waits for ranks still starting;
+  // the collectives after it wait for ranks still computing: two timeouts.
+  store_->setTimeout(rendezvous);
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
+  // One host: keep Gloo's connections on loopback. Several: gloo_device_for_nodes().
+  device_ = same_host ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                      : gloo_device_for_nodes();
+  options->devices.push_back(device_);
+  try {
+    gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size_, options);
+  } catch (const std::exception& error) {
+    accel::detail::fail("rank {} of {}: the ranks did not all meet within the rendezvous timeout "
+                        "of {} s (Options::rendezvous_timeout, ACCEL_RENDEZVOUS_TIMEOUT); is every "
+                        "rank started, with the same WORLD_SIZE? {}",
+                        rank_, size_, seconds(rendezvous), error_line(error));
+  }
+  store_->setTimeout(timeout_);
+#if defined(USE_C10D_NCCL)  // without it, join_group() refuses CUDA ranks before this
+  if (settings.cuda_device)
+    nccl_ = make_nccl_backend(store_, rank_, size_, *settings.cuda_device, timeout_);
+#endif
+  if (watch_stuck) stuck_watch_ = std::make_unique<StuckCollectiveWatch>(store_, rank_, size_);
+}
+
+ACCEL_DECL accel::detail::CommBackend& C10dTransport::backend_for(const torch::Tensor& t) {
+  if (!t.is_cuda()) return *gloo_;
+  if (!nccl_)
+    accel::detail::fail("rank {}: a collective on a tensor on {} in a group of ranks that train on "
+                        "the CPU (no NCCL group); move the tensor to the CPU first, or train on "
+                        "CUDA",
+                        rank_, t.device().str());
+  return *nccl_;
+}
+
+ACCEL_DECL void C10dTransport::await(const c10::intrusive_ptr<c10d::Work>& work,
+                                     const CollectiveCall& call) {
+  try {
+    const StuckCollectiveWatch::Waiting waiting(stuck_watch_.get(), call.sequence,
+                                                [&call] { return describe(call); });
+    work->wait();
+  } catch (const std::exception& error) {
+    failed(call, error);
+  }
+}
+
+ACCEL_DECL std::unique_ptr<gloo::Algorithm> C10dTransport::register_ring(torch::Tensor& flat) {
+  if (!direct_)
+    direct_ = std::make_unique<DirectGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("accel/direct", store_), rank_, size_, device_,
+        timeout_);
+  return direct_->ring_allreduce(flat);
+}
+
+ACCEL_DECL void C10dTransport::run(gloo::Algorithm& ring, const CollectiveCall& call) {
+  try {
+    const StuckCollectiveWatch::Waiting waiting(stuck_watch_.get(), call.sequence,
+                                                [&call] { return describe(call); });
+    ring.run();
+  } catch (const std::exception& error) {
+    failed(call, error);
+  }
+}
+
+ACCEL_DECL void C10dTransport::failed(const CollectiveCall& call, const std::exception& error) {
+  broken_ = true;
+  // For the launcher's root cause (failure_record.hpp): a connection a peer closed, not a
+  // timeout, means that the peer failed first.
+  const std::string line = error_line(error);
+  if (looks_like_peer_gone(line)) note_failure_after_peer(line);
+  std::string peers;
+  try {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || !store_->check({finished_key(r)})) continue;
+      const auto issued = store_->get(finished_key(r));
+      peers += fmt::format("; rank {} has left the group after issuing {} collectives", r,
+                           store_text(issued));
+    }
+  } catch (...) {
+    peers += "; the rendezvous store is unreachable (rank 0, which hosts it, may have exited)";
+  }
+  accel::detail::fail("{} failed on rank {}: {}{}. A rank that stops, exits or skips this "
+                      "collective makes the others wait up to the timeout of {} s "
+                      "(Options::timeout, ACCEL_TIMEOUT); Options::check_collectives "
+                      "(ACCEL_CHECK_COLLECTIVES=1) names mismatched calls",
+                      describe(call), rank_, line, peers, seconds(timeout_));
+}
+
+ACCEL_DECL void C10dTransport::allreduce(torch::Tensor& tensor, ReduceOp op,
+                                         const CollectiveCall& call) {
+  on_wire(tensor, [&](torch::Tensor& wire) {
+    std::vector<torch::Tensor> list{wire};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d_reduce_op(op);
+    await(backend_for(wire).allreduce(list, options), call);
+  });
+  if (op == ReduceOp::mean) tensor.div_(size_);
+}
+
+ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_allreduce(
+    const torch::Tensor& sent) {
+  std::vector<torch::Tensor> list{sent};
+  return backend_for(sent).allreduce(list);
+}
+
+ACCEL_DECL void C10dTransport::broadcast(torch::Tensor& tensor, int root,
+                                         const CollectiveCall& call) {
+  std::vector<torch::Tensor> list{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  await(backend_for(tensor).broadcast(list, options), call);
+}
+
+ACCEL_DECL void C10dTransport::broadcast_checked(torch::Tensor& tensor, int root,
+                                                 const CollectiveCall& call) {
+  const torch::Tensor mine = describe_layout(tensor);
+  torch::Tensor layout = mine.clone();
+  broadcast(layout, root, call);
+  if (rank_ != root && !torch::equal(layout, mine))
+    accel::detail::fail("broadcast #{} from rank {}: the root sent {} and rank {} passed {}; every "
+                        "rank must pass a tensor of the root's dtype and shape",
+                        call.sequence, root, layout_text(layout), rank_, layout_text(mine));
+  torch::Tensor data = tensor.contiguous();
+  broadcast(data, root, call);
+  if (!data.is_same(tensor)) tensor.copy_(data);
+}
+
+ACCEL_DECL torch::Tensor C10dTransport::allgather(const torch::Tensor& input,
+                                                  const CollectiveCall& call) {
+  if (!has_allgather_base(input) || !wire_native(input)) return allgather_by_list(input, call);
+  std::vector<std::int64_t> shape = input.sizes().vec();
+  shape[0] *= size_;
+  torch::Tensor output = torch::empty(shape, input.options());
+  torch::Tensor in = input;
+  await(backend_for(input)._allgather_base(output, in), call);
+  return output;
+}
+
+ACCEL_DECL void C10dTransport::allgather_into(torch::Tensor& flat_output,
+                                              const torch::Tensor& input,
+                                              const CollectiveCall& call) {
+  if (!has_allgather_base(input) || !wire_native(input)) {
+    allgather_into_by_list(flat_output, input, call);
+    return;
+  }
+  // A copy of the input: the native op may write this rank's slot while reading the input.
+  torch::Tensor in = input.reshape(-1).clone();
+  await(backend_for(input)._allgather_base(flat_output, in), call);
+}
+
+ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter(const torch::Tensor& flat, ReduceOp op,
+                                                       const CollectiveCall& call) {
+  if (!has_reduce_scatter_base(flat) || !wire_native(flat))
+    return reduce_scatter_by_alltoall(flat, op, call);
+  torch::Tensor result = torch::empty({flat.numel() / size_}, flat.options());
+  torch::Tensor in = flat;
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  await(backend_for(flat)._reduce_scatter_base(result, in, options), call);
+  if (op == ReduceOp::mean) result.div_(size_);
+  return result;
+}
+
+ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter_by_alltoall(const torch::Tensor& flat,
+                                                                   ReduceOp op,
+                                                                   const CollectiveCall& call) {
+  torch::Tensor result =
+      runtime::reduce_scatter_by_alltoall(backend_for(flat), size_, flat, Waiter{this, &call});
+  if (op == ReduceOp::mean) result.div_(size_);
+  return result;
+}
+
+ACCEL_DECL void C10dTransport::leave(std::uint64_t issued, bool failing) noexcept {
+  try {
+    store_->set(finished_key(rank_), store_bytes(std::to_string(issued)));
+    if (failing) return;
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(finished_key(r));
+    store_->wait(keys, std::min<std::chrono::milliseconds>(timeout_, teardown_wait));
+  } catch (...) {
+    // A peer that is gone or late cannot be waited for; its launcher is bringing it down.
+  }
+}
+
+}  // namespace accel::runtime

@@ -1,0 +1,33 @@
+// The pending collectives' wait(); pending_collective.hpp includes it in header-only mode.
+#pragma once
+
+#include "../pending_collective.hpp"
+
+namespace accel::runtime {
+
+ACCEL_DECL void PendingAllreduce::wait() {
+  const CollectiveCall call{"allreduce", sequence, wire.defined() ? wire : tensor};
+  if (shared_memory.valid()) {
+    try {
+      shared_memory.get();
+    } catch (const std::exception& error) {
+      path->failed(call, error);
+    }
+  } else {
+    c10d->await(work, call);
+  }
+  if (wire.defined()) tensor.copy_(wire);
+}
+
+ACCEL_DECL void PendingCollective::wait() {
+  if (!done.valid()) return;
+  const std::shared_future<void> finished = std::move(done);
+  done = {};
+  try {
+    finished.get();
+  } catch (const std::exception& error) {
+    path->failed(CollectiveCall{operation, sequence, input}, error);
+  }
+}
+
+}  // namespace accel::runtime

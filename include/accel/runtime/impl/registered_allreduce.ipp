@@ -1,0 +1,22 @@
+// RegisteredAllreduce; registered_allreduce.hpp includes it in header-only mode.
+#pragma once
+
+#include "../registered_allreduce.hpp"
+
+namespace accel::runtime {
+
+ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(CollectiveCheck& calls, C10dTransport& c10d,
+                                                    SharedMemoryPath* path, torch::Tensor flat)
+    : calls_(&calls), c10d_(&c10d), path_(path), flat_(std::move(flat)) {
+  if (path_ == nullptr) ring_ = c10d_->register_ring(flat_);
+}
+
+ACCEL_DECL void RegisteredAllreduce::run() {
+  const CollectiveCall call = (*calls_)("allreduce", flat_, *c10d_);
+  if (ring_)
+    c10d_->run(*ring_, call);
+  else
+    path_->allreduce(flat_, *shared_memory_type(flat_), shm::Reduction::sum, call);
+}
+
+}  // namespace accel::runtime

@@ -1,0 +1,158 @@
+// SharedMemoryPath; shared_memory_path.hpp includes it in header-only mode.
+#pragma once
+
+#include "../shared_memory_path.hpp"
+
+namespace accel::runtime {
+
+ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu()) return std::nullopt;
+  switch (t.scalar_type()) {
+    case torch::kFloat: return shm::DataType::f32;
+    case torch::kDouble: return shm::DataType::f64;
+    case torch::kBFloat16: return shm::DataType::bf16;
+    case torch::kHalf:
+      if (shm::has_f16) return shm::DataType::f16;
+      return std::nullopt;
+    case torch::kLong: return shm::DataType::i64;
+    case torch::kInt: return shm::DataType::i32;
+    default: return std::nullopt;
+  }
+}
+
+ACCEL_DECL SharedMemoryPath::SharedMemoryPath(c10d::Store& store, std::string run_token,
+                                              const std::string& group, int rank, int size,
+                                              std::chrono::milliseconds timeout)
+    : rank_(rank), transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
+      worker_([this] { serve(); }) {}
+
+ACCEL_DECL SharedMemoryPath::~SharedMemoryPath() {
+  {
+    const std::scoped_lock lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+ACCEL_DECL std::shared_future<void> SharedMemoryPath::submit(
+    std::function<void(shm::Transport&)> collective) {
+  std::packaged_task<void()> task([this, collective = std::move(collective)] {
+    collective(transport_);
+  });
+  std::shared_future<void> done = task.get_future().share();
+  {
+    const std::scoped_lock lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  changed_.notify_all();
+  return done;
+}
+
+ACCEL_DECL void SharedMemoryPath::failed(const CollectiveCall& call, const std::exception& error) {
+  broken_ = true;
+  std::string_view what = error.what();
+  if (what.starts_with("accel: ")) what.remove_prefix(7);
+  // For the launcher's root cause (failure_record.hpp): a peer that exited caused this.
+  if (what.find("has exited") != std::string_view::npos) note_failure_after_peer(what);
+  accel::detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
+}
+
+ACCEL_DECL void SharedMemoryPath::allreduce(torch::Tensor& data, shm::DataType type,
+                                            shm::Reduction op, const CollectiveCall& call) {
+  named(call, [&](shm::Transport& transport) {
+    transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type, op);
+  });
+}
+
+ACCEL_DECL void SharedMemoryPath::reduce_scatter(const torch::Tensor& flat, torch::Tensor& result,
+                                                 shm::DataType type, shm::Reduction op,
+                                                 const CollectiveCall& call) {
+  named(call, [&](shm::Transport& transport) {
+    transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
+                             static_cast<std::size_t>(result.numel()), type, op);
+  });
+}
+
+ACCEL_DECL void SharedMemoryPath::allgather(const torch::Tensor& input, torch::Tensor& output,
+                                            const CollectiveCall& call) {
+  named(call, [&](shm::Transport& transport) {
+    transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+  });
+}
+
+ACCEL_DECL void SharedMemoryPath::broadcast(torch::Tensor& bytes, int root,
+                                            const CollectiveCall& call) {
+  named(call, [&](shm::Transport& transport) {
+    transport.broadcast(bytes.data_ptr(), static_cast<std::size_t>(bytes.numel()), root);
+  });
+}
+
+ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allreduce(torch::Tensor data,
+                                                                      shm::DataType type) {
+  return submit([data, type](shm::Transport& transport) {
+    transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
+                        shm::Reduction::sum);
+  });
+}
+
+ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_reduce_scatter(torch::Tensor flat,
+                                                                           torch::Tensor result,
+                                                                           shm::DataType type,
+                                                                           shm::Reduction op) {
+  return submit([flat, result, type, op](shm::Transport& transport) {
+    transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
+                             static_cast<std::size_t>(result.numel()), type, op);
+  });
+}
+
+ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allgather(torch::Tensor input,
+                                                                      torch::Tensor output) {
+  return submit([input, output](shm::Transport& transport) {
+    transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+  });
+}
+
+ACCEL_DECL shm::Transport SharedMemoryPath::connect(c10d::Store& store,
+                                                    const std::string& run_token,
+                                                    const std::string& group, int rank, int size,
+                                                    std::chrono::milliseconds timeout) {
+  const std::string key = "accel/shm/name";
+  const std::size_t bytes = shm::Transport::segment_bytes(size, slot_bytes);
+  if (rank == 0) {
+    shm::Segment segment = shm::Segment::create_fresh(run_token, group, bytes);
+    store.set(key, std::vector<std::uint8_t>(segment.name().begin(), segment.name().end()));
+    return shm::Transport(std::move(segment), rank, size, slot_bytes, timeout);
+  }
+  const auto value = store.get(key);  // waits for rank 0, up to the store's timeout
+  const std::string name(value.begin(), value.end());
+  if (!shm::is_segment_name(name))
+    accel::detail::fail("rank {}: the store holds '{}' as the name of the shared-memory segment, "
+                        "which is not one of accel's; set ACCEL_SHARED_MEMORY=0 to use Gloo over "
+                        "loopback instead",
+                        rank, name);
+  return shm::Transport(shm::Segment::open(name, bytes, timeout), rank, size, slot_bytes,
+                        timeout);
+}
+
+ACCEL_DECL void SharedMemoryPath::serve() {
+  for (;;) {
+    std::packaged_task<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    task();  // an error lands in the task's future
+    {
+      const std::scoped_lock lock(mutex_);
+      busy_ = false;
+    }
+    changed_.notify_all();
+  }
+}
+
+}  // namespace accel::runtime

@@ -1,0 +1,91 @@
+// The POSIX file helpers; posix_file.hpp includes it in header-only mode.
+#pragma once
+
+#include "../posix_file.hpp"
+
+namespace accel::state::posix {
+
+ACCEL_DECL void fail_errno(std::string_view what, const std::filesystem::path& path) {
+  const int code = errno;
+  accel::detail::fail("cannot {} '{}': {}", what, path.string(), std::strerror(code));
+}
+
+ACCEL_DECL Descriptor::Descriptor(const std::filesystem::path& path, int flags, mode_t mode)
+    : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+  if (fd_ < 0) fail_errno("open", path);
+}
+
+ACCEL_DECL Descriptor::~Descriptor() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ACCEL_DECL void Descriptor::write_all(const void* data, std::size_t size) {
+  const char* at = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, at, std::min<std::size_t>(size, std::size_t{1} << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno("write", path_);
+    at += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+ACCEL_DECL void Descriptor::sync() {
+  if (::fsync(fd_) != 0) fail_errno("fsync", path_);
+}
+
+ACCEL_DECL void Descriptor::close() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail_errno("close", path_);
+}
+
+ACCEL_DECL std::size_t Descriptor::size() const {
+  struct stat info {};
+  if (::fstat(fd_, &info) != 0) fail_errno("stat", path_);
+  return static_cast<std::size_t>(info.st_size);
+}
+
+ACCEL_DECL void Descriptor::read_exactly(void* data, std::size_t size) {
+  char* at = static_cast<char*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd_, at + done, std::min<std::size_t>(size - done, std::size_t{1} << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno("read", path_);
+    if (n == 0)
+      accel::detail::fail("'{}' ended after {} bytes, {} expected", path_.string(), done, size);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+ACCEL_DECL std::string read_file(const std::filesystem::path& path) {
+  Descriptor file(path, O_RDONLY);
+  std::string bytes(file.size(), '\0');
+  file.read_exactly(bytes.data(), bytes.size());
+  return bytes;
+}
+
+ACCEL_DECL void write_file_synced(const std::filesystem::path& path, std::string_view bytes) {
+  Descriptor file(path, O_WRONLY | O_CREAT | O_TRUNC);
+  file.write_all(bytes.data(), bytes.size());
+  file.sync();
+  file.close();
+}
+
+ACCEL_DECL void sync_folder(const std::filesystem::path& folder) {
+  Descriptor directory(folder, O_RDONLY | O_DIRECTORY);
+  directory.sync();
+}
+
+ACCEL_DECL void exchange(const std::filesystem::path& a, const std::filesystem::path& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0)
+    fail_errno(fmt::format("exchange '{}' with", a.string()), b);
+}
+
+ACCEL_DECL void rename(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    fail_errno(fmt::format("rename '{}' to", from.string()), to);
+}
+
+}  // namespace accel::state::posix

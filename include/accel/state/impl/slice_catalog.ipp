@@ -1,0 +1,103 @@
+// SliceCatalog; slice_catalog.hpp includes it in header-only mode.
+#pragma once
+
+#include "../slice_catalog.hpp"
+
+namespace accel::state {
+
+ACCEL_DECL void SliceCatalog::add(safetensors::File file, std::string label) {
+  const std::size_t f = files_.size();
+  const auto& entries = file.header().entries;
+  for (std::size_t e = 0; e < entries.size(); ++e) {
+    const auto& entry = entries[e];
+    const std::string& name = entry.name;
+    const auto at = name.rfind('@');
+    std::int64_t begin = 0;
+    if (at != std::string::npos) {
+      const char* first = name.data() + at + 1;
+      const char* last = name.data() + name.size();
+      const auto [end, error] = std::from_chars(first, last, begin);
+      if (error == std::errc() && end == last && begin >= 0) {
+        std::int64_t numel = 1;
+        for (const auto d : entry.shape) numel *= d;
+        slices_[name.substr(0, at)].push_back({f, e, begin, numel});
+        continue;
+      }
+    }
+    whole_.emplace(name, f);
+  }
+  files_.push_back(std::move(file));
+  labels_.push_back(std::move(label));
+}
+
+ACCEL_DECL torch::Tensor SliceCatalog::whole(const std::string& name) const {
+  const auto found = whole_.find(name);
+  if (found == whole_.end())
+    accel::detail::fail("checkpoint: no tensor '{}' in its rank files ({}); was it saved by "
+                        "another program or version?",
+                        name, fmt::join(labels_, ", "));
+  return files_[found->second].tensor(name);
+}
+
+ACCEL_DECL std::vector<std::string> SliceCatalog::sliced_under(const std::string& prefix) const {
+  std::vector<std::string> names;
+  for (auto it = slices_.lower_bound(prefix); it != slices_.end(); ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+    names.push_back(it->first);
+  }
+  return names;
+}
+
+ACCEL_DECL torch::Tensor SliceCatalog::read(const std::string& tensor, std::int64_t begin,
+                                            std::int64_t numel, c10::ScalarType dtype) const {
+  const auto found = slices_.find(tensor);
+  if (found == slices_.end())
+    accel::detail::fail("checkpoint: tensor '{}' is not in its rank files ({}); the model or "
+                        "optimizer differs from the one saved",
+                        tensor, fmt::join(labels_, ", "));
+  std::vector<const Slice*> covering;
+  for (const auto& slice : found->second)
+    if (slice.begin < begin + numel && slice.begin + slice.numel > begin) covering.push_back(&slice);
+  std::sort(covering.begin(), covering.end(),
+            [](const Slice* a, const Slice* b) { return a->begin < b->begin; });
+  if (covering.size() == 1 && covering.front()->begin <= begin &&
+      covering.front()->begin + covering.front()->numel >= begin + numel)
+    return stored(*covering.front(), dtype).narrow(0, begin - covering.front()->begin, numel);
+  torch::Tensor out = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+  std::int64_t next = begin;  // the first element not yet filled
+  for (const Slice* slice : covering) {
+    if (slice->begin > next) break;
+    const torch::Tensor stored = this->stored(*slice, dtype);
+    const std::int64_t from = std::max(next, slice->begin);
+    const std::int64_t to = std::min(begin + numel, slice->begin + slice->numel);
+    if (to <= from) continue;
+    out.narrow(0, from - begin, to - from).copy_(stored.narrow(0, from - slice->begin, to - from));
+    next = to;
+  }
+  if (next < begin + numel)
+    accel::detail::fail("checkpoint: elements {}..{} of '{}' are in none of its rank files ({}); "
+                        "the checkpoint is incomplete, or the tensor is larger than the one "
+                        "saved",
+                        next, begin + numel - 1, tensor, fmt::join(labels_, ", "));
+  return out;
+}
+
+ACCEL_DECL torch::Tensor SliceCatalog::stored(const Slice& slice, c10::ScalarType dtype) const {
+  const safetensors::File& file = files_[slice.file];
+  const safetensors::Entry& entry = file.header().entries[slice.entry];
+  const auto type = safetensors::to_scalar_type(entry.dtype);
+  if (type != dtype)
+    accel::detail::fail("checkpoint: '{}' in {} is {}, the live tensor is {}; load into a "
+                        "model of the dtype it was saved with",
+                        entry.name, labels_[slice.file], safetensors::name(entry.dtype),
+                        c10::toString(dtype));
+  const auto bytes = file.data(entry);
+  const auto address = reinterpret_cast<std::uintptr_t>(bytes.data());
+  if (entry.dtype == safetensors::Dtype::BOOL ||
+      address % static_cast<std::uintptr_t>(c10::elementSize(dtype)) != 0)
+    return file.tensor(entry).reshape({-1});
+  return torch::from_blob(const_cast<std::byte*>(bytes.data()), {slice.numel},
+                          torch::TensorOptions().dtype(dtype));
+}
+
+}  // namespace accel::state
