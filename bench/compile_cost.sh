@@ -2,6 +2,7 @@
 # What one variant's translation unit costs to compile: accel against plain libtorch.
 #
 #   bench/compile_cost.sh [--turns N] [--build-dir DIR] [--parts] [--fmt-header-only] [--separate]
+#                         [--pch]
 #
 # bench/compile_cost/accel.cpp is a training program through <accel/accelerator.hpp>
 # (Accelerator<Ddp, Bf16, GradAccum<4>>, an accel::DataLoader, prepare, backward, step);
@@ -33,6 +34,10 @@
 # defines ACCEL_SEPARATE_COMPILATION: accel's non-template code is then compiled once, in
 # src/accel.cpp, and not in the TU; docs/getting-started.md) in place of header-only accel.cpp.
 #
+# --pch compiles both TUs over a precompiled header of what each includes (torch for plain.cpp,
+# torch and <accel/accelerator.hpp> for accel.cpp), built once before the turns, as a user with
+# precompiled headers would. Not with --separate.
+#
 # Needs cmake, a C++20 g++, libtorch and accel's other dependencies (scripts/setup-debian.sh),
 # python3 (to read compile_commands.json) and GNU time at /usr/bin/time (Debian: `time`).
 set -euo pipefail
@@ -43,6 +48,8 @@ turns=3
 parts=0
 fmt_header_only=OFF
 accel_tu=accel
+plain_tu=plain
+pch=0
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -53,6 +60,7 @@ while [ $# -gt 0 ]; do
     --parts) parts=1; shift ;;
     --fmt-header-only) fmt_header_only=ON; shift ;;
     --separate) accel_tu=accel_compiled; shift ;;
+    --pch) pch=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compile_cost.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -60,6 +68,9 @@ done
 if [ -z "$build_dir" ]; then
   build_dir="$repo/build-compile-cost"
   [ "$fmt_header_only" = ON ] && build_dir+="-fmt-header-only"
+fi
+if [ "$pch" = 1 ] && [ "$accel_tu" != accel ]; then
+  echo "compile_cost.sh: --pch and --separate: use one of them" >&2; exit 2
 fi
 case "$turns" in
   ''|*[!0-9]*|0) echo "compile_cost.sh: --turns '$turns' must be a whole number >= 1" >&2; exit 2 ;;
@@ -105,7 +116,18 @@ for entry in json.load(open(database)):
     with open(os.path.join(scratch, "cmd", name), "w") as f:
         f.write(entry["directory"] + "\0" + "\0".join(args) + "\0")
 PY
-for tu in plain "$accel_tu"; do
+if [ "$pch" = 1 ]; then
+  plain_tu=plain_pch
+  accel_tu=accel_pch
+  echo "compile_cost: building the precompiled headers" >&2
+  cmake --build "$build_dir" --target compile_cost_plain_pch "compile_cost_$accel_tu" \
+    >"$build_dir/pch.log" 2>&1 || {
+    cat "$build_dir/pch.log" >&2
+    echo "compile_cost.sh: building the precompiled headers failed (log above)" >&2
+    exit 1
+  }
+fi
+for tu in "$plain_tu" "$accel_tu"; do
   [ -f "$scratch/cmd/$tu" ] || { echo "compile_cost.sh: no compile command for $tu.cpp in $build_dir" >&2; exit 1; }
 done
 echo "compile_cost: command ($accel_tu.cpp): $(tr '\0' ' ' <"$scratch/cmd/$accel_tu" | cut -d' ' -f2-)" >&2
@@ -140,7 +162,7 @@ fi
 printf '%-5s %8s %9s %9s %8s %9s %9s %10s %9s %10s %11s\n' turn plain_s plain_cpu \
   plain_MiB accel_s accel_cpu accel_MiB wall_ratio cpu_ratio peak_ratio load_before
 for ((turn = 1; turn <= turns; ++turn)); do
-  load_plain=$(load); compile plain; plain_s=$seconds; plain_kib=$kib; plain_cpu=$cpu
+  load_plain=$(load); compile "$plain_tu"; plain_s=$seconds; plain_kib=$kib; plain_cpu=$cpu
   load_accel=$(load); compile "$accel_tu"; accel_s=$seconds; accel_kib=$kib; accel_cpu=$cpu
   echo "$plain_s $plain_kib $accel_s $accel_kib $plain_cpu $accel_cpu" >>"$scratch/pairs"
   awk -v t="$turn" -v ps="$plain_s" -v pk="$plain_kib" -v as="$accel_s" -v ak="$accel_kib" \

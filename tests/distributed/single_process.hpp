@@ -40,6 +40,19 @@ inline torch::nn::Sequential regression_model() {
 // make_model: any model of 5 inputs and 1 output; it is built twice from the same seed.
 // users_own_optimizer: step and zero the torch optimizer itself, not prepare()'s handle (right
 // under Ddp, whose gradients live in the parameters' .grad).
+// The trained net equals the one-process reference within 1e-5 and is the same, bit for bit, on
+// every rank. Zero3 gathers its shards for the comparison; the other strategies hold them whole.
+template <class Accel, class Net>
+void expect_matches_reference(Accel& acc, Net& net, torch::nn::Module& reference) {
+  const auto full = acc.full_parameters(net);
+  const double worst = max_relative_difference(*net, reference);
+  fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
+             acc.process_index(), worst);
+  EXPECT(worst <= 1e-5);
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (auto d : digests) EXPECT(d == digests.front());
+}
+
 template <class Accel, auto make_model = regression_model, bool users_own_optimizer = false>
 void ddp_matches_single_process() {
   Accel acc(test_options());
@@ -85,13 +98,7 @@ void ddp_matches_single_process() {
       }
     }
   }
-  const auto full = acc.full_parameters(net);  // Zero3 gathers its shards; others: no-op
-  const double worst = max_relative_difference(*net, *reference);
-  fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
-             acc.process_index(), worst);
-  EXPECT(worst <= 1e-5);
-  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
-  for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
+  expect_matches_reference(acc, net, *reference);
 }
 
 // 5 SGD steps of `acc` on this rank's rows beside 5 single-process steps on every rank's rows,

@@ -28,8 +28,8 @@ namespace {
 using accel_test::Ddp;
 using accel_test::ddp_frozen;
 using accel_test::ddp_matches_single_process;
+using accel_test::expect_matches_reference;
 using accel_test::gan_accumulation;
-using accel_test::max_relative_difference;
 using accel_test::Regression;
 using accel_test::test_options;
 
@@ -192,15 +192,7 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   // gathered (a collective) for reading.
   if constexpr (Sharding<typename Accel::parallelism_policy>::shards_parameters)
     for (const auto& p : net->parameters()) EXPECT(p.requires_grad() ? p.numel() == 0 : p.numel() > 0);
-  {
-    const auto full = acc.full_parameters(net);
-    const double worst = max_relative_difference(*net, *reference);
-    fmt::print("rank {}: max relative difference to single-process training {:.3g}\n",
-               acc.process_index(), worst);
-    EXPECT(worst <= 1e-5);
-    const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
-    for (auto d : digests) EXPECT(d == digests.front());  // bitwise identical on every rank
-  }
+  expect_matches_reference(acc, net, *reference);
 
   EXPECT(norms.size() == reference_norms.size());
   for (std::size_t i = 0; i < norms.size(); ++i)
