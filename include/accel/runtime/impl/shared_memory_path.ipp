@@ -1,7 +1,7 @@
 // SharedMemoryPath; shared_memory_path.hpp includes it in header-only mode.
 #pragma once
 
-#include "../shared_memory_path.hpp"
+#include "../../runtime/shared_memory_path.hpp"
 
 namespace accel::runtime {
 
