@@ -19,6 +19,7 @@
 
 #include "../detail/dependent_false.hpp"
 #include "../detail/error.hpp"
+#include "../detail/shape_text.hpp"
 #include "../detail/type_traits.hpp"
 
 namespace accel::data {
@@ -131,8 +132,8 @@ T collate(std::span<const T> samples, const std::string& path = "sample") {
             "collate: field {} is a {} tensor of shape [{}] in the batch's first sample and a {} "
             "tensor of shape [{}] in its sample {}; make the samples agree (pad, resize or "
             "cast them) or pass your own collate function to the DataLoader",
-            path, c10::toString(first.scalar_type()), fmt::join(first.sizes(), ", "),
-            c10::toString(samples[i].scalar_type()), fmt::join(samples[i].sizes(), ", "), i);
+            path, c10::toString(first.scalar_type()), accel::detail::shape_text(first.sizes()),
+            c10::toString(samples[i].scalar_type()), accel::detail::shape_text(samples[i].sizes()), i);
     return torch::stack(std::vector<torch::Tensor>(samples.begin(), samples.end()));
   } else if constexpr (detail::is_vector<T> || detail::is_array<T>) {
     T out = first;

@@ -10,6 +10,7 @@
 #error "accel: <accel/impl/src.hpp> is accel's separately compiled part; define ACCEL_SEPARATE_COMPILATION on this and every other translation unit of the program, or leave accel header-only and compile no such file"
 #endif
 
+#include "../detail/impl/shape_text.ipp"
 #include "../diagnostics/impl/environment_report.ipp"
 #include "../launch/impl/command_line.ipp"
 #include "../launch/impl/descendants.ipp"
@@ -28,6 +29,8 @@
 #include "../launch/impl/threads.ipp"
 #include "../parallel/detail/impl/broadcast.ipp"
 #include "../parallel/detail/impl/bucket_assignment.ipp"
+#include "../parallel/detail/impl/reducer.ipp"
+#include "../parallel/impl/ddp.ipp"
 #include "../runtime/impl/admission.ipp"
 #include "../runtime/impl/bootstrap.ipp"
 #include "../runtime/impl/c10d_transport.ipp"

@@ -49,6 +49,7 @@
 
 #include "../data/tensor_tree.hpp"
 #include "../detail/error.hpp"
+#include "../detail/shape_text.hpp"
 #include "autocast_state.hpp"
 #include "rng_states.hpp"
 
@@ -86,7 +87,7 @@ inline std::string describe(const torch::Tensor& t, const TensorNames& names, co
   const auto found = names.find(t.unsafeGetTensorImpl());
   if (found != names.end()) return fmt::format("parameter '{}'", found->second);
   return fmt::format("{} #{} ({} [{}])", kind, index, c10::toString(t.scalar_type()),
-                     fmt::join(t.sizes(), ", "));
+                     accel::detail::shape_text(t.sizes()));
 }
 
 // The leaves requiring a gradient that `outputs`' graph reaches, in the order met; fails on a

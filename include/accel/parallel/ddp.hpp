@@ -10,7 +10,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,62 +27,21 @@ namespace accel::parallel {
 // training step is replicated (replicated.hpp).
 template <class Hook>
 struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint {
-  void attach(runtime::ProcessGroup* process_group, const Options& options) {
-    group_ = process_group;
-    options_ = options.ddp;
-  }
-
-  void prepare_model(torch::nn::Module& module, const std::string& label) {
-    if (group_ == nullptr) return;
-    torch::NoGradGuard no_grad;
-    broadcast_from_root(module.parameters());
-    broadcast_from_root(module.buffers());
-    std::vector<std::string> names;
-    std::vector<torch::Tensor> parameters;
-    for (const auto& item : module.named_parameters()) {
-      names.push_back(item.key());
-      parameters.push_back(item.value());
-    }
-    reducers_.push_back(std::make_unique<detail::Reducer<Hook>>(
-        name_, *group_, label, std::move(names), std::move(parameters), options_, hook_));
-  }
+  void attach(runtime::ProcessGroup* process_group, const Options& options);
+  void prepare_model(torch::nn::Module& module, const std::string& label);
 
   template <class Optimizer>
   void prepare_optimizer(Optimizer& optimizer) {
-    if (group_ == nullptr) return;
-    if (!runtime::any_rank(group_, !optimizer.state().empty())) return;
-    std::string bytes;
-    if (group_->rank() == 0) {
-      torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      std::ostringstream out;
-      archive.save_to(out);
-      bytes = out.str();
-    }
-    bytes = group_->broadcast_bytes(bytes, 0);
-    if (group_->rank() == 0) return;
-    torch::serialize::InputArchive archive;
-    std::istringstream in(bytes);
-    archive.load_from(in);
-    optimizer.load(archive);
+    share_optimizer_state(optimizer);
   }
 
-  void before_forward(torch::nn::Module& module) {
-    if (group_ == nullptr || !options_.broadcast_buffers) return;
-    torch::NoGradGuard no_grad;
-    broadcast_from_root(module.buffers());
-  }
+  void before_forward(torch::nn::Module& module);
 
   template <class Outputs>
   void after_forward(torch::nn::Module& /*module*/, const Outputs& /*outputs*/) {}
 
-  void before_backward(bool sync) {
-    for (auto& reducer : reducers_) reducer->prepare_for_backward(sync);
-  }
-
-  void after_backward(bool /*sync*/) {
-    for (auto& reducer : reducers_) reducer->finalize();
-  }
+  void before_backward(bool sync);
+  void after_backward(bool sync);
 
   // The gradients are averaged by the time backward returns: each rank steps its own replica.
   template <class Optimizer>
@@ -96,9 +54,8 @@ struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint 
   }
 
  private:
-  void broadcast_from_root(const std::vector<torch::Tensor>& tensors) {
-    detail::broadcast_from_root(*group_, tensors);
-  }
+  // An optimizer that already holds state on some rank gets rank 0's state on every rank.
+  void share_optimizer_state(torch::optim::Optimizer& optimizer);
 
   runtime::ProcessGroup* group_ = nullptr;
   DdpOptions options_;
@@ -108,6 +65,11 @@ struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint 
   Hook hook_{};
   std::string_view name_ = Ddp::name;  // the policy's full name, for errors: Fsdp<NoShard> too
 };
+
+#if defined(ACCEL_SEPARATE_COMPILATION)
+extern template struct DdpStrategy<detail::AllreduceHook>;
+extern template struct DdpStrategy<detail::CompressHook>;
+#endif
 
 template <>
 struct Strategy<Ddp> : DdpStrategy<detail::AllreduceHook> {};
@@ -132,3 +94,7 @@ struct Strategy<DdpWith<Compression>> : DdpStrategy<detail::CompressHook> {
 };
 
 }  // namespace accel::parallel
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/ddp.ipp"
+#endif

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "../detail/shape_text.hpp"
+
 namespace accel::runtime {
 
 struct CollectiveCall {
@@ -25,7 +27,7 @@ inline std::string describe(const CollectiveCall& call) {
   if (!call.tensor.defined()) return fmt::format("{} #{}{}", call.operation, call.sequence, in);
   return fmt::format("{} #{} ({}, shape {}){}", call.operation, call.sequence,
                      c10::toString(call.tensor.scalar_type()),
-                     fmt::join(call.tensor.sizes(), "x"), in);
+                     accel::detail::shape_text(call.tensor.sizes(), "x"), in);
 }
 
 }  // namespace accel::runtime

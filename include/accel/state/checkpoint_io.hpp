@@ -22,7 +22,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -43,6 +42,7 @@
 #include "../accelerator_class.hpp"
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
+#include "../detail/shape_text.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../version.hpp"
 #include "checkpoint_folder.hpp"
@@ -235,8 +235,8 @@ struct CheckpointIO<Accel, void> {
         if (it == live.end()) continue;
         if (it->second.sizes() != t.sizes())
           accel::detail::fail("load_model: '{}' in '{}' has shape [{}], the model's is [{}]", name,
-                              folder.string(), fmt::join(t.sizes(), ", "),
-                              fmt::join(it->second.sizes(), ", "));
+                              folder.string(), accel::detail::shape_text(t.sizes()),
+                              accel::detail::shape_text(it->second.sizes()));
         if (conversion == DtypeConversion::checked)
           check_conversion(name, folder, t, it->second.scalar_type());
       }
@@ -587,8 +587,8 @@ struct CheckpointIO<Accel, void> {
           accel::detail::fail("load_state: '{}' of model #{} was saved as {} [{}], the live one is "
                               "{} [{}] ({})",
                               name, m, entry.at("dtype").template get<std::string>(),
-                              fmt::join(saved_shape, ", "), c10::toString(dtype),
-                              fmt::join(shape, ", "), where);
+                              accel::detail::shape_text(saved_shape), c10::toString(dtype),
+                              accel::detail::shape_text(shape), where);
       };
       for (const auto& item : model.named_parameters()) {
         const torch::Tensor& p = item.value();

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "../../detail/error.hpp"
+#include "../../detail/shape_text.hpp"
 #include "../../options.hpp"
 #include "../../runtime/any_rank.hpp"
 #include "../../runtime/process_group.hpp"
@@ -586,7 +587,7 @@ class ShardedStrategy {
           accel::detail::fail("{}: parameter #{} of param group {} of the optimizer (shape [{}]) "
                               "belongs to no prepared model, so it has no shard; prepare() the "
                               "model that owns it, before the first step",
-                              name_, k, g, fmt::join(params[k].sizes(), ", "));
+                              name_, k, g, accel::detail::shape_text(params[k].sizes()));
         }
         const auto [f, i] = found->second;
         if (std::find(sharded->flats.begin(), sharded->flats.end(), f) == sharded->flats.end())

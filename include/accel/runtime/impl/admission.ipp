@@ -1,6 +1,8 @@
 // Admission, the ranks' meeting in the store; admission.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../admission.hpp"
 
 namespace accel::runtime {

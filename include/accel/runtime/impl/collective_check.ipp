@@ -1,6 +1,8 @@
 // CollectiveCheck; collective_check.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../collective_check.hpp"
 
 namespace accel::runtime {

@@ -1,6 +1,8 @@
 // The collectives' tensor helpers; collectives.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../collectives.hpp"
 
 namespace accel::runtime {

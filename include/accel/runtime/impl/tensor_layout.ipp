@@ -1,6 +1,8 @@
 // The broadcast's layout header; tensor_layout.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../tensor_layout.hpp"
 
 namespace accel::runtime {

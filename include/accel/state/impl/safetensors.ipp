@@ -1,6 +1,8 @@
 // The safetensors file reader and writer; safetensors.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../safetensors.hpp"
 
 namespace accel::state::safetensors {

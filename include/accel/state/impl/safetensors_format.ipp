@@ -1,6 +1,8 @@
 // The safetensors header: parser, writer; safetensors_format.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../safetensors_format.hpp"
 
 namespace accel::state::safetensors {

@@ -1,6 +1,8 @@
 // SliceCatalog; slice_catalog.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../slice_catalog.hpp"
 
 namespace accel::state {

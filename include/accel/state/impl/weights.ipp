@@ -1,6 +1,8 @@
 // The weights folder's save and load; weights.hpp includes it in header-only mode.
 #pragma once
 
+#include <fmt/ranges.h>
+
 #include "../weights.hpp"
 
 namespace accel::state::detail {

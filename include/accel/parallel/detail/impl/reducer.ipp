@@ -1,0 +1,174 @@
+// Reducer's members (reducer.hpp includes this file in header-only mode). With
+// ACCEL_SEPARATE_COMPILATION, accel's separately compiled part instantiates the Reducer of each
+// hook here, once, and reducer.hpp declares those instantiations extern.
+#pragma once
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include "../../../detail/error.hpp"
+#include "../reducer.hpp"
+
+namespace accel::parallel::detail {
+
+template <class Hook>
+Reducer<Hook>::Reducer(std::string_view strategy, runtime::ProcessGroup& group, std::string model,
+                       std::vector<std::string> names, std::vector<torch::Tensor> parameters,
+                       const DdpOptions& options, Hook hook)
+    : strategy_(strategy), group_(group), model_(std::move(model)), names_(std::move(names)),
+      parameters_(std::move(parameters)), options_(options), hook_(hook),
+      slot_(parameters_.size()), arrived_(parameters_.size(), false) {
+  for (const auto& p : parameters_) trainable_.push_back(p.requires_grad());
+  build_buckets();
+  install_hooks();
+}
+
+template <class Hook>
+Reducer<Hook>::~Reducer() = default;
+
+template <class Hook>
+void Reducer<Hook>::prepare_for_backward(bool sync) {
+  check_still_trainable();
+  sync_ = sync;
+  if (!sync_) return;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) arrived_[i] = !trainable_[i];
+  for (auto& bucket : buckets_) bucket.waiting = bucket.members.size();
+  next_launch_ = 0;
+  arrivals_ = 0;
+}
+
+template <class Hook>
+void Reducer<Hook>::finalize() {
+  if (!sync_) return;
+  sync_ = false;
+  if (arrivals_ == 0) return;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (arrived_[i]) continue;
+    if (!options_.find_unused_parameters)
+      accel::detail::fail(
+          "{}: parameter '{}' of {} got no gradient in this backward on rank {}, although "
+          "the loss reached other parameters of that model; every parameter that requires a "
+          "gradient must take part in the loss: freeze it before prepare() "
+          "(requires_grad_(false)), or set Options{{.ddp = {{.find_unused_parameters = "
+          "true}}}} to treat it as a zero gradient",
+          strategy_, names_[i], model_, group_.rank());
+    Bucket& bucket = buckets_[slot_[i].bucket];
+    bucket.flat.narrow(0, slot_[i].offset, parameters_[i].numel()).zero_();
+    arrived_[i] = true;
+    --bucket.waiting;
+  }
+  launch_ready();
+  for (auto& bucket : buckets_) {
+    if (bucket.registered)
+      bucket.registered->run();
+    else
+      bucket.pending.wait();
+    for (std::size_t i : bucket.members) {
+      torch::Tensor& p = parameters_[i];
+      torch::Tensor sum = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
+      // Averaged on the way to the gradient: one pass over the bytes, not a scaling pass over
+      // the bucket and then a copy. Compressed buckets were divided before sending.
+      const bool view = is_bucket_view(i);
+      if (view || options_.gradients_as_bucket_views) {
+        if (!Hook::divides_before_sending) sum.mul_(inverse_);
+        if (!view) p.mutable_grad() = alias_of(bucket.flat, slot_[i].offset, p.sizes());
+      } else if (!p.grad().defined()) {
+        p.mutable_grad() = Hook::divides_before_sending ? sum.clone() : sum * inverse_;
+      } else if (Hook::divides_before_sending) {
+        p.mutable_grad().copy_(sum);
+      } else {
+        at::mul_out(p.mutable_grad(), sum, inverse_tensor_);
+      }
+    }
+  }
+}
+
+template <class Hook>
+void Reducer<Hook>::build_buckets() {
+  const BucketCaps caps{options_.first_bucket_mb, options_.bucket_mb};
+  for (auto& members : assign_buckets(parameters_, caps)) {
+    Bucket& bucket = buckets_.emplace_back();
+    std::int64_t numel = 0;
+    for (std::size_t i : members) {
+      slot_[i] = {buckets_.size() - 1, numel};
+      numel += parameters_[i].numel();
+    }
+    bucket.members = std::move(members);
+    bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
+    const double bytes = static_cast<double>(numel * bucket.flat.element_size());
+    if (Hook::may_register && bytes <= options_.small_bucket_kb * 1024.0 &&
+        runtime::DirectGloo::can_register(bucket.flat))
+      bucket.registered = group_.register_allreduce(bucket.flat);
+  }
+}
+
+template <class Hook>
+void Reducer<Hook>::install_hooks() {
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (!trainable_[i]) continue;
+    // The tensor holds its accumulator weakly: keep it, or the hook silently never fires.
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, i](const torch::autograd::variable_list& outputs,
+                  const torch::autograd::variable_list& /*inputs*/) {
+          on_gradient(i);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+template <class Hook>
+void Reducer<Hook>::on_gradient(std::size_t i) {
+  if (!sync_ || arrived_[i]) return;
+  const torch::Tensor& p = parameters_[i];
+  Bucket& bucket = buckets_[slot_[i].bucket];
+  if (!is_bucket_view(i))
+    bucket.flat.narrow(0, slot_[i].offset, p.numel()).copy_(p.grad().reshape(-1));
+  arrived_[i] = true;
+  ++arrivals_;
+  if (--bucket.waiting == 0) launch_ready();
+}
+
+template <class Hook>
+void Reducer<Hook>::check_still_trainable() const {
+  for (std::size_t i = 0; i < parameters_.size(); ++i)
+    if (parameters_[i].requires_grad() != trainable_[i])
+      accel::detail::fail(
+          "{}: parameter '{}' of {} was {} after prepare(); gradient buckets are planned "
+          "at prepare(), so set requires_grad before preparing the model (prepare it again "
+          "in a new Accelerator to change which parameters train)",
+          strategy_, names_[i], model_, trainable_[i] ? "frozen" : "unfrozen");
+}
+
+template <class Hook>
+torch::Tensor Reducer<Hook>::alias_of(const torch::Tensor& flat, std::int64_t offset,
+                                      torch::IntArrayRef shape) {
+  std::vector<std::int64_t> strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return torch::empty({0}, flat.options())
+      .set_(flat.storage(), flat.storage_offset() + offset, shape, strides);
+}
+
+template <class Hook>
+bool Reducer<Hook>::is_bucket_view(std::size_t i) const {
+  const torch::Tensor& grad = parameters_[i].grad();
+  const Bucket& bucket = buckets_[slot_[i].bucket];
+  return grad.defined() && grad.data_ptr() == static_cast<const char*>(bucket.flat.data_ptr()) +
+                                                  slot_[i].offset * bucket.flat.element_size();
+}
+
+template <class Hook>
+void Reducer<Hook>::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
+    Bucket& bucket = buckets_[next_launch_++];
+    if (bucket.registered) continue;  // finalize() runs it
+    bucket.pending = hook_.send(group_, bucket.flat);
+  }
+}
+
+#if defined(ACCEL_SEPARATE_COMPILATION)
+template class Reducer<AllreduceHook>;
+template class Reducer<CompressHook>;
+#endif
+
+}  // namespace accel::parallel::detail
