@@ -19,8 +19,8 @@
 //
 // Longer than accel's headers should be because it is one class: each step of the loop reads as
 // calls into the strategy, the precision and the gradient state, and what is not the class's own
-// orchestration lives beside it (runtime/same_model.hpp, parallel/detail/clip.hpp,
-// state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
+// orchestration lives beside it (accelerator_core.hpp: the state and start-up that do not depend
+// on the policies; runtime/same_model.hpp, parallel/detail/clip.hpp, state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
 // parallel/contract.hpp and precision/contract.hpp.
 #pragma once
 
@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "accelerator_core.hpp"
 #include "data/loader.hpp"
 #include "data/shard.hpp"
 #include "data/tensor_tree.hpp"
@@ -98,7 +99,9 @@ struct CheckpointIO {
 
 
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
-class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
+class Accelerator
+    : detail::AcceleratorCore,  // what every Accelerator holds (accelerator_core.hpp)
+      public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
   using checked = policy::Checked<Par, Prec, Acc>;
   // The behaviour behind each policy meets its contract (parallel/contract.hpp,
   // precision/contract.hpp), or the role that falls short is named here; the compiler then goes
@@ -115,16 +118,8 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
   static constexpr int accumulation_steps = accumulation_policy::steps;
 
   explicit Accelerator(Options options = {})
-      : options_(std::move(options)),
-        environment_(runtime::read_environment()),
-        process_(environment_.process),
-        device_(options_.device.value_or(runtime::default_device(process_.local_rank))),
-        group_(runtime::join_group(
-            environment_, device_,
-            runtime::with_environment(
-                {options_.timeout, options_.rendezvous_timeout, options_.check_collectives,
-                 options_.shared_memory}))),
-        gradients_(accumulation_steps) {
+      : AcceleratorCore(std::move(options), accumulation_steps,
+                        shards_parameters_v<parallelism_policy>) {
     if (options_.offload.any() && !parallel::Strategy<parallelism_policy>::can_offload)
       detail::fail("{}: Options::offload moves optimizer state (and Zero3's parameter shards) to "
                    "the CPU, and {} keeps them whole on every rank's device; use Zero2, Zero3 or "
@@ -132,20 +127,7 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
                    "off",
                    parallelism_policy::name, parallelism_policy::name);
     precision_.attach(group_.get(), options_, device_);
-    if (options_.tune_cpu_heap && device_.is_cpu()) {
-      // glibc refuses a threshold above 32 MiB (HEAP_MAX_SIZE / 2 on 64-bit).
-      const std::size_t threshold = options_.cpu_heap_mmap_threshold.value_or(
-          shards_parameters_v<parallelism_policy> ? std::size_t{8} << 20 : std::size_t{32} << 20);
-      if (threshold < 4096 || threshold > (std::size_t{32} << 20))
-        detail::fail("Options::cpu_heap_mmap_threshold is {} bytes; use 4096 to 33554432 (32 MiB, "
-                     "the default)",
-                     threshold);
-      runtime::keep_freed_cpu_memory(threshold);
-    }
     strategy_.attach(group_.get(), options_);
-    state::check_checkpoint_folder_writable(
-        options_.checkpoints.directory,
-        options_.checkpoints.directory != CheckpointOptions{}.directory);
     if (options_.seed) set_seed(*options_.seed);
   }
 
@@ -694,36 +676,8 @@ class Accelerator : public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {
                                           static_cast<double>(tokens));
   }
 
-  std::vector<torch::Tensor> prepared_parameters() const {
-    std::vector<torch::Tensor> parameters;
-    std::unordered_set<const void*> seen;
-    for (const auto& module : models_)
-      for (const auto& p : module->parameters())
-        if (seen.insert(p.unsafeGetTensorImpl()).second) parameters.push_back(p);
-    return parameters;
-  }
-
-  Options options_;
-  runtime::Environment environment_;
-  runtime::ProcessInfo process_;
-  torch::Device device_;
-  std::unique_ptr<runtime::ProcessGroup> group_;
-  detail::GradientState gradients_;
   parallel::Strategy<parallelism_policy> strategy_;
   precision::Precision<precision_policy> precision_;
-  std::vector<std::shared_ptr<torch::nn::Module>> models_;
-  std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, in order
-  std::vector<torch::optim::LRScheduler*> schedulers_;
-  bool end_of_data_ = false;
-  std::int64_t real_in_final_round_ = -1;
-  bool trigger_ = false;
-  std::vector<state::LoaderPosition> loaders_;  // per prepared loader, in preparation order
-  std::vector<state::CustomObject> custom_objects_;
-  std::int64_t completed_steps_ = 0;
-  std::uint64_t counted_micro_step_ = 0;
-  // The micro-step whose backward() completed a window not yet stepped or zeroed by a prepared
-  // optimizer (check_last_window_used).
-  std::optional<std::uint64_t> unused_window_;
 
   template <class, class>
   friend struct state::CheckpointIO;

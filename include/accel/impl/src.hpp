@@ -11,6 +11,7 @@
 #endif
 
 #include "../detail/impl/shape_text.ipp"
+#include "../impl/accelerator_core.ipp"
 #include "../diagnostics/impl/environment_report.ipp"
 #include "../launch/impl/command_line.ipp"
 #include "../launch/impl/descendants.ipp"
@@ -30,7 +31,10 @@
 #include "../parallel/detail/impl/broadcast.ipp"
 #include "../parallel/detail/impl/bucket_assignment.ipp"
 #include "../parallel/detail/impl/reducer.ipp"
+#include "../parallel/detail/impl/sharded_strategy.ipp"
 #include "../parallel/impl/ddp.ipp"
+#include "../parallel/impl/zero2.ipp"
+#include "../parallel/impl/zero3.ipp"
 #include "../runtime/impl/admission.ipp"
 #include "../runtime/impl/bootstrap.ipp"
 #include "../runtime/impl/c10d_transport.ipp"

@@ -33,20 +33,16 @@
 // communication) and are reduce-scattered at its end, as Zero2 does.
 #pragma once
 
-#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <memory>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "../data/tensor_tree.hpp"
+#include "../detail/separate_compilation.hpp"
 #include "../policy/parallelism.hpp"
 #include "detail/sharded_strategy.hpp"
 #include "detail/units.hpp"
@@ -60,58 +56,13 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
  public:
   using Base::Base;
 
-  void attach(runtime::ProcessGroup* group, const Options& options) {
-    Base::attach(group, options);
-    prefetch_ = options.prefetch_units;
-  }
+  ACCEL_DECL void attach(runtime::ProcessGroup* group, const Options& options);
 
   // prepare() hands the model's holder over; units need the shared pointer to walk and rewire
   // its Sequentials.
-  void prepare_model(torch::nn::Module& module, const std::string& label) {
-    if (group_ == nullptr) return;
-    begin_prepare(module, label);
-    const std::shared_ptr<torch::nn::Module> root = module.shared_from_this();
-    std::unordered_map<const void*, int> references;
-    const auto all = module.named_parameters();
-    for (const auto& item : all) ++references[item.value().unsafeGetTensorImpl()];
+  ACCEL_DECL void prepare_model(torch::nn::Module& module, const std::string& label);
 
-    Model& model = models_.emplace_back();
-    model.module = &module;
-    std::unordered_set<const void*> in_units;
-    for (const auto& child : detail::sequential_children(root)) {
-      const auto named = detail::exclusive_parameters(*child.module, child.name, references);
-      for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
-      const std::size_t u = add_unit(named, fmt::format("{}, unit '{}'", label, child.name));
-      if (u == no_unit) continue;  // nothing trainable: called as it is
-      to_rest(u);  // at once: the model's full copy then never exists twice during prepare()
-      if (!model.units.empty()) {  // the child units in call order, for prefetching
-        units_[model.units.back()].next = u;
-        units_[u].previous = model.units.back();
-      }
-      model.units.push_back(u);
-      if (child.marked != nullptr)
-        child.marked->unit_route = {this, u, &FullyShardedStrategy::enter_unit,
-                                    &FullyShardedStrategy::leave_unit};
-      else
-        detail::intercept_calls(child, this, u);
-    }
-    detail::NamedParameters rest;
-    for (const auto& item : all)
-      if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
-        rest.emplace_back(item.key(), item.value());
-    warn_if_mostly_root(rest, total_numel(all), label);
-    model.root = add_unit(rest, label);
-    if (model.root != no_unit) {
-      model.units.push_back(model.root);
-      to_rest(model.root);
-    }
-  }
-
-  void before_forward(torch::nn::Module& module) {
-    if (group_ == nullptr) return;
-    if (const Model* model = find_model(module); model != nullptr && model->root != no_unit)
-      gather(model->root);
-  }
+  ACCEL_DECL void before_forward(torch::nn::Module& module);
 
   // Without a graph, nothing waits for a backward: the whole model goes back to rest. With one,
   // a hook on a tensor output gathers the root again should a backward before this one's have
@@ -134,30 +85,14 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     if (!in_graph.empty()) hook_backward(in_graph, model->root);
   }
 
-  void before_backward(bool sync) {
-    if (group_ == nullptr) return;
-    begin_backward(sync);
-    sync_ = sync;
-    for (auto& unit : units_) {
-      unit.waiting = unit.parameters;
-      unit.reached = false;
-    }
-  }
+  ACCEL_DECL void before_backward(bool sync);
 
   // In order, so every rank issues the same collectives: on a window's last micro-step, every
   // gradient not yet reduce-scattered is (a unit whose backward left a parameter unused, or
   // gradients collected on earlier micro-steps by a unit this backward did not reach); every
   // unit this backward reached goes back to rest. A unit it did not reach keeps what it holds:
   // a forward's graph may still need it (a GAN's generator across its discriminator's backward).
-  void after_backward(bool sync) {
-    if (group_ == nullptr) return;
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      if (sync)
-        for (const std::size_t f : units_[u].flats) reduce_scatter_gradient(f);
-      if (units_[u].reached) to_rest(u);
-    }
-    if (sync) sharded_ = true;
-  }
+  ACCEL_DECL void after_backward(bool sync);
 
   // Called by a unit's wrapper in its Sequential: gathered for the call, freed after it; a hook
   // on the output gathers it again for backward.
@@ -182,29 +117,8 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // Every unit of `module` gathered (a collective: every rank calls it), for reading or writing
   // the full parameters outside forward; release_full() writes this rank's part back to its
   // shard and frees them.
-  void gather_full(torch::nn::Module& module) {
-    if (group_ == nullptr) return;
-    if (const Model* model = find_model(module))
-      for (const std::size_t u : model->units) gather(u);
-  }
-  void release_full(torch::nn::Module& module) {
-    if (group_ == nullptr) return;
-    const Model* model = find_model(module);
-    if (model == nullptr) return;
-    torch::NoGradGuard no_grad;
-    for (const std::size_t u : model->units) {
-      for (const std::size_t f : units_[u].flats) {
-        gathering_[f].wait();
-        FlatParameter& flat = *flats_[f];
-        if (!flat.materialized()) continue;
-        const auto& layout = flat.layout();
-        flat.shard().copy_(flat.flat().narrow(0, flat.rank() * layout.shard_numel,
-                                              layout.shard_numel));
-      }
-      to_rest(u);
-    }
-    copy_pieces_to_host();
-  }
+  ACCEL_DECL void gather_full(torch::nn::Module& module);
+  ACCEL_DECL void release_full(torch::nn::Module& module);
 
   // How many units the prepared models were cut into, root units included (for tests and docs).
   std::size_t unit_count() const { return units_.size(); }
@@ -237,144 +151,43 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   // The root unit is the fallback: gathered whole for the whole step, it saves nothing. Said
   // once, on rank 0, when it holds most of a model large enough for that to matter.
-  void warn_if_mostly_root(const detail::NamedParameters& rest, std::int64_t total,
-                           const std::string& label) const {
-    std::int64_t in_root = 0;
-    for (const auto& [name, p] : rest) in_root += p.numel();
-    constexpr std::int64_t worth_saying = 1 << 20;  // a million parameters
-    if (total < worth_saying || 2 * in_root <= total || group_->rank() != 0) return;
-    fmt::print(stderr,
-               "accel: warning: {}: its root unit holds {:.0f}% of the parameters, which every "
-               "rank gathers whole for the whole step; mark the blocks of its ModuleLists (or "
-               "other large modules) with accel::Sharded so that each is a unit of its own "
-               "(docs/distributed.md#zero3)\n",
-               label, 100.0 * static_cast<double>(in_root) / static_cast<double>(total));
-  }
+  ACCEL_DECL void warn_if_mostly_root(const detail::NamedParameters& rest, std::int64_t total,
+                                      const std::string& label) const;
 
-  std::size_t add_unit(const detail::NamedParameters& named, const std::string& label) {
-    const auto flats = flatten(named, label, Residency::sharded);
-    if (flats.empty()) return no_unit;
-    Unit& unit = units_.emplace_back();
-    unit.flats = flats;
-    for (const std::size_t f : flats) {
-      unit.parameters += flats_[f]->parameters().size();
-      unit_of_.resize(f + 1, no_unit);
-      unit_of_[f] = units_.size() - 1;
-    }
-    gathering_.resize(flats_.size());
-    return units_.size() - 1;
-  }
+  ACCEL_DECL std::size_t add_unit(const detail::NamedParameters& named, const std::string& label);
 
-  const Model* find_model(const torch::nn::Module& module) const {
-    for (const auto& model : models_)
-      if (model.module == &module) return &model;
-    return nullptr;
-  }
+  ACCEL_DECL const Model* find_model(const torch::nn::Module& module) const;
 
-  void gather(std::size_t u) {
-    torch::NoGradGuard no_grad;
-    units_[u].prefetched = false;
-    for (const std::size_t f : units_[u].flats) {
-      gathering_[f].wait();
-      FlatParameter& flat = *flats_[f];
-      if (flat.materialized()) continue;
-      flat.materialize();
-      shard_group_->allgather_into(flat.flat(), flat.shard_on_device());
-    }
-  }
+  ACCEL_DECL void gather(std::size_t u);
 
   // Starts gathering unit u, unless it is gathered or no unit (the end of a Sequential's units).
-  void prefetch(std::size_t u) {
-    if (!prefetch_ || u == no_unit || is_gathered(u)) return;
-    torch::NoGradGuard no_grad;
-    units_[u].prefetched = true;
-    ++prefetches_;
-    for (const std::size_t f : units_[u].flats) {
-      FlatParameter& flat = *flats_[f];
-      if (flat.materialized()) continue;
-      flat.materialize();
-      gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard_on_device());
-    }
-  }
+  ACCEL_DECL void prefetch(std::size_t u);
 
-  bool is_gathered(std::size_t u) const {
-    for (const std::size_t f : units_[u].flats)
-      if (!flats_[f]->materialized()) return false;
-    return true;
-  }
+  ACCEL_DECL bool is_gathered(std::size_t u) const;
 
   // A gather in flight lands first: its buffer cannot go while the transport writes it.
-  void to_rest(std::size_t u) {
-    units_[u].prefetched = false;
-    for (const std::size_t f : units_[u].flats) {
-      gathering_[f].wait();
-      flats_[f]->to_rest();
-    }
-  }
+  ACCEL_DECL void to_rest(std::size_t u);
 
   // Gathered for a unit's call; whether it was already (then the call frees nothing).
-  bool enter(std::size_t u) {
-    const bool was_gathered = is_gathered(u) && !units_[u].prefetched;
-    gather(u);
-    prefetch(units_[u].next);
-    return was_gathered;
-  }
+  ACCEL_DECL bool enter(std::size_t u);
   // After the call: its outputs in the graph hooked for backward, its full parameters freed.
-  void leave(std::size_t u, bool was_gathered, const std::vector<torch::Tensor>& outputs) {
-    std::vector<torch::Tensor> in_graph;
-    if (torch::GradMode::is_enabled())
-      for (const auto& t : outputs)
-        if (t.defined() && t.requires_grad()) in_graph.push_back(t);
-    if (!in_graph.empty()) hook_backward(in_graph, u);
-    if (was_gathered) return;
-    if (!in_graph.empty())
-      for (const std::size_t f : units_[u].flats) flats_[f]->free_full();
-    else
-      to_rest(u);
-  }
+  ACCEL_DECL void leave(std::size_t u, bool was_gathered,
+                        const std::vector<torch::Tensor>& outputs);
 
   // Whichever of one call's outputs backward reaches first gathers the unit for it; the others'
   // hooks then do nothing (a block returning two tensors is prepared for backward once).
-  void hook_backward(const std::vector<torch::Tensor>& outputs, std::size_t u) {
-    auto reached = std::make_shared<bool>(false);
-    for (const auto& output : outputs)
-      output.register_hook([this, u, reached](const torch::Tensor& /*gradient*/) {
-        if (*reached) return;
-        *reached = true;
-        prepare_backward(u);
-      });
-  }
-
+  ACCEL_DECL void hook_backward(const std::vector<torch::Tensor>& outputs, std::size_t u);
 
   // Backward has reached the unit's output: its parameters again, and gradients to add into.
-  void prepare_backward(std::size_t u) {
-    units_[u].reached = true;
-    gather(u);
-    prefetch(units_[u].previous);
-    for (const std::size_t f : units_[u].flats) flats_[f]->attach_gradients();
-  }
+  ACCEL_DECL void prepare_backward(std::size_t u);
 
   // Autograd accumulated one of flat parameter f's gradients; the unit's last one finishes its
   // backward: reduce-scatter (on the window's last micro-step) and free.
-  void gradient_arrived(std::size_t f, std::size_t /*index*/) {
-    Unit& unit = units_[unit_of_[f]];
-    unit.reached = true;
-    if (unit.waiting == 0 || --unit.waiting != 0) return;
-    for (const std::size_t g : unit.flats) {
-      if (sync_) reduce_scatter_gradient(g);
-      flats_[g]->free_full();
-    }
-  }
+  ACCEL_DECL void gradient_arrived(std::size_t f, std::size_t /*index*/);
 
   // The shards changed: a full copy still gathered (a forward whose backward never ran) is
   // stale, so the next forward gathers again.
-  void after_shard_step(const std::vector<std::size_t>& flats) {
-    for (const std::size_t f : flats) {
-      gathering_[f].wait();
-      units_[unit_of_[f]].prefetched = false;
-      flats_[f]->to_rest();
-    }
-  }
+  ACCEL_DECL void after_shard_step(const std::vector<std::size_t>& flats);
 
   std::vector<Unit> units_;
   std::vector<std::size_t> unit_of_;  // per flat parameter
@@ -385,9 +198,17 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   bool sync_ = true;  // this backward ends its window
 };
 
+#if defined(ACCEL_SEPARATE_COMPILATION)
+extern template class detail::ShardedStrategy<FullyShardedStrategy>;
+#endif
+
 template <>
 struct Strategy<Zero3> : FullyShardedStrategy {
   Strategy() : FullyShardedStrategy(Zero3::name) {}
 };
 
 }  // namespace accel::parallel
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/zero3.ipp"
+#endif

@@ -33,10 +33,8 @@
 // type checks (shardable_optimizer.hpp) already live beside it.
 #pragma once
 
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,22 +42,23 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "../../detail/error.hpp"
-#include "../../detail/shape_text.hpp"
 #include "../../options.hpp"
 #include "../../runtime/any_rank.hpp"
 #include "../../runtime/process_group.hpp"
 #include "../replicated.hpp"
-#include "broadcast.hpp"
 #include "../flat_parameter.hpp"
 #include "shardable_optimizer.hpp"
 
 namespace accel::parallel::detail {
 
+// The members that do not depend on the optimizer's type are defined in
+// impl/sharded_strategy.ipp; with ACCEL_SEPARATE_COMPILATION the ShardedStrategy of each Derived
+// is compiled once, in accel's separately compiled part (../impl/zero2.ipp, ../impl/zero3.ipp),
+// and a program's translation units only call them.
 template <class Derived>
 class ShardedStrategy {
  public:
@@ -68,17 +67,7 @@ class ShardedStrategy {
   ShardedStrategy(const ShardedStrategy&) = delete;
   ShardedStrategy& operator=(const ShardedStrategy&) = delete;
 
-  void attach(runtime::ProcessGroup* process_group, const Options& options) {
-    group_ = process_group;
-    shard_group_ = process_group;
-    offload_ = options.offload;
-    if (offload_.parameters && group_ == nullptr)
-      accel::detail::fail("{}: Options::offload.parameters keeps this rank's parameter shards on "
-                          "the CPU, and on one process nothing is sharded (the model stays whole "
-                          "on its device); set offload.optimizer instead to keep the optimizer "
-                          "state and its step on the CPU, or run 2 or more processes",
-                          name_);
-  }
+  void attach(runtime::ProcessGroup* process_group, const Options& options);
 
   // Strategies without shards (Ddp) refuse Options::offload.
   static constexpr bool can_offload = true;
@@ -114,141 +103,43 @@ class ShardedStrategy {
 
   // What clip_grad_norm scales: once a window's gradients are reduce-scattered, this rank's
   // shard of them (its pieces of `parameters`); before, the full local gradients, measured only.
-  std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const {
-    if (group_ == nullptr || !sharded_) return ReplicatedGradients::gradients_to_clip(parameters);
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : parameters) {
-      const auto found = where_.find(p.unsafeGetTensorImpl());
-      if (found != where_.end()) {
-        const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
-        if (piece != nullptr) grads.push_back(piece->data.grad());
-      } else if (p.grad().defined() && shard_group_->rank() == 0) {
-        // Not sharded (not in a prepared model): counted once, on the shard group's rank 0, for
-        // the sum and the maximum alike.
-        grads.push_back(p.grad());
-      }
-    }
-    return grads;
-  }
+  std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const;
 
   // What `optimizer` steps with on this rank, for loss scaling to unscale and check: once a
   // window's gradients are reduce-scattered, its pieces' shard gradients (every rank checks its
   // own shard; the ranks then combine what they found); before, the full local gradients.
-  std::vector<torch::Tensor> gradients_of(const torch::optim::Optimizer& optimizer) {
-    ShardedOptimizer* sharded = find(optimizer);
-    if (group_ == nullptr || !sharded_ || sharded == nullptr)
-      return ReplicatedGradients::gradients_of(optimizer);
-    std::vector<torch::Tensor> grads;
-    for (const auto& pieces : index_pieces(*sharded, optimizer).pieces)
-      for (const auto& piece : pieces) grads.push_back(piece.grad());
-    return grads;
-  }
+  std::vector<torch::Tensor> gradients_of(const torch::optim::Optimizer& optimizer);
 
   // The shards' parts of the norm add up across the ranks sharing them (or their maximum is
   // taken) once the gradients are sharded; before, each rank measures its own full gradients.
   // (Fsdp<HybridShard>'s nodes hold the same shards: one node's sum is the whole.)
-  torch::Tensor reduce_norm(torch::Tensor local, bool is_max) {
-    if (group_ == nullptr || !sharded_) return local;
-    torch::Tensor combined = local.reshape({1}).clone();  // Gloo takes one-element tensors
-    shard_group_->allreduce(combined, is_max ? runtime::ReduceOp::max : runtime::ReduceOp::sum);
-    return combined;
-  }
+  torch::Tensor reduce_norm(torch::Tensor local, bool is_max);
 
   // The optimizer built over this rank's shard for `user` (null before its first step, and on
   // one process): for inspecting what each rank keeps.
-  const torch::optim::Optimizer* shard_optimizer(const torch::optim::Optimizer& user) const {
-    for (const auto& sharded : optimizers_)
-      if (sharded.user == &user) return sharded.shard.get();
-    return nullptr;
-  }
+  const torch::optim::Optimizer* shard_optimizer(const torch::optim::Optimizer& user) const;
   // Flat buffers (while they have storage), shards, shard and full gradients, and the shard
   // optimizers' state.
-  void count_memory(state::MemoryCounter& counter) const {
-    for (const auto& flat : flats_) {
-      if (offload_.parameters) {
-        counter.offloaded(flat->shard());
-        counter.offloaded(flat->shard_gradient());
-      }
-      counter.parameter(flat->shard());
-      counter.parameter(flat->flat());  // 0 bytes while a Zero3 unit is not gathered
-      counter.gradient(flat->shard_gradient());
-      counter.gradient(flat->gradient());
-    }
-    for (const auto& sharded : optimizers_) {
-      for (const auto& copies : sharded.host)
-        for (const auto& copy : copies) {
-          counter.offloaded(copy);
-          counter.offloaded(copy.grad());
-        }
-      if (sharded.shard) counter.optimizer_state(*sharded.shard, offload_.any());
-    }
-  }
+  void count_memory(state::MemoryCounter& counter) const;
 
   // --- Checkpoint slices (../contract.hpp): each rank writes its pieces of the flattened
   // parameters and their optimizer state; parameters left out of the flat ones (frozen) are
   // replicated, as under Ddp. Replicated residency (Zero2) reads parameters whole, sharded
   // residency (Zero3) only this rank's pieces.
-  bool is_flattened(const torch::Tensor& parameter) const {
-    return where_.count(parameter.unsafeGetTensorImpl()) != 0;
-  }
-  std::vector<std::int64_t> parameter_shape(const torch::Tensor& parameter) const {
-    const auto found = where_.find(parameter.unsafeGetTensorImpl());
-    if (found == where_.end()) return parameter.sizes().vec();
-    return flats_[found->second.flat]->shape(found->second.index);
-  }
-  std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const {
-    const auto found = where_.find(parameter.unsafeGetTensorImpl());
-    if (group_ == nullptr || found == where_.end()) return ReplicatedCheckpoint::saved_slice(parameter, rank);
-    if (!saves_shards()) return std::nullopt;
-    return this_ranks_piece(found->second);
-  }
-  std::optional<ParameterSlice> loaded_slice(const torch::Tensor& parameter) const {
-    const auto found = where_.find(parameter.unsafeGetTensorImpl());
-    if (group_ == nullptr || found == where_.end() ||
-        flats_[found->second.flat]->residency() == Residency::replicated)
-      return ReplicatedCheckpoint::loaded_slice(parameter);
-    return this_ranks_piece(found->second);
-  }
+  bool is_flattened(const torch::Tensor& parameter) const;
+  std::vector<std::int64_t> parameter_shape(const torch::Tensor& parameter) const;
+  std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const;
+  std::optional<ParameterSlice> loaded_slice(const torch::Tensor& parameter) const;
   // The shard optimizer's slots (building it if it has not stepped yet): saved and loaded by
   // every rank.
-  std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank) {
-    ShardedOptimizer* found = find(user);  // on one process only under offload.optimizer
-    if (found == nullptr) return ReplicatedCheckpoint::state_slots(user, saving, rank);
-    ShardedOptimizer& sharded = found->build(*this, user);
-    std::vector<StateSlot> slots;
-    if (saving && !saves_shards()) return slots;
-    auto& shard_groups = sharded.shard->param_groups();
-    for (std::size_t g = 0; g < sharded.pieces.size(); ++g)
-      for (std::size_t j = 0; j < sharded.pieces[g].size(); ++j) {
-        const torch::Tensor& piece = shard_groups[g].params()[j];
-        slots.push_back({sharded.shard.get(), piece, g, sharded.piece_of[g][j].index,
-                         sharded.piece_of[g][j].begin, piece.numel()});
-      }
-    return slots;
-  }
-  std::vector<torch::Tensor> flat_gradients() const {
-    std::vector<torch::Tensor> gradients;
-    for (const auto& flat : flats_) gradients.push_back(flat->gradient());
-    return gradients;
-  }
+  std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank);
+  std::vector<torch::Tensor> flat_gradients() const;
   // The gradients collected so far in the window, as saved; they count at its end as if this
   // process had collected them (pending: the reduce-scatter sends them).
-  void restore_flat_gradients(const std::vector<torch::Tensor>& gradients) {
-    torch::NoGradGuard no_grad;
-    for (std::size_t f = 0; f < flats_.size() && f < gradients.size(); ++f) {
-      if (!gradients[f].defined()) continue;
-      flats_[f]->attach_gradients();
-      flats_[f]->gradient().copy_(gradients[f]);
-      pending_[f] = 1;
-    }
-  }
+  void restore_flat_gradients(const std::vector<torch::Tensor>& gradients);
   // Parameters sharded at rest go back to rest: a full copy gathered before the load is stale;
   // so are the optimizer's CPU copies.
-  void after_state_loaded() {
-    for (auto& flat : flats_)
-      if (flat->residency() == Residency::sharded) flat->to_rest();
-    copy_pieces_to_host();
-  }
+  void after_state_loaded();
 
   // The flat parameters, in preparation order (Zero2: one per prepared model and dtype; Zero3:
   // one per unit and dtype).
@@ -292,134 +183,43 @@ class ShardedStrategy {
 
   // The pieces' current values into the CPU copies, where the parameters changed other than by
   // a step (a checkpoint loaded, full_parameters() written back).
-  void copy_pieces_to_host() {
-    torch::NoGradGuard no_grad;
-    for (auto& sharded : optimizers_)
-      for (std::size_t g = 0; g < sharded.host.size(); ++g)
-        for (std::size_t j = 0; j < sharded.host[g].size(); ++j)
-          sharded.host[g][j].copy_(sharded.pieces[g][j]);
-  }
+  void copy_pieces_to_host();
 
   // Before a model is flattened: its parameters and buffers from rank 0, and no optimizer
   // stepped yet (their shards were cut from the models prepared then).
-  void begin_prepare(torch::nn::Module& module, const std::string& label) {
-    for (const auto& sharded : optimizers_)
-      if (sharded.shard)
-        accel::detail::fail("{}: {} is prepared after an optimizer stepped; the optimizer's shards "
-                            "were built from the models prepared then; prepare every model before "
-                            "the first optimizer step",
-                            name_, label);
-    for (auto& sharded : optimizers_) sharded.indexed = false;  // may now find its parameters
-    torch::NoGradGuard no_grad;
-    broadcast_from_root(*group_, module.parameters());
-    broadcast_from_root(*group_, module.buffers());
-  }
+  void begin_prepare(torch::nn::Module& module, const std::string& label);
 
   // Flattens the trainable parameters among `named` (by dtype and device, in order; a parameter
   // listed twice, or flattened earlier, once) and records the frozen ones. Returns the indices of
   // the flat parameters made.
   std::vector<std::size_t> flatten(const std::vector<std::pair<std::string, torch::Tensor>>& named,
-                                   const std::string& label, Residency residency) {
-    struct SameKind {
-      c10::ScalarType dtype;
-      torch::Device device;
-      std::vector<torch::Tensor> params;
-      std::vector<std::string> names;
-    };
-    std::vector<SameKind> kinds;
-    std::unordered_set<const void*> seen;
-    for (const auto& [name, p] : named) {
-      if (is_flattened(p) || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-      if (!p.requires_grad()) {
-        frozen_.push_back({p, name, label});
-        continue;
-      }
-      auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const SameKind& k) {
-        return k.dtype == p.scalar_type() && k.device == p.device();
-      });
-      if (kind == kinds.end())
-        kind = kinds.insert(kinds.end(), SameKind{p.scalar_type(), p.device(), {}, {}});
-      kind->params.push_back(p);
-      kind->names.push_back(name);
-    }
-    std::vector<std::size_t> made;
-    for (auto& kind : kinds) {
-      const std::size_t f = flats_.size();
-      flats_.push_back(std::make_unique<FlatParameter>(std::move(kind.params),
-                                                       std::move(kind.names), shard_group_->size(),
-                                                       shard_group_->rank(), residency));
-      if (offload_.parameters) flats_.back()->keep_shard_on_host();
-      labels_.push_back(label);
-      pending_.push_back(0);
-      const auto& params = flats_.back()->parameters();
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        where_[params[i].unsafeGetTensorImpl()] = {f, i};
-        install_hook(params[i], f, i);
-      }
-      made.push_back(f);
-    }
-    return made;
-  }
+                                   const std::string& label, Residency residency);
 
   // This flat parameter's full gradient, averaged over the ranks, added to its shard gradient;
   // then the full gradient is released. A flat parameter no backward reached since its last
   // reduce-scatter holds zeros only and sends nothing. Under Fsdp<HybridShard> the shard is
   // averaged within the node, then across the nodes (each node as many ranks: the mean of the
   // means is the mean).
-  void reduce_scatter_gradient(std::size_t f) {
-    if (pending_[f] != 0) {
-      runtime::ProcessGroup::PendingCollective sent = start_reduce_scatter(f);
-      sent.wait();
-      add_to_shard(f, sent.result);
-    }
-    flats_[f]->release_gradients();
-  }
+  void reduce_scatter_gradient(std::size_t f);
   // Flat parameter f's full gradient reduce-scattered (mean) in place where the shared-memory
   // path carries it: the chunk lands in this rank's part of the buffer itself (dead once sent),
   // so no buffer of the shard's size is allocated per reduce-scatter.
-  runtime::ProcessGroup::PendingCollective start_reduce_scatter(std::size_t f) {
-    FlatParameter& flat = *flats_[f];
-    const std::int64_t shard = flat.layout().shard_numel;
-    return shard_group_->reduce_scatter_async(flat.gradient(), runtime::ReduceOp::mean,
-                                              flat.gradient().narrow(0, flat.rank() * shard, shard));
-  }
+  runtime::ProcessGroup::PendingCollective start_reduce_scatter(std::size_t f);
   // Flat parameter f's reduce-scattered (averaged) gradient, averaged across the nodes too under
   // Fsdp<HybridShard>, added to its shard gradient.
-  void add_to_shard(std::size_t f, torch::Tensor averaged) {
-    if (replica_group_ != nullptr) replica_group_->allreduce(averaged, runtime::ReduceOp::mean);
-    torch::NoGradGuard no_grad;
-    torch::Tensor& shard_gradient = flats_[f]->shard_gradient();  // on the CPU: offload.parameters
-    shard_gradient.add_(averaged.to(shard_gradient.device()));
-    pending_[f] = 0;
-  }
+  void add_to_shard(std::size_t f, torch::Tensor averaged);
 
   // What every backward starts with: the layout still holds, and a micro-step that does not end
   // its window collects full gradients again, which clip_grad_norm then measures until the
   // window's reduce-scatter.
-  void begin_backward(bool sync) {
-    check_still_trainable();
-    if (!sync) sharded_ = false;
-  }
+  void begin_backward(bool sync);
 
   // Which parameters are sharded was fixed at prepare(), and the other ranks' collectives with
   // it: freezing or unfreezing afterwards is refused.
-  void check_still_trainable() const {
-    for (std::size_t f = 0; f < flats_.size(); ++f) {
-      const auto& params = flats_[f]->parameters();
-      for (std::size_t i = 0; i < params.size(); ++i)
-        if (!params[i].requires_grad())
-          fail_trainability(flats_[f]->names()[i], labels_[f], "frozen");
-    }
-    for (const auto& frozen : frozen_)
-      if (frozen.parameter.requires_grad()) fail_trainability(frozen.name, frozen.model, "unfrozen");
-  }
+  void check_still_trainable() const;
 
   // The part of a flattened parameter in this rank's shard, where it starts in the parameter.
-  std::optional<ParameterSlice> this_ranks_piece(const Location& location) const {
-    const auto* piece = flats_[location.flat]->piece_of(location.index);
-    if (piece == nullptr) return std::nullopt;
-    return ParameterSlice{piece->begin, piece->data.detach()};
-  }
+  std::optional<ParameterSlice> this_ranks_piece(const Location& location) const;
 
   // Under Fsdp<HybridShard> a node's copy of the shards is the same as every other node's: one
   // node saves them (the ranks of the first), every rank loads its own.
@@ -445,11 +245,7 @@ class ShardedStrategy {
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }
 
-  static std::size_t count_parameters(const torch::optim::Optimizer& optimizer) {
-    std::size_t count = 0;
-    for (const auto& group : optimizer.param_groups()) count += group.params().size();
-    return count;
-  }
+  static std::size_t count_parameters(const torch::optim::Optimizer& optimizer);
 
   // Builds the shard optimizer at the first step; then options in, step, Derived's after-step.
   template <class Optimizer>
@@ -481,24 +277,7 @@ class ShardedStrategy {
   // copies first (a piece without one this step leaves its copy without one, so the optimizer
   // skips it as it would the parameter), and the updated values come back after it. Blocking
   // copies: the step needs the gradients, and the next forward the values.
-  static void step_optimizer(ShardedOptimizer& sharded) {
-    torch::NoGradGuard no_grad;
-    for (std::size_t g = 0; g < sharded.host.size(); ++g)
-      for (std::size_t j = 0; j < sharded.host[g].size(); ++j) {
-        const torch::Tensor& gradient = sharded.pieces[g][j].grad();
-        torch::Tensor& copy = sharded.host[g][j];
-        if (!gradient.defined()) {
-          copy.mutable_grad() = torch::Tensor();
-          continue;
-        }
-        if (!copy.grad().defined()) copy.mutable_grad() = torch::empty_like(copy);
-        copy.mutable_grad().copy_(gradient);
-      }
-    sharded.shard->step();
-    for (std::size_t g = 0; g < sharded.host.size(); ++g)
-      for (std::size_t j = 0; j < sharded.host[g].size(); ++j)
-        sharded.pieces[g][j].copy_(sharded.host[g][j]);
-  }
+  static void step_optimizer(ShardedOptimizer& sharded);
 
   // The optimizer over this rank's shard, built from the param groups as they are now unless it
   // exists already.
@@ -549,11 +328,7 @@ class ShardedStrategy {
     };
   }
 
-  ShardedOptimizer* find(const torch::optim::Optimizer& user) {
-    for (auto& sharded : optimizers_)
-      if (sharded.user == &user) return &sharded;
-    return nullptr;
-  }
+  ShardedOptimizer* find(const torch::optim::Optimizer& user);
 
   // Locates the optimizer's parameters in the flat parameters (after every model is prepared).
   template <class Optimizer>
@@ -565,67 +340,17 @@ class ShardedStrategy {
     }
     return index_pieces(*sharded, user);
   }
-  ShardedOptimizer& index_pieces(ShardedOptimizer& found, const torch::optim::Optimizer& user) {
-    ShardedOptimizer* sharded = &found;
-    if (sharded->indexed) return *sharded;
-    const auto& groups = user.param_groups();
-    sharded->flats.clear();
-    sharded->pieces.assign(groups.size(), {});
-    sharded->piece_of.assign(groups.size(), {});
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const auto& params = groups[g].params();
-      for (std::size_t k = 0; k < params.size(); ++k) {
-        if (group_ == nullptr) {  // one process, offload.optimizer: each parameter its own piece
-          sharded->pieces[g].push_back(params[k]);
-          sharded->piece_of[g].push_back({k, 0});
-          continue;
-        }
-        const auto found = where_.find(params[k].unsafeGetTensorImpl());
-        if (found == where_.end()) {
-          // Frozen at prepare: no gradient, so the user's optimizer would skip it too.
-          if (!params[k].requires_grad()) continue;
-          accel::detail::fail("{}: parameter #{} of param group {} of the optimizer (shape [{}]) "
-                              "belongs to no prepared model, so it has no shard; prepare() the "
-                              "model that owns it, before the first step",
-                              name_, k, g, accel::detail::shape_text(params[k].sizes()));
-        }
-        const auto [f, i] = found->second;
-        if (std::find(sharded->flats.begin(), sharded->flats.end(), f) == sharded->flats.end())
-          sharded->flats.push_back(f);
-        if (const auto* piece = flats_[f]->piece_of(i)) {
-          sharded->pieces[g].push_back(piece->data);
-          sharded->piece_of[g].push_back({k, piece->begin});
-        }
-      }
-    }
-    std::sort(sharded->flats.begin(), sharded->flats.end());
-    sharded->parameters = count_parameters(user);
-    sharded->indexed = true;
-    return *sharded;
-  }
+  ShardedOptimizer& index_pieces(ShardedOptimizer& found, const torch::optim::Optimizer& user);
 
   // Tells Derived when autograd has accumulated the gradient of parameter i of flat parameter f.
-  void install_hook(const torch::Tensor& parameter, std::size_t f, std::size_t i) {
-    // The tensor holds its accumulator weakly: keep it, or the hook silently never fires.
-    auto accumulator = torch::autograd::impl::grad_accumulator(parameter);
-    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, f, i](const torch::autograd::variable_list& outputs,
-                     const torch::autograd::variable_list& /*inputs*/) {
-          pending_[f] = 1;
-          derived().gradient_arrived(f, i);
-          return outputs;
-        }));
-    accumulators_.push_back(std::move(accumulator));
-  }
+  void install_hook(const torch::Tensor& parameter, std::size_t f, std::size_t i);
 
   [[noreturn]] void fail_trainability(const std::string& parameter, const std::string& model,
-                                      std::string_view change) const {
-    accel::detail::fail("{}: parameter '{}' of {} was {} after prepare(); the flat parameters and "
-                        "their shards are laid out at prepare(), so set requires_grad before "
-                        "preparing the model (prepare it again in a new Accelerator to change "
-                        "which parameters train)",
-                        name_, parameter, model, change);
-  }
+                                      std::string_view change) const;
 };
 
 }  // namespace accel::parallel::detail
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/sharded_strategy.ipp"
+#endif

@@ -1,0 +1,63 @@
+// What every Accelerator holds whatever its policies: where this process stands in the run, its
+// process group, the objects prepare() registered, and the loop's counters. Its constructor and
+// destructor are compiled once in the separately compiled mode (impl/accelerator_core.ipp);
+// Accelerator<Par, Prec, Acc> (accelerator_class.hpp) adds the policies' behaviour and is what
+// each variant instantiates, so that a variant compiles only what depends on its policies.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "detail/gradient_state.hpp"
+#include "detail/separate_compilation.hpp"
+#include "options.hpp"
+#include "runtime/environment.hpp"
+#include "runtime/process_group.hpp"
+#include "state/custom_objects.hpp"
+#include "state/loader_position.hpp"
+
+namespace accel::detail {
+
+class AcceleratorCore {
+ protected:
+  // Reads the environment and joins the run's process group; then tunes the CPU heap
+  // (Options::tune_cpu_heap, a lower default threshold where the strategy shards parameters)
+  // and checks that the checkpoint folder can be written.
+  ACCEL_DECL AcceleratorCore(Options options, int accumulation_steps, bool shards_parameters);
+  ACCEL_DECL ~AcceleratorCore();
+  AcceleratorCore(const AcceleratorCore&) = delete;
+  AcceleratorCore& operator=(const AcceleratorCore&) = delete;
+
+  // The prepared models' parameters, each once, in preparation and registration order.
+  ACCEL_DECL std::vector<torch::Tensor> prepared_parameters() const;
+
+  Options options_;
+  runtime::Environment environment_;
+  runtime::ProcessInfo process_;
+  torch::Device device_;
+  std::unique_ptr<runtime::ProcessGroup> group_;
+  GradientState gradients_;
+  std::vector<std::shared_ptr<torch::nn::Module>> models_;
+  std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, in order
+  std::vector<torch::optim::LRScheduler*> schedulers_;
+  bool end_of_data_ = false;
+  std::int64_t real_in_final_round_ = -1;
+  bool trigger_ = false;
+  std::vector<state::LoaderPosition> loaders_;  // per prepared loader, in preparation order
+  std::vector<state::CustomObject> custom_objects_;
+  std::int64_t completed_steps_ = 0;
+  std::uint64_t counted_micro_step_ = 0;
+  // The micro-step whose backward() completed a window not yet stepped or zeroed by a prepared
+  // optimizer (Accelerator::check_last_window_used).
+  std::optional<std::uint64_t> unused_window_;
+};
+
+}  // namespace accel::detail
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/accelerator_core.ipp"
+#endif

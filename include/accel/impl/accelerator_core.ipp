@@ -1,0 +1,52 @@
+// AcceleratorCore's members; accelerator_core.hpp includes this file in header-only mode.
+#pragma once
+
+#include <unordered_set>
+
+#include "../accelerator_core.hpp"
+#include "../detail/error.hpp"
+#include "../runtime/bootstrap.hpp"
+#include "../runtime/cpu_heap.hpp"
+#include "../runtime/group_settings.hpp"
+#include "../state/writable_folder.hpp"
+
+namespace accel::detail {
+
+ACCEL_DECL AcceleratorCore::AcceleratorCore(Options options, int accumulation_steps,
+                                            bool shards_parameters)
+    : options_(std::move(options)),
+      environment_(runtime::read_environment()),
+      process_(environment_.process),
+      device_(options_.device.value_or(runtime::default_device(process_.local_rank))),
+      group_(runtime::join_group(
+          environment_, device_,
+          runtime::with_environment({options_.timeout, options_.rendezvous_timeout,
+                                     options_.check_collectives, options_.shared_memory}))),
+      gradients_(accumulation_steps) {
+  if (options_.tune_cpu_heap && device_.is_cpu()) {
+    // glibc refuses a threshold above 32 MiB (HEAP_MAX_SIZE / 2 on 64-bit).
+    const std::size_t threshold = options_.cpu_heap_mmap_threshold.value_or(
+        shards_parameters ? std::size_t{8} << 20 : std::size_t{32} << 20);
+    if (threshold < 4096 || threshold > (std::size_t{32} << 20))
+      fail("Options::cpu_heap_mmap_threshold is {} bytes; use 4096 to 33554432 (32 MiB, the "
+           "default)",
+           threshold);
+    runtime::keep_freed_cpu_memory(threshold);
+  }
+  state::check_checkpoint_folder_writable(
+      options_.checkpoints.directory,
+      options_.checkpoints.directory != CheckpointOptions{}.directory);
+}
+
+ACCEL_DECL AcceleratorCore::~AcceleratorCore() = default;
+
+ACCEL_DECL std::vector<torch::Tensor> AcceleratorCore::prepared_parameters() const {
+  std::vector<torch::Tensor> parameters;
+  std::unordered_set<const void*> seen;
+  for (const auto& module : models_)
+    for (const auto& p : module->parameters())
+      if (seen.insert(p.unsafeGetTensorImpl()).second) parameters.push_back(p);
+  return parameters;
+}
+
+}  // namespace accel::detail

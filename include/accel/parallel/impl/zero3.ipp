@@ -1,0 +1,253 @@
+// FullyShardedStrategy's members that do not depend on the caller's types (zero3.hpp includes
+// this file in header-only mode). With ACCEL_SEPARATE_COMPILATION, accel's separately compiled
+// part compiles them here, once, with ShardedStrategy<FullyShardedStrategy>, which zero3.hpp
+// declares extern.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "../detail/impl/sharded_strategy.ipp"
+#include "../zero3.hpp"
+
+namespace accel::parallel {
+
+ACCEL_DECL void FullyShardedStrategy::attach(runtime::ProcessGroup* group, const Options& options) {
+  Base::attach(group, options);
+  prefetch_ = options.prefetch_units;
+}
+
+ACCEL_DECL void FullyShardedStrategy::prepare_model(torch::nn::Module& module,
+                                                    const std::string& label) {
+  if (group_ == nullptr) return;
+  begin_prepare(module, label);
+  const std::shared_ptr<torch::nn::Module> root = module.shared_from_this();
+  std::unordered_map<const void*, int> references;
+  const auto all = module.named_parameters();
+  for (const auto& item : all) ++references[item.value().unsafeGetTensorImpl()];
+
+  Model& model = models_.emplace_back();
+  model.module = &module;
+  std::unordered_set<const void*> in_units;
+  for (const auto& child : detail::sequential_children(root)) {
+    const auto named = detail::exclusive_parameters(*child.module, child.name, references);
+    for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
+    const std::size_t u = add_unit(named, fmt::format("{}, unit '{}'", label, child.name));
+    if (u == no_unit) continue;  // nothing trainable: called as it is
+    to_rest(u);  // at once: the model's full copy then never exists twice during prepare()
+    if (!model.units.empty()) {  // the child units in call order, for prefetching
+      units_[model.units.back()].next = u;
+      units_[u].previous = model.units.back();
+    }
+    model.units.push_back(u);
+    if (child.marked != nullptr)
+      child.marked->unit_route = {this, u, &FullyShardedStrategy::enter_unit,
+                                  &FullyShardedStrategy::leave_unit};
+    else
+      detail::intercept_calls(child, this, u);
+  }
+  detail::NamedParameters rest;
+  for (const auto& item : all)
+    if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
+      rest.emplace_back(item.key(), item.value());
+  warn_if_mostly_root(rest, total_numel(all), label);
+  model.root = add_unit(rest, label);
+  if (model.root != no_unit) {
+    model.units.push_back(model.root);
+    to_rest(model.root);
+  }
+}
+
+ACCEL_DECL void FullyShardedStrategy::before_forward(torch::nn::Module& module) {
+  if (group_ == nullptr) return;
+  if (const Model* model = find_model(module); model != nullptr && model->root != no_unit)
+    gather(model->root);
+}
+
+ACCEL_DECL void FullyShardedStrategy::before_backward(bool sync) {
+  if (group_ == nullptr) return;
+  begin_backward(sync);
+  sync_ = sync;
+  for (auto& unit : units_) {
+    unit.waiting = unit.parameters;
+    unit.reached = false;
+  }
+}
+
+ACCEL_DECL void FullyShardedStrategy::after_backward(bool sync) {
+  if (group_ == nullptr) return;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    if (sync)
+      for (const std::size_t f : units_[u].flats) reduce_scatter_gradient(f);
+    if (units_[u].reached) to_rest(u);
+  }
+  if (sync) sharded_ = true;
+}
+
+ACCEL_DECL void FullyShardedStrategy::gather_full(torch::nn::Module& module) {
+  if (group_ == nullptr) return;
+  if (const Model* model = find_model(module))
+    for (const std::size_t u : model->units) gather(u);
+}
+
+ACCEL_DECL void FullyShardedStrategy::release_full(torch::nn::Module& module) {
+  if (group_ == nullptr) return;
+  const Model* model = find_model(module);
+  if (model == nullptr) return;
+  torch::NoGradGuard no_grad;
+  for (const std::size_t u : model->units) {
+    for (const std::size_t f : units_[u].flats) {
+      gathering_[f].wait();
+      FlatParameter& flat = *flats_[f];
+      if (!flat.materialized()) continue;
+      const auto& layout = flat.layout();
+      flat.shard().copy_(flat.flat().narrow(0, flat.rank() * layout.shard_numel,
+                                            layout.shard_numel));
+    }
+    to_rest(u);
+  }
+  copy_pieces_to_host();
+}
+
+ACCEL_DECL void FullyShardedStrategy::warn_if_mostly_root(const detail::NamedParameters& rest,
+                                                          std::int64_t total,
+                                                          const std::string& label) const {
+  std::int64_t in_root = 0;
+  for (const auto& [name, p] : rest) in_root += p.numel();
+  constexpr std::int64_t worth_saying = 1 << 20;  // a million parameters
+  if (total < worth_saying || 2 * in_root <= total || group_->rank() != 0) return;
+  fmt::print(stderr,
+             "accel: warning: {}: its root unit holds {:.0f}% of the parameters, which every "
+             "rank gathers whole for the whole step; mark the blocks of its ModuleLists (or "
+             "other large modules) with accel::Sharded so that each is a unit of its own "
+             "(docs/distributed.md#zero3)\n",
+             label, 100.0 * static_cast<double>(in_root) / static_cast<double>(total));
+}
+
+ACCEL_DECL std::size_t FullyShardedStrategy::add_unit(const detail::NamedParameters& named,
+                                                      const std::string& label) {
+  const auto flats = flatten(named, label, Residency::sharded);
+  if (flats.empty()) return no_unit;
+  Unit& unit = units_.emplace_back();
+  unit.flats = flats;
+  for (const std::size_t f : flats) {
+    unit.parameters += flats_[f]->parameters().size();
+    unit_of_.resize(f + 1, no_unit);
+    unit_of_[f] = units_.size() - 1;
+  }
+  gathering_.resize(flats_.size());
+  return units_.size() - 1;
+}
+
+ACCEL_DECL const FullyShardedStrategy::Model* FullyShardedStrategy::find_model(
+    const torch::nn::Module& module) const {
+  for (const auto& model : models_)
+    if (model.module == &module) return &model;
+  return nullptr;
+}
+
+ACCEL_DECL void FullyShardedStrategy::gather(std::size_t u) {
+  torch::NoGradGuard no_grad;
+  units_[u].prefetched = false;
+  for (const std::size_t f : units_[u].flats) {
+    gathering_[f].wait();
+    FlatParameter& flat = *flats_[f];
+    if (flat.materialized()) continue;
+    flat.materialize();
+    shard_group_->allgather_into(flat.flat(), flat.shard_on_device());
+  }
+}
+
+ACCEL_DECL void FullyShardedStrategy::prefetch(std::size_t u) {
+  if (!prefetch_ || u == no_unit || is_gathered(u)) return;
+  torch::NoGradGuard no_grad;
+  units_[u].prefetched = true;
+  ++prefetches_;
+  for (const std::size_t f : units_[u].flats) {
+    FlatParameter& flat = *flats_[f];
+    if (flat.materialized()) continue;
+    flat.materialize();
+    gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard_on_device());
+  }
+}
+
+ACCEL_DECL bool FullyShardedStrategy::is_gathered(std::size_t u) const {
+  for (const std::size_t f : units_[u].flats)
+    if (!flats_[f]->materialized()) return false;
+  return true;
+}
+
+ACCEL_DECL void FullyShardedStrategy::to_rest(std::size_t u) {
+  units_[u].prefetched = false;
+  for (const std::size_t f : units_[u].flats) {
+    gathering_[f].wait();
+    flats_[f]->to_rest();
+  }
+}
+
+ACCEL_DECL bool FullyShardedStrategy::enter(std::size_t u) {
+  const bool was_gathered = is_gathered(u) && !units_[u].prefetched;
+  gather(u);
+  prefetch(units_[u].next);
+  return was_gathered;
+}
+
+ACCEL_DECL void FullyShardedStrategy::leave(std::size_t u, bool was_gathered,
+                                            const std::vector<torch::Tensor>& outputs) {
+  std::vector<torch::Tensor> in_graph;
+  if (torch::GradMode::is_enabled())
+    for (const auto& t : outputs)
+      if (t.defined() && t.requires_grad()) in_graph.push_back(t);
+  if (!in_graph.empty()) hook_backward(in_graph, u);
+  if (was_gathered) return;
+  if (!in_graph.empty())
+    for (const std::size_t f : units_[u].flats) flats_[f]->free_full();
+  else
+    to_rest(u);
+}
+
+ACCEL_DECL void FullyShardedStrategy::hook_backward(const std::vector<torch::Tensor>& outputs,
+                                                    std::size_t u) {
+  auto reached = std::make_shared<bool>(false);
+  for (const auto& output : outputs)
+    output.register_hook([this, u, reached](const torch::Tensor& /*gradient*/) {
+      if (*reached) return;
+      *reached = true;
+      prepare_backward(u);
+    });
+}
+
+ACCEL_DECL void FullyShardedStrategy::prepare_backward(std::size_t u) {
+  units_[u].reached = true;
+  gather(u);
+  prefetch(units_[u].previous);
+  for (const std::size_t f : units_[u].flats) flats_[f]->attach_gradients();
+}
+
+ACCEL_DECL void FullyShardedStrategy::gradient_arrived(std::size_t f, std::size_t /*index*/) {
+  Unit& unit = units_[unit_of_[f]];
+  unit.reached = true;
+  if (unit.waiting == 0 || --unit.waiting != 0) return;
+  for (const std::size_t g : unit.flats) {
+    if (sync_) reduce_scatter_gradient(g);
+    flats_[g]->free_full();
+  }
+}
+
+ACCEL_DECL void FullyShardedStrategy::after_shard_step(const std::vector<std::size_t>& flats) {
+  for (const std::size_t f : flats) {
+    gathering_[f].wait();
+    units_[unit_of_[f]].prefetched = false;
+    flats_[f]->to_rest();
+  }
+}
+
+#if defined(ACCEL_SEPARATE_COMPILATION)
+template class detail::ShardedStrategy<FullyShardedStrategy>;
+#endif
+
+}  // namespace accel::parallel
