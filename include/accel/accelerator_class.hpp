@@ -32,6 +32,7 @@
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -49,6 +50,7 @@
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
 #include "detail/small_tensor.hpp"
+#include "logging/logger.hpp"
 #include "options.hpp"
 #include "parallel/contract.hpp"
 #include "parallel/detail/clip.hpp"
@@ -144,6 +146,10 @@ class Accelerator
   bool is_local_main_process() const { return process_.local_rank == 0; }
   const Options& options() const { return options_; }
   const runtime::Environment& environment() const { return environment_; }
+  // This process's logger (logging/logger.hpp): lines on the main process only unless a call
+  // passes accel::every_process; Options::logging sets its level and rank prefix.
+  const logging::Logger& logger() const { return logger_; }
+  logging::Logger& logger() { return logger_; }
   // The process group; null on one process.
   runtime::ProcessGroup* process_group() const { return group_.get(); }
   // The parallelism strategy, read-only: what it keeps (Zero2's flat parameters and the
@@ -265,6 +271,20 @@ class Accelerator
            (sync_gradients() ? 1.0 : precision_.loss_scale());
   }
 
+  // Clamps every gradient element of every prepared model to [-clip_value, clip_value], as
+  // torch.nn.utils.clip_grad_value_, on the gradients the strategy exposes for clipping (a
+  // sharded strategy's shard: clamping is element-wise, so no rank needs another's). The
+  // window's gradients are unscaled (and divided by its tokens) first, exactly as for
+  // clip_grad_norm; mid-window it does nothing, since clamping partial sums is not clamping
+  // their total. Every rank calls it, as clip_grad_norm.
+  void clip_grad_value(double clip_value) { clip_grad_value(prepared_parameters(), clip_value); }
+  void clip_grad_value(const std::vector<torch::Tensor>& parameters, double clip_value) {
+    parallel::detail::check_clip_value(clip_value);
+    if (!sync_gradients()) return;
+    unscale_gradients();
+    parallel::detail::clip_grad_value(strategy_, parameters, clip_value);
+  }
+
   // Loss scaling (Fp16): divides the gradients of every prepared optimizer by the loss scale, at
   // most once per window, as torch.amp.GradScaler.unscale_(); clip_grad_norm() and
   // optimizer.step() call it, so only code that reads gradients before either needs it. Nothing
@@ -337,6 +357,26 @@ class Accelerator
   void register_for_checkpointing(T& object) {
     custom_objects_.push_back(state::custom_object(object));
   }
+  // A function of yours called with the checkpoint folder by save_state(), on every rank, before
+  // any file of the checkpoint is written (fill a registered object with what it should save,
+  // say), as Accelerate's register_save_state_pre_hook. The folder is the one save_state()
+  // returns; accel commits it whole at the end, so keep files of your own elsewhere. Hooks run
+  // in registration order; one that throws stops the save on every rank, before anything is
+  // written.
+  void register_save_state_pre_hook(std::function<void(const std::filesystem::path&)> hook) {
+    if (!hook)
+      detail::fail("register_save_state_pre_hook(): the hook is empty; pass a function taking "
+                   "the checkpoint folder, e.g. [](const std::filesystem::path& folder) {{ ... }}");
+    save_state_pre_hooks_.push_back(std::move(hook));
+  }
+  // The same for load_state(): called with the folder it is about to read, on every rank,
+  // before any file is read or any object changes.
+  void register_load_state_pre_hook(std::function<void(const std::filesystem::path&)> hook) {
+    if (!hook)
+      detail::fail("register_load_state_pre_hook(): the hook is empty; pass a function taking "
+                   "the checkpoint folder, e.g. [](const std::filesystem::path& folder) {{ ... }}");
+    load_state_pre_hooks_.push_back(std::move(hook));
+  }
   // Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
   // skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
   std::int64_t completed_steps() const { return completed_steps_; }
@@ -350,23 +390,34 @@ class Accelerator
     if (group_) group_->barrier();
   }
 
-  // RAII: the main process runs the scope first, the others after it has left it (download or
-  // preprocess once, then read the result everywhere).
-  class [[nodiscard]] MainProcessFirst {
+  // RAII: the processes that go first run the scope, the others wait at its start until those
+  // have left it. Each process passes one barrier (at the start or at the end), so every
+  // process must enter the scope.
+  class [[nodiscard]] GoesFirst {
    public:
-    explicit MainProcessFirst(Accelerator& accelerator) : accelerator_(accelerator) {
-      if (!accelerator_.is_main_process()) accelerator_.wait_for_everyone();
+    GoesFirst(Accelerator& accelerator, bool goes_first)
+        : accelerator_(accelerator), goes_first_(goes_first) {
+      if (!goes_first_) accelerator_.wait_for_everyone();
     }
-    ~MainProcessFirst() noexcept(false) {
-      if (accelerator_.is_main_process()) accelerator_.wait_for_everyone();
+    ~GoesFirst() noexcept(false) {
+      if (goes_first_) accelerator_.wait_for_everyone();
     }
-    MainProcessFirst(const MainProcessFirst&) = delete;
-    MainProcessFirst& operator=(const MainProcessFirst&) = delete;
+    GoesFirst(const GoesFirst&) = delete;
+    GoesFirst& operator=(const GoesFirst&) = delete;
 
    private:
     Accelerator& accelerator_;
+    bool goes_first_;
   };
-  MainProcessFirst main_process_first() { return MainProcessFirst(*this); }
+  using MainProcessFirst = GoesFirst;
+  // The main process runs the scope first, the others after it has left it (download or
+  // preprocess once, then read the result everywhere).
+  GoesFirst main_process_first() { return GoesFirst(*this, is_main_process()); }
+  // The same per node: each node's local main process (LOCAL_RANK 0) runs the scope first, then
+  // the node's other processes (prepare a node-local cache once per node). With the job's
+  // barrier, as Accelerate does: the local main processes of all nodes run it at once, and the
+  // others start once all of them have left it.
+  GoesFirst local_main_process_first() { return GoesFirst(*this, is_local_main_process()); }
 
   // Every tensor of `value` as rank `root` holds it.
   template <class T>

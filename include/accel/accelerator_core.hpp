@@ -8,12 +8,15 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "detail/gradient_state.hpp"
 #include "detail/separate_compilation.hpp"
+#include "logging/logger.hpp"
 #include "options.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/process_group.hpp"
@@ -38,6 +41,7 @@ class AcceleratorCore {
   Options options_;
   runtime::Environment environment_;
   runtime::ProcessInfo process_;
+  logging::Logger logger_;  // accelerator.logger(): no name, this process's rank
   torch::Device device_;
   std::unique_ptr<runtime::ProcessGroup> group_;
   GradientState gradients_;
@@ -49,6 +53,10 @@ class AcceleratorCore {
   bool trigger_ = false;
   std::vector<state::LoaderPosition> loaders_;  // per prepared loader, in preparation order
   std::vector<state::CustomObject> custom_objects_;
+  // Called with the checkpoint folder before save_state() writes and load_state() reads, in
+  // registration order (register_save_state_pre_hook, register_load_state_pre_hook).
+  std::vector<std::function<void(const std::filesystem::path&)>> save_state_pre_hooks_;
+  std::vector<std::function<void(const std::filesystem::path&)>> load_state_pre_hooks_;
   std::int64_t completed_steps_ = 0;
   std::uint64_t counted_micro_step_ = 0;
   // The micro-step whose backward() completed a window not yet stepped or zeroed by a prepared

@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 
+#include "logging/level.hpp"
+
 namespace accel {
 
 // Ddp's knobs (Options::ddp).
@@ -172,6 +174,8 @@ struct Options {
   LossScalingOptions loss_scaling = {};
   Fp8Options fp8 = {};
   CheckpointOptions checkpoints = {};
+  // accelerator.logger()'s level and rank prefix (logging/level.hpp).
+  logging::LoggerOptions logging = {};
 };
 
 }  // namespace accel

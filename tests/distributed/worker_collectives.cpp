@@ -115,6 +115,17 @@ void collectives() {
       EXPECT(std::filesystem::exists(marker));
     }
   }
+  // local_main_process_first: the same per node; on one node, LOCAL_RANK 0 before the others.
+  const auto local_marker = std::filesystem::path(run_dir) / "local_main_first";
+  {
+    auto first = acc.local_main_process_first();
+    if (acc.is_local_main_process()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::ofstream(local_marker) << "written";
+    } else {
+      EXPECT(std::filesystem::exists(local_marker));
+    }
+  }
   acc.wait_for_everyone();
 }
 

@@ -1,7 +1,8 @@
 // Compiling this file is the test: every parallel::Strategy and precision::Precision accel
-// defines meets its contract (parallel/contract.hpp, precision/contract.hpp) role by role, so
-// that the contract is what the library itself is held to, not only users' policies. A policy
-// added to accel belongs here too.
+// defines meets its contract (parallel/contract.hpp, precision/contract.hpp) role by role, and
+// so do its trackers (tracking/tracker_contract.hpp), so that the contract is what the library
+// itself is held to, not only users' policies and trackers. A policy or tracker added to accel
+// belongs here too.
 #include <accel/accelerator.hpp>
 #include <accel/parallel/strategies.hpp>
 
@@ -35,6 +36,14 @@ static_assert(meets_precision_contract<accel::Fp16>);
 static_assert(meets_precision_contract<accel::Fp8>);
 // The test suite's own policy, written as a user would (tests/loss_scaled_fp32.hpp).
 static_assert(meets_precision_contract<accel_test::LossScaledFp32>);
+
+// accel's run-folder writers are trackers like any other; only the JSONL one can take a line back.
+static_assert(accel::tracking::TrackerContract<accel::tracking::JsonlWriter> &&
+              accel::tracking::tracker_meets_contract<accel::tracking::JsonlWriter>());
+static_assert(accel::tracking::TrackerContract<accel::tracking::CsvWriter> &&
+              accel::tracking::tracker_meets_contract<accel::tracking::CsvWriter>());
+static_assert(accel::tracking::TakesBackLastCall<accel::tracking::JsonlWriter>);
+static_assert(!accel::tracking::TakesBackLastCall<accel::tracking::CsvWriter>);
 
 // The contract is about members, not bases: a role's base alone meets only that role.
 static_assert(accel::parallel::GradientAccess<accel::parallel::ReplicatedGradients>);

@@ -1,5 +1,6 @@
 // init_trackers / log / end_training on one process: the run folder, its four files, what they
-// hold while the run goes on and after it, and every misuse refused with an accel: error.
+// hold while the run goes on and after it, and every misuse refused with an accel: error;
+// trackers of the program's own beside accel's writers, and their failures.
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -8,8 +9,11 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <sys/resource.h>
 #include <csignal>
 
@@ -356,4 +360,216 @@ TEST_CASE("a full disk: a log() call is written to both files whole, or to neith
   accelerator.end_training();
   CHECK(read_text(run / "run.json").find(fmt::format("\"steps_logged\": {}", calls_written)) !=
         std::string::npos);
+}
+
+namespace {
+
+// A tracker of the test's own, recording each call it gets as one line.
+struct RecordingTracker {
+  std::string label = "recorder";
+  std::vector<std::string> calls;
+  std::optional<accel::tracking::RunStart> started;
+  std::vector<double> seconds;
+
+  std::string name() const { return label; }
+  void start(const accel::tracking::RunStart& run) {
+    started = run;
+    calls.push_back(fmt::format("start {}/{}", run.project, run.run_name));
+  }
+  void log(const accel::tracking::Scalars& values, std::int64_t step, double at) {
+    std::string line = fmt::format("log {}", step);
+    for (const auto& [name, value] : values) line += fmt::format(" {}={}", name, value.value);
+    calls.push_back(line);
+    seconds.push_back(at);
+  }
+  void log_text(const accel::tracking::Texts& values, std::int64_t step, double at) {
+    std::string line = fmt::format("text {}", step);
+    for (const auto& [name, text] : values) line += fmt::format(" {}={}", name, text);
+    calls.push_back(line);
+    seconds.push_back(at);
+  }
+  void finish() { calls.push_back("finish"); }
+};
+
+// One that throws from the call named `fails_in`.
+struct FailingTracker {
+  std::string fails_in;
+  std::string name() const { return "flaky"; }
+  void start(const accel::tracking::RunStart& /*run*/) { fail_if("start"); }
+  void log(const accel::tracking::Scalars& /*values*/, std::int64_t /*step*/, double /*at*/) {
+    fail_if("log");
+  }
+  void log_text(const accel::tracking::Texts& /*values*/, std::int64_t /*step*/, double /*at*/) {
+    fail_if("log_text");
+  }
+  void finish() { fail_if("finish"); }
+  void fail_if(const std::string& call) const {
+    if (call == fails_in) throw std::runtime_error("quota exceeded");
+  }
+};
+
+// The "time" of a JSON line.
+std::string time_of(const std::string& line) {
+  std::smatch match;
+  REQUIRE(std::regex_search(line, match, std::regex("\"time\": ([^,}]+)")));
+  return match[1];
+}
+
+}  // namespace
+
+TEST_CASE("a tracker of yours gets the config, every metric and text, and finish, beside JSONL") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  auto mine = std::make_shared<RecordingTracker>();
+  accelerator.init_trackers("mine", {{"lr", 0.1}, {"strategy", "ddp"}},
+                            {.log_dir = logs.path(),
+                             .run_name = "r",
+                             .backends = {accel::tracking::Backend::jsonl},
+                             .trackers = {accel::tracking::make_tracker(mine)}});
+  const fs::path run = logs.path() / "mine" / "r";
+  REQUIRE(mine->started);
+  CHECK(mine->started->run_dir == run);
+  CHECK(mine->started->main_process);
+  CHECK(mine->started->description.parallelism == "Ddp");
+  REQUIRE(mine->started->config.size() == 2);
+  CHECK(mine->started->config[0].first == "lr");
+  CHECK(mine->started->config[1].second.to_json() == "\"ddp\"");
+
+  accelerator.log({{"loss", 0.5}, {"lr", 0.1}}, 1);
+  accelerator.log_text({{"sample", "a \"quoted\" line"}}, 2);
+  accelerator.log({{"loss", 0.25}});
+  accelerator.end_training();
+
+  CHECK(mine->calls == std::vector<std::string>{"start mine/r", "log 1 loss=0.5 lr=0.1",
+                                                "text 2 sample=a \"quoted\" line",
+                                                "log 3 loss=0.25", "finish"});
+  const auto jsonl = read_lines(run / "metrics.jsonl");
+  REQUIRE(jsonl.size() == 3);
+  CHECK(without_time(jsonl[1]) == R"({"step": 2, "time": T, "sample": "a \"quoted\" line"})");
+  // One call, one time: every tracker is given the same seconds.
+  for (std::size_t i = 0; i < jsonl.size(); ++i)
+    CHECK(time_of(jsonl[i]) == accel::tracking::json::number(mine->seconds[i]));
+  CHECK_FALSE(fs::exists(run / "metrics.csv"));
+  CHECK(read_text(run / "run.json").find("\"steps_logged\": 2") != std::string::npos);
+}
+
+TEST_CASE("trackers are called on the main process only, unless one asks for every process") {
+  TemporaryFolder logs;
+  for (const bool main_process : {true, false}) {
+    CAPTURE(main_process);
+    auto main_only = std::make_shared<RecordingTracker>();
+    auto everywhere = std::make_shared<RecordingTracker>();
+    accel::tracking::Tracker tracker;  // `writes` = false stands for a process other than rank 0
+    tracker.start("p", {{"lr", 1}},
+                  {.log_dir = logs.path(),
+                   .run_name = main_process ? "main" : "other",
+                   .trackers = {accel::tracking::make_tracker(main_only),
+                                accel::tracking::make_tracker(
+                                    everywhere, {.main_process_only = false})}},
+                  {.parallelism = "Ddp", .precision = "Fp32", .device = "cpu"}, main_process);
+    tracker.log({{"loss", 1}}, 0);
+    tracker.log_text({{"note", "hi"}}, 0);
+    tracker.finish();
+    const std::string run = main_process ? "main" : "other";
+    const std::vector<std::string> all{"start p/" + run, "log 0 loss=1", "text 0 note=hi",
+                                       "finish"};
+    CHECK(everywhere->calls == all);
+    CHECK(everywhere->started->main_process == main_process);
+    CHECK(everywhere->started->run_dir.empty() == !main_process);
+    CHECK(main_only->calls == (main_process ? all : std::vector<std::string>{}));
+  }
+  // Only the main process made a folder.
+  CHECK(fs::exists(logs.path() / "p" / "main" / "metrics.jsonl"));
+  CHECK_FALSE(fs::exists(logs.path() / "p" / "other"));
+}
+
+TEST_CASE("a tracker that throws: the error names the tracker and the call") {
+  TemporaryFolder logs;
+  const auto flaky = [](std::string call, accel::tracking::TrackerSettings settings = {}) {
+    return accel::tracking::make_tracker(FailingTracker{std::move(call)}, settings);
+  };
+  accel::Accelerator<accel::Ddp> accelerator;
+
+  SUBCASE("in log(), after the files took the call: it counts, the others still get it") {
+    auto after = std::make_shared<RecordingTracker>();
+    accelerator.init_trackers(
+        "p", {},
+        {.log_dir = logs.path(),
+         .run_name = "r",
+         .trackers = {flaky("log"), accel::tracking::make_tracker(after)}});
+    CHECK_THROWS_WITH_AS(
+        accelerator.log({{"loss", 1}}, 3),
+        "accel: log() at step 3: the tracker 'flaky' failed: quota exceeded; the trackers "
+        "before it kept this call, so it counts as made: do not make it again",
+        accel::Error);
+    CHECK(after->calls.back() == "log 3 loss=1");
+    CHECK(read_lines(logs.path() / "p" / "r" / "metrics.jsonl").size() == 1);
+    CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 2}}),
+                         doctest::Contains("log() at step 4: the tracker 'flaky'"),
+                         accel::Error);
+    accelerator.end_training();
+  }
+  SUBCASE("in log(), first: the call is refused, the next tracker never gets it") {
+    auto after = std::make_shared<RecordingTracker>();
+    accelerator.init_trackers("p", {},
+                              {.log_dir = logs.path(),
+                               .run_name = "r",
+                               .backends = {},
+                               .trackers = {flaky("log"), accel::tracking::make_tracker(after)}});
+    CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}}),
+                         "accel: log() at step 0: the tracker 'flaky' failed: quota exceeded",
+                         accel::Error);
+    CHECK(after->calls == std::vector<std::string>{"start p/r"});
+    accelerator.end_training();
+  }
+  SUBCASE("in start(): no run is open, and the trackers started before it are finished") {
+    auto before = std::make_shared<RecordingTracker>();
+    CHECK_THROWS_WITH_AS(
+        accelerator.init_trackers(
+            "p", {},
+            {.log_dir = logs.path(),
+             .trackers = {accel::tracking::make_tracker(before), flaky("start")}}),
+        "accel: init_trackers(\"p\"): the tracker 'flaky' failed in start(): quota exceeded",
+        accel::Error);
+    CHECK(before->calls.back() == "finish");
+    CHECK_FALSE(accelerator.tracker().is_open());
+    CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}}),
+                         doctest::Contains("init_trackers() was not called"), accel::Error);
+  }
+  SUBCASE("in finish(): every other tracker finishes, and the run is ended") {
+    auto after = std::make_shared<RecordingTracker>();
+    accelerator.init_trackers(
+        "p", {},
+        {.log_dir = logs.path(),
+         .run_name = "r",
+         .trackers = {flaky("finish"), accel::tracking::make_tracker(after)}});
+    CHECK_THROWS_WITH_AS(accelerator.end_training(),
+                         "accel: end_training(): the tracker 'flaky' failed in finish(): quota "
+                         "exceeded; the run is ended for every tracker",
+                         accel::Error);
+    CHECK(after->calls.back() == "finish");
+    CHECK_FALSE(accelerator.tracker().is_open());
+    CHECK(read_text(logs.path() / "p" / "r" / "run.json").find("\"status\": \"finished\"") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("log_text: metrics.jsonl only, checked like log()'s names") {
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  CHECK_THROWS_WITH_AS(accelerator.log_text({{"note", "x"}}),
+                       doctest::Contains("log_text() without an open run"), accel::Error);
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  CHECK_THROWS_WITH_AS(accelerator.log_text({{"step", "x"}}),
+                       doctest::Contains("'step' is not a text name of yours"), accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.log_text({{"a", "x"}, {"a", "y"}}),
+                       doctest::Contains("the text 'a' appears twice"), accel::Error);
+  accelerator.log({{"loss", 1}}, 0);
+  accelerator.log_text({{"note", "line\none"}});
+  accelerator.end_training();
+  const fs::path run = logs.path() / "p" / "r";
+  const auto jsonl = read_lines(run / "metrics.jsonl");
+  REQUIRE(jsonl.size() == 2);
+  CHECK(without_time(jsonl[1]) == R"({"step": 1, "time": T, "note": "line\none"})");
+  CHECK(read_lines(run / "metrics.csv").size() == 2);  // the header and the one metric row
 }

@@ -1,5 +1,5 @@
-// The Accelerator on one process: prepare, devices, clipping, seeding, errors. (No virtuals: see
-// tests/static/no_virtual_dispatch.cpp.)
+// The Accelerator on one process: prepare, devices, clipping (by norm and by value), seeding,
+// errors. (No virtuals: see tests/static/no_virtual_dispatch.cpp.)
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 
@@ -81,6 +81,57 @@ TEST_CASE("clip_grad_norm only measures in the middle of an accumulation window"
   const auto before = net->fc1->weight.grad().clone();
   CHECK(accelerator.clip_grad_norm(1e-3) > 1e-3);
   CHECK(torch::equal(net->fc1->weight.grad(), before));
+}
+
+TEST_CASE("clip_grad_value clamps every gradient element to [-clip_value, clip_value]") {
+  accel::Accelerator<accel::Ddp> accelerator;
+  auto net = accel_test::seeded_mlp();
+  auto reference = accel_test::seeded_mlp();
+  auto model = accelerator.prepare(net);
+  const accel_test::Regression data(16);
+  accelerator.backward(torch::mse_loss(model(data.inputs), data.targets) * 100);
+  torch::mse_loss(reference->forward(data.inputs), data.targets).mul(100).backward();
+  double largest = 0;
+  for (const auto& p : reference->parameters())
+    largest = std::max(largest, p.grad().abs().max().item<double>());
+  const double clip_value = largest / 4;  // some elements are clamped, some are not
+
+  accelerator.clip_grad_value(clip_value);
+  for (std::size_t i = 0; i < net->parameters().size(); ++i) {
+    const auto expected = reference->parameters()[i].grad().clamp(-clip_value, clip_value);
+    CHECK(torch::allclose(net->parameters()[i].grad(), expected, 1e-5, 1e-7));
+    CHECK(net->parameters()[i].grad().abs().max().item<double>() <= clip_value);
+  }
+  CHECK_THROWS_WITH_AS(accelerator.clip_grad_value(0.0),
+                       doctest::Contains("clip_grad_value: clip_value is 0; it must be > 0"),
+                       accel::Error);
+  CHECK_THROWS_WITH_AS(accelerator.clip_grad_value(-1.0), doctest::Contains("clip_value is -1"),
+                       accel::Error);
+}
+
+TEST_CASE("clip_grad_value does nothing in the middle of an accumulation window") {
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> accelerator;
+  auto net = accel_test::seeded_mlp();
+  auto model = accelerator.prepare(net);
+  const accel_test::Regression data(16);
+  accelerator.backward(torch::mse_loss(model(data.inputs), data.targets) * 100);
+  const auto before = net->fc1->weight.grad().clone();
+  accelerator.clip_grad_value(1e-6);
+  CHECK(torch::equal(net->fc1->weight.grad(), before));
+}
+
+TEST_CASE("main_process_first and local_main_process_first on one process run the scope") {
+  accel::Accelerator<accel::Ddp> accelerator;
+  int ran = 0;
+  {
+    auto first = accelerator.main_process_first();
+    ++ran;
+  }
+  {
+    auto first = accelerator.local_main_process_first();
+    ++ran;
+  }
+  CHECK(ran == 2);
 }
 
 TEST_CASE("set_seed and Options::seed make initialisation reproducible") {

@@ -1,6 +1,6 @@
 // save_state / load_state on one process: exact continuation (mid-epoch, mid-window, with a
 // scheduler, a shuffled loader and dropout), crash safety of the folder protocol, automatic
-// naming and its limit, and staged loading: a corrupt checkpoint changes nothing.
+// naming and its limit, and staged loading: a corrupt checkpoint changes nothing; the pre-hooks.
 #include <accel/accelerator.hpp>
 #include <accel/checkpoints.hpp>
 #include <doctest/doctest.h>
@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -166,6 +168,51 @@ TEST_CASE("checkpoint: automatic naming, total limit, newest committed chosen") 
   fs::create_directories(root / "checkpoint_4");
   CHECK(acc.load_state() == root / "checkpoint_2");
   CHECK(acc.save_state() == root / "checkpoint_5");  // numbers are never reused
+  fs::remove_all(root);
+}
+
+TEST_CASE("checkpoint: pre-hooks get the folder, in order, before its files are written or read") {
+  const fs::path root = fresh_folder("hooks");
+  accel::Options options{.seed = 1};
+  options.checkpoints = {.directory = root};
+  Strategy acc(options);
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  Counters counters;
+  acc.register_for_checkpointing(counters);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  std::vector<std::string> calls;
+  acc.register_save_state_pre_hook([&](const fs::path& folder) {
+    calls.push_back("save a " + folder.string());
+    CHECK_FALSE(fs::exists(folder));  // nothing of the checkpoint yet
+    counters.evaluations = 42;        // what it will hold
+  });
+  acc.register_save_state_pre_hook(
+      [&](const fs::path& folder) { calls.push_back("save b " + folder.string()); });
+  acc.register_load_state_pre_hook([&](const fs::path& folder) {
+    calls.push_back("load " + folder.string());
+    CHECK(counters.evaluations == 7);  // not read yet
+  });
+  const fs::path saved = acc.save_state();
+  CHECK(saved == root / "checkpoint_0");
+  counters.evaluations = 7;
+  CHECK(acc.load_state() == saved);
+  CHECK(counters.evaluations == 42);
+  CHECK(calls == std::vector<std::string>{"save a " + saved.string(), "save b " + saved.string(),
+                                          "load " + saved.string()});
+
+  // A hook that throws stops the save before anything is written, naming the hook.
+  acc.register_save_state_pre_hook(
+      [](const fs::path&) { throw std::runtime_error("the extra state is not ready"); });
+  CHECK_THROWS_WITH_AS(acc.save_state(root / "explicit"),
+                       doctest::Contains("save_state: pre-hook #3 (of 3, in registration order) "
+                                         "failed for"),
+                       accel::Error);
+  CHECK_FALSE(fs::exists(root / "explicit"));
+  CHECK_FALSE(fs::exists(root / ".explicit.partial"));
+  CHECK_THROWS_WITH_AS(acc.register_load_state_pre_hook(nullptr),
+                       doctest::Contains("register_load_state_pre_hook(): the hook is empty"),
+                       accel::Error);
   fs::remove_all(root);
 }
 

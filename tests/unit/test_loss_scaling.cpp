@@ -1,11 +1,12 @@
 // Fp16's dynamic loss scaling: the scaler's arithmetic against torch.amp.GradScaler's rules, and
 // its path through the Accelerator (scaled backward, one unscale per window, skipped steps, the
-// scheduler held back, clipping after unscaling). The Accelerator runs it under LossScaledFp32
-// (fp32 arithmetic, Fp16's scaler), so that it is tested on libtorch 1.13's CPU too, with
-// gradients injected where a real overflow is hard to provoke.
+// scheduler held back, clipping by norm and by value after unscaling). The Accelerator runs it
+// under LossScaledFp32 (fp32 arithmetic, Fp16's scaler), so that it is tested on libtorch 1.13's
+// CPU too, with gradients injected where a real overflow is hard to provoke.
 #include <accel/accelerator.hpp>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -250,6 +251,44 @@ TEST_CASE("clip_grad_norm clips the unscaled gradients, and mid-window reports t
       clipped_squares += clipped[i].pow(2).sum().item<double>();
     }
     CHECK(std::sqrt(clipped_squares) == doctest::Approx(max_norm).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("clip_grad_value clamps the unscaled gradients, unscaled once; mid-window nothing") {
+  const accel_test::Regression data(64);
+  const auto expected = reference_grads(data);
+  double largest = 0;
+  for (const auto& g : expected) largest = std::max(largest, g.abs().max().item<double>());
+  const double clip_value = largest / 3;
+  accel::Options options;
+  options.loss_scaling.init_scale = 4096;
+  accel::Accelerator<accel::Ddp, accel_test::LossScaledFp32, accel::GradAccum<2>> accelerator(
+      options);
+  auto net = accel_test::seeded_mlp();
+  auto reference = accel_test::seeded_mlp();
+  torch::optim::SGD sgd(net->parameters(), 0.1), reference_sgd(reference->parameters(), 0.1);
+  auto [model, optimizer] = accelerator.prepare(net, sgd);
+  {
+    auto micro = accelerator.accumulate();
+    accelerator.backward(torch::mse_loss(model(data.inputs), data.targets));
+    accelerator.clip_grad_value(clip_value);  // half the window, still scaled: left alone
+    const auto held = grads_of(*net);
+    for (std::size_t i = 0; i < held.size(); ++i) CHECK(torch::equal(held[i], expected[i] * 2048));
+  }
+  {
+    auto micro = accelerator.accumulate();
+    accelerator.backward(torch::mse_loss(model(data.inputs), data.targets));
+    accelerator.clip_grad_value(clip_value);
+    // Scaling by powers of two is exact: the window's mean gradient, unscaled, then clamped.
+    std::vector<torch::Tensor> clamped;
+    for (const auto& g : expected) clamped.push_back(g.clamp(-clip_value, clip_value));
+    CHECK(all_equal(grads_of(*net), clamped));
+    optimizer.step();  // does not unscale again
+    CHECK_FALSE(accelerator.optimizer_step_was_skipped());
+    for (std::size_t i = 0; i < clamped.size(); ++i)
+      reference->parameters()[i].mutable_grad() = clamped[i].clone();
+    reference_sgd.step();
+    CHECK(all_equal(values_of(*net), values_of(*reference)));
   }
 }
 

@@ -17,6 +17,7 @@ ACCEL_DECL AcceleratorCore::AcceleratorCore(Options options, int accumulation_st
     : options_(std::move(options)),
       environment_(runtime::read_environment()),
       process_(environment_.process),
+      logger_("", process_.rank, options_.logging),
       device_(options_.device.value_or(runtime::default_device(process_.local_rank))),
       group_(runtime::join_group(
           environment_, device_,

@@ -135,7 +135,9 @@ struct CheckpointIO<Accel, void> {
     detail::agree(group, error, "save_state: preparing the folder");
     const Path target = detail::broadcast_string(group, target_text);
     const Path staging = staging_folder(target);
+    const Path saved = requested ? *requested : root / target.filename();
     try {
+      run_pre_hooks(group, acc.save_state_pre_hooks_, saved, "save_state");
       write_and_commit(acc, staging, target,
                        under_root ? std::optional<Path>(resolved_folder(root)) : std::nullopt);
     } catch (...) {
@@ -145,7 +147,7 @@ struct CheckpointIO<Accel, void> {
       if (rank == 0 && !why_not_staging(staging)) std::filesystem::remove_all(staging, ignored);
       throw;
     }
-    return requested ? *requested : root / target.filename();
+    return saved;
   }
 
   // --- load_state ----------------------------------------------------------------------------
@@ -175,6 +177,7 @@ struct CheckpointIO<Accel, void> {
     });
     detail::agree(group, error, "load_state: finding the checkpoint");
     const Path folder = detail::broadcast_string(group, chosen);
+    run_pre_hooks(group, acc.load_state_pre_hooks_, folder, "load_state");
 
     std::vector<std::function<void()>> apply;
     error = detail::error_of([&] { apply = stage(acc, folder); });
@@ -183,6 +186,23 @@ struct CheckpointIO<Accel, void> {
     for (auto& step : apply) step();
     acc.strategy_.after_state_loaded();
     return folder;
+  }
+
+  // The user's pre-hooks, in registration order, on every rank; the ranks agree on the outcome,
+  // so that a hook failing on one rank stops the call on all of them. They agree even without a
+  // hook (one small gather per call): a rank that registered none still meets the others.
+  static void run_pre_hooks(runtime::ProcessGroup* group,
+                            const std::vector<std::function<void(const Path&)>>& hooks,
+                            const Path& folder, const char* call) {
+    std::size_t running = 0;
+    std::string error = detail::error_of([&] {
+      for (; running < hooks.size(); ++running) hooks[running](folder);
+    });
+    if (!error.empty())
+      error = fmt::format("accel: {}: pre-hook #{} (of {}, in registration order) failed for "
+                          "'{}': {}",
+                          call, running + 1, hooks.size(), folder.string(), error);
+    detail::agree(group, error, fmt::format("{}: a pre-hook", call).c_str());
   }
 
   // --- save_model / load_model ---------------------------------------------------------------

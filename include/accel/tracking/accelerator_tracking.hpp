@@ -1,6 +1,6 @@
-// init_trackers / log / end_training on the Accelerator, as in Accelerate. The Accelerator
-// inherits them from this base (CRTP: it reads the policies and the process from the derived
-// class), so the tracking code lives here and accelerator_class.hpp only names the base.
+// init_trackers / log / log_text / end_training on the Accelerator, as in Accelerate. The
+// Accelerator inherits them from this base (CRTP: it reads the policies and the process from the
+// derived class), so the tracking code lives here and accelerator_class.hpp only names the base.
 //
 //   accelerator.init_trackers("fashion_mnist", {{"lr", 1e-3}, {"batch_size", 64}});
 //   accelerator.log({{"loss", loss}, {"lr", lr}}, step);
@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 
+#include "../logging/run_log.hpp"
 #include "tracker.hpp"
 #include "values.hpp"
 
@@ -20,7 +22,9 @@ template <class Derived>  // the Accelerator
 class WithTrackers {
  public:
   // Starts a run: on the main process, a fresh folder <log_dir>/<project>/<run> with
-  // config.json and run.json (tracker.hpp); on the others, nothing is written.
+  // config.json and run.json (tracker.hpp), and every tracker's start(); on the others, only
+  // the trackers that are not main_process_only start. From now on the main process's loggers
+  // also write to the folder's log.txt.
   void init_trackers(std::string_view project, const Config& config = {},
                      const TrackerOptions& options = {}) {
     const auto& self = static_cast<const Derived&>(*this);
@@ -28,6 +32,7 @@ class WithTrackers {
                    {Derived::parallelism_policy::name, Derived::precision_policy::name,
                     Derived::accumulation_steps, self.num_processes(), self.device().str()},
                    self.is_main_process());
+    if (!tracker_.run_dir().empty()) logging::open_run_log(run_log());
   }
 
   // Appends one row of metrics at `step` (unset: the step after the last one logged). Written
@@ -36,15 +41,30 @@ class WithTrackers {
     tracker_.log(values, step);
   }
 
-  // Ends the run (run.json: "finished"). Safe to call without a run.
-  void end_training() { tracker_.finish(); }
+  // Text values at `step` (unset: as log()): metrics.jsonl and your trackers get them,
+  // metrics.csv does not (it holds numbers only).
+  void log_text(const Texts& values, std::optional<std::int64_t> step = std::nullopt) {
+    tracker_.log_text(values, step);
+  }
+
+  // Ends the run (run.json: "finished"; every tracker's finish()). Safe to call without a run.
+  void end_training() {
+    if (!tracker_.run_dir().empty()) logging::close_run_log(run_log());
+    tracker_.finish();
+  }
 
   const Tracker& tracker() const { return tracker_; }
 
  protected:
   WithTrackers() = default;
+  // Lines logged after the Accelerator is gone no longer go to its run's log.txt.
+  ~WithTrackers() {
+    if (tracker_.is_open() && !tracker_.run_dir().empty()) logging::close_run_log(run_log());
+  }
 
  private:
+  std::filesystem::path run_log() const { return tracker_.run_dir() / "log.txt"; }
+
   Tracker tracker_;
 };
 

@@ -2,8 +2,10 @@
 // a call did not log that metric. The columns are those seen so far, in the order first seen.
 // A call that brings a new metric widens the file: it is rewritten once with the new column
 // (beside the old one, then renamed over it, so a crash leaves either file whole), as
-// Lightning's CSVLogger does. A call that cannot be written whole changes nothing. NaN and infinities are written nan, inf and -inf, which gnuplot,
-// pandas and R all read.
+// Lightning's CSVLogger does. A call that cannot be written whole changes nothing. NaN and
+// infinities are written nan, inf and -inf, which gnuplot, pandas and R all read.
+// A tracker (tracker_contract.hpp) like any other. It holds numbers only, so that every column
+// charts (accel-plot): log_text() values go to metrics.jsonl and other trackers, not here.
 #pragma once
 
 #include <cerrno>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "line_file.hpp"
+#include "tracker_contract.hpp"
 #include "values.hpp"
 
 namespace accel::tracking {
@@ -25,15 +28,21 @@ class CsvWriter {
  public:
   static constexpr const char* file_name = "metrics.csv";
 
-  CsvWriter(const std::filesystem::path& run_dir, bool sync)
-      : path_(run_dir / file_name), sync_(sync), file_(path_, sync) {
+  // `sync`: fsync every row (TrackerOptions::sync).
+  explicit CsvWriter(bool sync = false) : sync_(sync) {}
+
+  std::string name() const { return "csv"; }
+
+  void start(const RunStart& run) {
+    path_ = run.run_dir / file_name;
+    columns_.clear();
+    file_ = LineFile(path_, sync_);
     file_.append(header(columns_));
   }
 
   // All or nothing: a call that cannot be written whole (a full disk) leaves the file and the
   // columns as they were, and no .widening file behind.
-  void write(std::int64_t step, double seconds,
-             const std::vector<std::pair<std::string, Number>>& values) {
+  void log(const Scalars& values, std::int64_t step, double seconds) {
     std::vector<std::string> added;  // metrics this call brings, in its order
     for (const auto& [name, value] : values)
       if (column_of(columns_, name) < 0) added.push_back(name);
@@ -51,6 +60,11 @@ class CsvWriter {
     else
       widen(added, row(cells));
   }
+
+  // Numbers only (above): text has no column here.
+  void log_text(const Texts& /*values*/, std::int64_t /*step*/, double /*seconds*/) {}
+
+  void finish() { file_.close(); }
 
   // A cell quoted as RFC 4180 asks when it holds a comma or a quote.
   static std::string cell(std::string_view text) {

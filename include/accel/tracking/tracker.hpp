@@ -1,7 +1,7 @@
-// A run's trackers: the run folder and the backends that write into it, as Accelerate's
-// init_trackers / log / end_training drive them. Every process keeps one, so that a misuse
-// (log() before init_trackers(), a bad metric) fails the same way on every rank; only the main
-// process writes anything.
+// A run's trackers: the run folder, accel's writers into it and the program's own trackers, as
+// Accelerate's init_trackers / log / end_training drive them. Every process keeps one, so that a
+// misuse (log() before init_trackers(), a bad metric) fails the same way on every rank; only the
+// main process makes the folder, and only it calls the trackers that are main_process_only.
 //
 //   <log_dir>/<project>/<run>/
 //     config.json     the configuration given to init_trackers, as one JSON object
@@ -9,13 +9,17 @@
 //                     end times, and status: "running" until end_training() makes it "finished"
 //     metrics.jsonl   one JSON object per log() call (jsonl_writer.hpp)
 //     metrics.csv     the same as a table, one column per metric (csv_writer.hpp)
+//
+// Each call goes to every tracker in order: accel's writers first, then TrackerOptions::trackers.
 #pragma once
 
 #include <torch/version.h>
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,10 +29,12 @@
 
 #include "../detail/error.hpp"
 #include "../version.hpp"
+#include "any_tracker.hpp"
 #include "csv_writer.hpp"
 #include "json.hpp"
 #include "jsonl_writer.hpp"
 #include "run_folder.hpp"
+#include "tracker_contract.hpp"
 #include "values.hpp"
 
 namespace accel::tracking {
@@ -41,17 +47,13 @@ struct TrackerOptions {
   // The run's folder name. Empty: the UTC start time, 2026-12-01T05-47-39. A name already taken
   // gets -2, -3, ...: a run never writes into another's folder.
   std::string run_name = {};
+  // accel's writers (metrics.jsonl, metrics.csv); empty, with trackers of your own, for none.
   std::vector<Backend> backends = {Backend::jsonl, Backend::csv};
   // fsync every line: the metrics survive a machine crash, not only a process crash.
   bool sync = false;
-};
-
-// What run.json says about the program, filled in by the Accelerator.
-struct RunDescription {
-  std::string_view parallelism, precision;
-  int accumulation_steps = 1;
-  int processes = 1;
-  std::string device;
+  // Trackers of yours (make_tracker(), tracker_contract.hpp), called after the backends, in this
+  // order.
+  std::vector<AnyTracker> trackers = {};
 };
 
 class Tracker {
@@ -63,6 +65,8 @@ class Tracker {
   // The run folder; empty on the processes that do not write (all but the main one).
   const std::filesystem::path& run_dir() const { return run_dir_; }
 
+  // `writes`: this is the main process, which makes the run folder and calls every tracker; the
+  // others call only the trackers that are not main_process_only.
   void start(std::string_view project, const Config& config, const TrackerOptions& options,
              const RunDescription& description, bool writes) {
     if (open_)
@@ -71,9 +75,10 @@ class Tracker {
                    project, project_, run_name_);
     check_folder_name("project", project, "fashion_mnist");
     if (!options.run_name.empty()) check_folder_name("run_name", options.run_name, "baseline");
-    if (options.backends.empty())
+    if (options.backends.empty() && options.trackers.empty())
       detail::fail("init_trackers(): TrackerOptions::backends is empty; name at least one, e.g. "
-                   "{{.backends = {{accel::tracking::Backend::jsonl}}}}");
+                   "{{.backends = {{accel::tracking::Backend::jsonl}}}}, or pass trackers of your "
+                   "own in TrackerOptions::trackers");
     std::unordered_set<std::string_view> keys;
     for (const auto& [key, value] : config)
       if (key.empty() || !keys.insert(key).second)
@@ -81,8 +86,8 @@ class Tracker {
                      "name of its own",
                      key.empty() ? "has an empty" : "repeats the", key);
 
-    // Nothing is kept until the run folder and its files exist: a refused start leaves the
-    // tracker as it was, and init_trackers() may be called again.
+    // Nothing is kept until the run folder exists and every tracker has started: a refused
+    // start leaves the tracker as it was, and init_trackers() may be called again.
     const auto started = std::chrono::system_clock::now();
     Tracker run;
     run.project_ = project;
@@ -102,12 +107,33 @@ class Tracker {
                             value.to_json());
       write_whole_file(run.run_dir_ / "config.json", text + (config.empty() ? "}\n" : "\n}\n"));
       run.write_run_json("running");
-      for (const Backend backend : options.backends) {
-        if (backend == Backend::jsonl && !run.jsonl_) run.jsonl_.emplace(run.run_dir_, options.sync);
-        if (backend == Backend::csv && !run.csv_) run.csv_.emplace(run.run_dir_, options.sync);
-      }
+      // The writers in a fixed order, whatever the order of `backends`: metrics.jsonl first, so
+      // that it can take its line back when metrics.csv cannot take the call.
+      if (asks_for(options.backends, Backend::jsonl))
+        run.trackers_.push_back(make_tracker(JsonlWriter(options.sync)));
+      if (asks_for(options.backends, Backend::csv))
+        run.trackers_.push_back(make_tracker(CsvWriter(options.sync)));
     } else {
       run.run_name_ = options.run_name;
+    }
+    for (const AnyTracker& yours : options.trackers)
+      if (writes || !yours.main_process_only()) run.trackers_.push_back(yours);
+
+    const RunStart begins{run.project_, run.run_name_, run.run_dir_, config, description, writes};
+    for (std::size_t i = 0; i < run.trackers_.size(); ++i) {
+      try {
+        run.trackers_[i].start(begins);
+      } catch (const std::exception& e) {
+        // Those already started end their run (best effort: the error to report is this one).
+        for (std::size_t j = 0; j < i; ++j) {
+          try {
+            run.trackers_[j].finish();
+          } catch (const std::exception&) {
+          }
+        }
+        detail::fail("init_trackers(\"{}\"): the tracker '{}' failed in start(): {}", project,
+                     run.trackers_[i].name(), without_prefix(e.what()));
+      }
     }
     run.open_ = true;
     run.clock_ = std::chrono::steady_clock::now();
@@ -116,68 +142,132 @@ class Tracker {
 
   // Records `values` at `step` (unset: the step after the last one logged, 0 at first).
   void log(const Metrics& values, std::optional<std::int64_t> step) {
-    if (!open_)
-      detail::fail("log() without an open run: {}; call accelerator.init_trackers(\"project\", "
-                   "config) before logging",
-                   ended_ ? "end_training() has ended it" : "init_trackers() was not called");
-    std::vector<std::pair<std::string, Number>> numbers;
+    check_open("log()");
+    Scalars numbers;
     numbers.reserve(values.size());
     std::unordered_set<std::string_view> names;
     for (const auto& [name, metric] : values) {
-      check_metric_name(name);
-      if (!names.insert(name).second)
-        detail::fail("log(): the metric '{}' appears twice in one call; log each name once per "
-                     "step",
-                     name);
+      check_name("log()", "metric", name, names);
       numbers.emplace_back(name, metric.number(name));
     }
     const std::int64_t at = step.value_or(next_step_);
-    if (writes_) write_both(at, numbers);
+    const auto failure = call_each("log()", at, [&](AnyTracker& tracker, double seconds) {
+      tracker.log(numbers, at, seconds);
+    });
     next_step_ = at + 1;
     ++logged_;
+    if (failure) detail::fail("{}", *failure);
   }
 
-  // Closes the run: run.json says "finished", with its end time. Without an open run it does
+  // Records text values at `step`, as log() does numbers (and sharing its step counter).
+  // run.json's steps_logged counts log() calls only.
+  void log_text(const Texts& values, std::optional<std::int64_t> step) {
+    check_open("log_text()");
+    std::unordered_set<std::string_view> names;
+    for (const auto& [name, text] : values) check_name("log_text()", "text", name, names);
+    const std::int64_t at = step.value_or(next_step_);
+    const auto failure = call_each("log_text()", at, [&](AnyTracker& tracker, double seconds) {
+      tracker.log_text(values, at, seconds);
+    });
+    next_step_ = at + 1;
+    if (failure) detail::fail("{}", *failure);
+  }
+
+  // Closes the run: run.json says "finished", with its end time, and every tracker finishes,
+  // even after one of them fails (its error is thrown then). Without an open run it does
   // nothing, so that a program may always call it.
   void finish() {
     if (!open_) return;
     if (writes_) write_run_json("finished");
-    jsonl_.reset();
-    csv_.reset();
+    std::optional<std::string> failure;
+    for (AnyTracker& tracker : trackers_) {
+      try {
+        tracker.finish();
+      } catch (const std::exception& e) {
+        if (!failure)
+          failure = fmt::format("end_training(): the tracker '{}' failed in finish(): {}; the "
+                                "run is ended for every tracker",
+                                tracker.name(), without_prefix(e.what()));
+      }
+    }
+    trackers_.clear();
     open_ = false;
     ended_ = true;
+    if (failure) detail::fail("{}", *failure);
   }
 
  private:
-  static void check_metric_name(std::string_view name) {
-    if (name.empty())
-      detail::fail("log(): a metric has an empty name; name each value, e.g. {{\"loss\", loss}}");
-    if (name == "step" || name == "time")
-      detail::fail("log(): '{}' is not a metric name of yours: the trackers write the step and "
-                   "the seconds since init_trackers() in every row; pass the step as log()'s "
-                   "second argument",
-                   name);
-    for (const char c : name)
-      if (static_cast<unsigned char>(c) < 0x20)
-        detail::fail("log(): the metric name '{}' contains a control character; use letters, "
-                     "digits and punctuation",
-                     name);
+  static bool asks_for(const std::vector<Backend>& backends, Backend backend) {
+    for (const Backend asked : backends)
+      if (asked == backend) return true;
+    return false;
   }
 
-  // One call's record in both files or in neither: each writer takes back its own partial
-  // line, and the JSONL line is taken back when the CSV could not take the call (a full disk),
-  // so that retrying the call after freeing space writes it once.
-  void write_both(std::int64_t step, const std::vector<std::pair<std::string, Number>>& numbers) {
+  // A tracker's message, to be quoted inside one of accel's.
+  static std::string_view without_prefix(std::string_view message) {
+    constexpr std::string_view prefix = "accel: ";
+    if (message.substr(0, prefix.size()) == prefix) message.remove_prefix(prefix.size());
+    return message;
+  }
+
+  void check_open(std::string_view call) const {
+    if (!open_)
+      detail::fail("{} without an open run: {}; call accelerator.init_trackers(\"project\", "
+                   "config) before logging",
+                   call, ended_ ? "end_training() has ended it" : "init_trackers() was not called");
+  }
+
+  // `what`: "metric" or "text"; `seen`: the names of this call so far.
+  static void check_name(std::string_view call, std::string_view what, std::string_view name,
+                         std::unordered_set<std::string_view>& seen) {
+    if (name.empty())
+      detail::fail("{}: a {} has an empty name; name each value, e.g. {{\"{}\", {}}}", call, what,
+                   what == "metric" ? "loss" : "sample", what == "metric" ? "loss" : "text");
+    if (name == "step" || name == "time")
+      detail::fail("{}: '{}' is not a {} name of yours: the trackers write the step and the "
+                   "seconds since init_trackers() in every row; pass the step as {}'s second "
+                   "argument",
+                   call, name, what, call);
+    for (const char c : name)
+      if (static_cast<unsigned char>(c) < 0x20)
+        detail::fail("{}: the {} name '{}' contains a control character; use letters, digits "
+                     "and punctuation",
+                     call, what, name);
+    if (!seen.insert(name).second)
+      detail::fail("{}: the {} '{}' appears twice in one call; log each name once per step",
+                   call, what, name);
+  }
+
+  // Makes one log() or log_text() call on every tracker, in order, all with the same seconds.
+  // A tracker that fails while every tracker before it can take its call back: they do, and
+  // the call is refused (thrown at once; nothing of it is kept, so it may be made again: a full
+  // disk under metrics.jsonl or metrics.csv). A later failure cannot be undone: the other
+  // trackers still get the call, which counts as made, and the first such failure is returned,
+  // to be thrown once the step is counted.
+  template <class Call>
+  std::optional<std::string> call_each(std::string_view call, std::int64_t step, Call&& one) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_).count();
-    const off_t jsonl_end = jsonl_ ? jsonl_->size() : 0;
-    if (jsonl_) jsonl_->write(step, seconds, numbers);
-    try {
-      if (csv_) csv_->write(step, seconds, numbers);
-    } catch (...) {
-      if (jsonl_) jsonl_->take_back_to(jsonl_end);
-      throw;
+    bool refusable = true;
+    std::optional<std::string> failure;
+    for (std::size_t i = 0; i < trackers_.size(); ++i) {
+      try {
+        one(trackers_[i], seconds);
+      } catch (const std::exception& e) {
+        const std::string what = fmt::format("{} at step {}: the tracker '{}' failed: {}", call,
+                                             step, trackers_[i].name(), without_prefix(e.what()));
+        if (refusable) {
+          for (std::size_t j = i; j-- > 0;) trackers_[j].take_back_last();
+          detail::fail("{}", what);
+        }
+        if (!failure)
+          failure = what + "; the trackers before it kept this call, so it counts as made: do "
+                           "not make it again";
+        continue;
+      }
+      refusable = refusable && trackers_[i].can_take_back();
     }
+    return failure;
   }
 
   void write_run_json(std::string_view status) {
@@ -212,8 +302,7 @@ class Tracker {
   std::chrono::system_clock::time_point started_;
   std::chrono::steady_clock::time_point clock_;
   std::int64_t next_step_ = 0, logged_ = 0;
-  std::optional<JsonlWriter> jsonl_;
-  std::optional<CsvWriter> csv_;
+  std::vector<AnyTracker> trackers_;  // this process's, in the order they are called
 };
 
 }  // namespace accel::tracking

@@ -3,7 +3,8 @@
 // given, so that
 //   accelerator.init_trackers("fashion_mnist", {{"lr", 1e-3}, {"batch_size", 64}, {"strategy", "ddp"}});
 //   accelerator.log({{"loss", loss}, {"lr", lr}}, step);
-// read as they do in Accelerate. A metric may be any arithmetic value or a one-element tensor.
+// read as they do in Accelerate. A metric may be any arithmetic value or a one-element tensor;
+// log_text() takes (name, text) pairs.
 #pragma once
 
 #include <torch/torch.h>
@@ -105,5 +106,10 @@ class Metric {
 
 using Config = std::vector<std::pair<std::string, ConfigValue>>;
 using Metrics = std::vector<std::pair<std::string, Metric>>;
+
+// What each tracker receives: log()'s metrics read as numbers (every tensor read once, whatever
+// the number of trackers), and log_text()'s values as they were given.
+using Scalars = std::vector<std::pair<std::string, Number>>;
+using Texts = std::vector<std::pair<std::string, std::string>>;
 
 }  // namespace accel::tracking

@@ -1,5 +1,6 @@
 // Gradient clipping by the global norm, for every strategy: each contributes its part of the norm
 // through reduce_norm (a replicated strategy holds all of it; a sharded one sums its shards').
+// Clipping by value clamps each element of the same gradients, which needs no other rank.
 #pragma once
 
 #include <torch/torch.h>
@@ -54,6 +55,23 @@ double clip_grad_norm(Strategy& strategy, const std::vector<torch::Tensor>& para
     for (auto& g : grads) g.mul_(coefficient);
   }
   return total;
+}
+
+// clip_grad_value's bound, checked before anything is unscaled: a refused call changes nothing.
+inline void check_clip_value(double clip_value) {
+  if (!(clip_value > 0.0))
+    accel::detail::fail("clip_grad_value: clip_value is {}; it must be > 0 (gradients are "
+                        "clamped to [-clip_value, clip_value])",
+                        clip_value);
+}
+
+// Clamps every element of the parameters' gradients (this rank's shard of them under a sharded
+// strategy) to [-clip_value, clip_value].
+template <class Strategy>
+void clip_grad_value(Strategy& strategy, const std::vector<torch::Tensor>& parameters,
+                     double clip_value) {
+  torch::NoGradGuard no_grad;
+  for (auto& g : strategy.gradients_to_clip(parameters)) g.clamp_(-clip_value, clip_value);
 }
 
 // Multiplies the gradients clip_grad_norm would scale for these parameters by `factor`, on every
