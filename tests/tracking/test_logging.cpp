@@ -56,7 +56,7 @@ class CapturedStderr {
 
 }  // namespace
 
-TEST_CASE("logger: lines below the level are dropped; the others say their level and name") {
+TEST_CASE("logger: lines below the level are dropped, the others say their level and name") {
   accel_test::ScopedEnv env("ACCEL_LOG_LEVEL", nullptr);
   CapturedStderr captured;
   const accel::Logger log("data", 0, {.level = Level::warning});
@@ -72,7 +72,7 @@ TEST_CASE("logger: lines below the level are dropped; the others say their level
   CHECK(accel::get_logger("x").level() == Level::info);  // neither option nor variable
 }
 
-TEST_CASE("logger: ACCEL_LOG_LEVEL sets the level in any case; the option wins; bad names fail") {
+TEST_CASE("logger: ACCEL_LOG_LEVEL sets the level in any case, the option wins, bad names fail") {
   {
     accel_test::ScopedEnv env("ACCEL_LOG_LEVEL", "DEBUG");
     CHECK(accel::get_logger("x").level() == Level::debug);
@@ -96,7 +96,7 @@ TEST_CASE("logger: ACCEL_LOG_LEVEL sets the level in any case; the option wins; 
                        accel::Error);
 }
 
-TEST_CASE("logger: the main process only, unless a call asks for every process; rank prefix") {
+TEST_CASE("logger: the main process only, unless a call asks for every process, rank prefix") {
   accel_test::ScopedEnv env("ACCEL_LOG_LEVEL", nullptr);
   CapturedStderr captured;
   const accel::Logger other("data", 1);  // as on rank 1

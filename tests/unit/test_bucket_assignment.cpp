@@ -22,7 +22,7 @@ TEST_CASE("buckets take parameters in reverse registration order") {
   CHECK(assign_buckets(params, {.first_mb = 1, .rest_mb = 1}) == Buckets{{2, 1, 0}});
 }
 
-TEST_CASE("a bucket closes once it reaches its cap; the first cap is the smaller one") {
+TEST_CASE("a bucket closes once it reaches its cap, the first cap is the smaller one") {
   // 1 KiB parameters (256 floats). First cap 1 KiB: the first bucket holds one; the others
   // reach their 2 KiB cap with two.
   std::vector<torch::Tensor> params;

@@ -479,7 +479,7 @@ TEST_CASE("checkpoint: a trailing separator, '.' and a symlink name the same che
   fs::remove_all(folder);
 }
 
-TEST_CASE("checkpoint: one run per checkpoint folder; a dead holder's lock is taken over") {
+TEST_CASE("checkpoint: one run per checkpoint folder, a dead holder's lock is taken over") {
   const fs::path root = fresh_folder("lock");
   int go[2];
   REQUIRE(::pipe(go) == 0);
@@ -543,7 +543,7 @@ TEST_CASE("checkpoint: a save that cannot write leaves no partial files and the 
   fs::remove_all(folder);
 }
 
-TEST_CASE("checkpoint: the manifest's own checksum catches a changed step count; a missing rank "
+TEST_CASE("checkpoint: the manifest's own checksum catches a changed step count, a missing rank "
           "file is named") {
   const fs::path folder = fresh_folder("manifest_sum");
   Strategy acc({.seed = 7});

@@ -111,7 +111,7 @@ TEST_CASE("loader length, last batch and drop_last") {
                        doctest::Contains("batch_size is 0"), accel::Error);
 }
 
-TEST_CASE("a batch size near INT64_MAX gives one batch; a negative dataset size is refused") {
+TEST_CASE("a batch size near INT64_MAX gives one batch, a negative dataset size is refused") {
   const std::int64_t huge = std::numeric_limits<std::int64_t>::max() - 1;
   accel::DataLoader loader(Numbers{3}, {.batch_size = huge});
   CHECK(loader.size() == 1);

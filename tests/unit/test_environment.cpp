@@ -72,7 +72,7 @@ TEST_CASE("Slurm variables, master from the node list") {
   CHECK(accel::runtime::first_slurm_host("n[1-2]") == "n1");
 }
 
-TEST_CASE("OpenMPI variables; a single-node job stays on loopback") {
+TEST_CASE("OpenMPI variables, a single-node job stays on loopback") {
   Env env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   const auto e = read_environment();

@@ -182,7 +182,7 @@ TEST_CASE("loss scaling options are checked at construction, naming the value") 
                        accel::Error);
 }
 
-TEST_CASE("backward scales the loss; gradients are unscaled exactly once, clipping first") {
+TEST_CASE("backward scales the loss, gradients are unscaled exactly once, clipping first") {
   const accel_test::Regression data(64);
   const auto expected = reference_grads(data);
   for (const bool clip_first : {false, true}) {
@@ -254,7 +254,7 @@ TEST_CASE("clip_grad_norm clips the unscaled gradients, and mid-window reports t
   }
 }
 
-TEST_CASE("clip_grad_value clamps the unscaled gradients, unscaled once; mid-window nothing") {
+TEST_CASE("clip_grad_value clamps the unscaled gradients, unscaled once, mid-window nothing") {
   const accel_test::Regression data(64);
   const auto expected = reference_grads(data);
   double largest = 0;

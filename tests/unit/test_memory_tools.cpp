@@ -148,7 +148,7 @@ TEST_CASE("estimate memory: activations measured from a batch, and what checkpoi
                        accel::Error);
 }
 
-TEST_CASE("offload on one process: the optimizer steps CPU copies; refused where nothing is sharded") {
+TEST_CASE("offload on one process: the optimizer steps CPU copies, refused where nothing is sharded") {
   torch::manual_seed(0);
   auto net = stack<WideBlock>(16, 2);
   torch::optim::Adam adam(net->parameters(), 1e-3);

@@ -177,7 +177,7 @@ TEST_CASE("Fp16 with PyTorch's default scale: the first steps overflow, are skip
   }
 }
 
-TEST_CASE("every ComputeType maps to its own torch dtype; float8 never becomes float32") {
+TEST_CASE("every ComputeType maps to its own torch dtype, float8 never becomes float32") {
   using accel::policy::ComputeType;
   using accel::precision::to_scalar_type;
   CHECK(accel_test::dtype_name(to_scalar_type(ComputeType::float32)) == "Float");

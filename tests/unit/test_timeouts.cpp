@@ -37,7 +37,7 @@ TEST_CASE("ACCEL_TIMEOUT and ACCEL_RENDEZVOUS_TIMEOUT replace the options, in se
   CHECK(accel::runtime::with_environment({}).timeout == 30min);
 }
 
-TEST_CASE("ACCEL_SHARED_MEMORY=0 turns the shared-memory path off; it cannot turn it on") {
+TEST_CASE("ACCEL_SHARED_MEMORY=0 turns the shared-memory path off, it cannot turn it on") {
   {
     accel_test::ScopedEnv env("ACCEL_SHARED_MEMORY", nullptr);
     CHECK(accel::runtime::with_environment({}).shared_memory);
