@@ -364,18 +364,12 @@ class Accelerator
   // in registration order; one that throws stops the save on every rank, before anything is
   // written.
   void register_save_state_pre_hook(std::function<void(const std::filesystem::path&)> hook) {
-    if (!hook)
-      detail::fail("register_save_state_pre_hook(): the hook is empty; pass a function taking "
-                   "the checkpoint folder, e.g. [](const std::filesystem::path& folder) {{ ... }}");
-    save_state_pre_hooks_.push_back(std::move(hook));
+    add_pre_hook(save_state_pre_hooks_, std::move(hook), "register_save_state_pre_hook");
   }
   // The same for load_state(): called with the folder it is about to read, on every rank,
   // before any file is read or any object changes.
   void register_load_state_pre_hook(std::function<void(const std::filesystem::path&)> hook) {
-    if (!hook)
-      detail::fail("register_load_state_pre_hook(): the hook is empty; pass a function taking "
-                   "the checkpoint folder, e.g. [](const std::filesystem::path& folder) {{ ... }}");
-    load_state_pre_hooks_.push_back(std::move(hook));
+    add_pre_hook(load_state_pre_hooks_, std::move(hook), "register_load_state_pre_hook");
   }
   // Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
   // skipped them), restored by load_state(): a resumed loop runs until it reaches its total.

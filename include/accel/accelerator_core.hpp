@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "detail/gradient_state.hpp"
@@ -38,6 +39,11 @@ class AcceleratorCore {
   // The prepared models' parameters, each once, in preparation and registration order.
   ACCEL_DECL std::vector<torch::Tensor> prepared_parameters() const;
 
+  using PreHook = std::function<void(const std::filesystem::path&)>;
+  // Appends `hook` to `hooks`, refusing an empty one; `call` names the registration in the error.
+  ACCEL_DECL static void add_pre_hook(std::vector<PreHook>& hooks, PreHook hook,
+                                      std::string_view call);
+
   Options options_;
   runtime::Environment environment_;
   runtime::ProcessInfo process_;
@@ -55,8 +61,8 @@ class AcceleratorCore {
   std::vector<state::CustomObject> custom_objects_;
   // Called with the checkpoint folder before save_state() writes and load_state() reads, in
   // registration order (register_save_state_pre_hook, register_load_state_pre_hook).
-  std::vector<std::function<void(const std::filesystem::path&)>> save_state_pre_hooks_;
-  std::vector<std::function<void(const std::filesystem::path&)>> load_state_pre_hooks_;
+  std::vector<PreHook> save_state_pre_hooks_;
+  std::vector<PreHook> load_state_pre_hooks_;
   std::int64_t completed_steps_ = 0;
   std::uint64_t counted_micro_step_ = 0;
   // The micro-step whose backward() completed a window not yet stepped or zeroed by a prepared

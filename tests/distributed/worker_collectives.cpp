@@ -102,30 +102,22 @@ void collectives() {
   EXPECT(!acc.check_trigger());
 
   // main_process_first: the main process writes before anyone else reads (in the launch's own
-  // fresh rendezvous folder, so no earlier run's file can fake it).
+  // fresh rendezvous folder, so no earlier run's file can fake it); local_main_process_first:
+  // the same per node, on one node LOCAL_RANK 0 before the others.
   const char* run_dir = std::getenv("ACCEL_STORE_DIR");
   EXPECT(run_dir != nullptr);
-  const auto marker = std::filesystem::path(run_dir) / "main_first";
-  {
-    auto first = acc.main_process_first();
-    if (acc.is_main_process()) {
+  // `scope` is held, unnamed, while the body runs: the one process writes inside it.
+  const auto goes_first = [&](auto /*scope*/, bool first, const char* marker_name) {
+    const auto marker = std::filesystem::path(run_dir) / marker_name;
+    if (first) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       std::ofstream(marker) << "written";
     } else {
       EXPECT(std::filesystem::exists(marker));
     }
-  }
-  // local_main_process_first: the same per node; on one node, LOCAL_RANK 0 before the others.
-  const auto local_marker = std::filesystem::path(run_dir) / "local_main_first";
-  {
-    auto first = acc.local_main_process_first();
-    if (acc.is_local_main_process()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      std::ofstream(local_marker) << "written";
-    } else {
-      EXPECT(std::filesystem::exists(local_marker));
-    }
-  }
+  };
+  goes_first(acc.main_process_first(), acc.is_main_process(), "main_first");
+  goes_first(acc.local_main_process_first(), acc.is_local_main_process(), "local_main_first");
   acc.wait_for_everyone();
 }
 

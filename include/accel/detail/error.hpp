@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 
 #include "../error.hpp"
 
@@ -19,6 +20,13 @@ namespace detail {
   // fmt::vformat, compiled in libfmt; fmt::vformat_to into a string would compile fmt's whole
   // formatting engine into the translation unit again.
   throw Error("accel: " + fmt::vformat(format, args));
+}
+
+// Another accel error's message, without its "accel: ", to be quoted inside a new one.
+inline std::string_view without_accel_prefix(std::string_view message) {
+  constexpr std::string_view prefix = "accel: ";
+  if (message.starts_with(prefix)) message.remove_prefix(prefix.size());
+  return message;
 }
 
 template <class... Args>

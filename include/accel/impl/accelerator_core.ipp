@@ -50,4 +50,13 @@ ACCEL_DECL std::vector<torch::Tensor> AcceleratorCore::prepared_parameters() con
   return parameters;
 }
 
+ACCEL_DECL void AcceleratorCore::add_pre_hook(std::vector<PreHook>& hooks, PreHook hook,
+                                              std::string_view call) {
+  if (!hook)
+    fail("{}(): the hook is empty; pass a function taking the checkpoint folder, e.g. "
+         "[](const std::filesystem::path& folder) {{ ... }}",
+         call);
+  hooks.push_back(std::move(hook));
+}
+
 }  // namespace accel::detail

@@ -15,6 +15,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -109,9 +110,9 @@ class Tracker {
       run.write_run_json("running");
       // The writers in a fixed order, whatever the order of `backends`: metrics.jsonl first, so
       // that it can take its line back when metrics.csv cannot take the call.
-      if (asks_for(options.backends, Backend::jsonl))
+      if (std::ranges::find(options.backends, Backend::jsonl) != options.backends.end())
         run.trackers_.push_back(make_tracker(JsonlWriter(options.sync)));
-      if (asks_for(options.backends, Backend::csv))
+      if (std::ranges::find(options.backends, Backend::csv) != options.backends.end())
         run.trackers_.push_back(make_tracker(CsvWriter(options.sync)));
     } else {
       run.run_name_ = options.run_name;
@@ -132,7 +133,7 @@ class Tracker {
           }
         }
         detail::fail("init_trackers(\"{}\"): the tracker '{}' failed in start(): {}", project,
-                     run.trackers_[i].name(), without_prefix(e.what()));
+                     run.trackers_[i].name(), detail::without_accel_prefix(e.what()));
       }
     }
     run.open_ = true;
@@ -187,7 +188,7 @@ class Tracker {
         if (!failure)
           failure = fmt::format("end_training(): the tracker '{}' failed in finish(): {}; the "
                                 "run is ended for every tracker",
-                                tracker.name(), without_prefix(e.what()));
+                                tracker.name(), detail::without_accel_prefix(e.what()));
       }
     }
     trackers_.clear();
@@ -197,19 +198,6 @@ class Tracker {
   }
 
  private:
-  static bool asks_for(const std::vector<Backend>& backends, Backend backend) {
-    for (const Backend asked : backends)
-      if (asked == backend) return true;
-    return false;
-  }
-
-  // A tracker's message, to be quoted inside one of accel's.
-  static std::string_view without_prefix(std::string_view message) {
-    constexpr std::string_view prefix = "accel: ";
-    if (message.substr(0, prefix.size()) == prefix) message.remove_prefix(prefix.size());
-    return message;
-  }
-
   void check_open(std::string_view call) const {
     if (!open_)
       detail::fail("{} without an open run: {}; call accelerator.init_trackers(\"project\", "
@@ -255,7 +243,7 @@ class Tracker {
         one(trackers_[i], seconds);
       } catch (const std::exception& e) {
         const std::string what = fmt::format("{} at step {}: the tracker '{}' failed: {}", call,
-                                             step, trackers_[i].name(), without_prefix(e.what()));
+                                             step, trackers_[i].name(), detail::without_accel_prefix(e.what()));
         if (refusable) {
           for (std::size_t j = i; j-- > 0;) trackers_[j].take_back_last();
           detail::fail("{}", what);

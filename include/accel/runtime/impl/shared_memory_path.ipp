@@ -51,8 +51,7 @@ ACCEL_DECL std::shared_future<void> SharedMemoryPath::submit(
 
 ACCEL_DECL void SharedMemoryPath::failed(const CollectiveCall& call, const std::exception& error) {
   broken_ = true;
-  std::string_view what = error.what();
-  if (what.starts_with("accel: ")) what.remove_prefix(7);
+  const std::string_view what = accel::detail::without_accel_prefix(error.what());
   // For the launcher's root cause (failure_record.hpp): a peer that exited caused this.
   if (what.find("has exited") != std::string_view::npos) note_failure_after_peer(what);
   accel::detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
