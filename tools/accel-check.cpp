@@ -1,15 +1,19 @@
-// accel-check env | test: the torch side of `accel-launch env` and `accel-launch test`
-// (accel-launch itself links no torch and runs this program, found beside it). `env` prints the
-// environment report; `test` is one rank of the self-test, started by accel-launch on every
-// process. See docs/launching.md.
+// accel-check env | test | checkpoint ...: the torch side of `accel-launch env`, `accel-launch
+// test` and `accel-launch checkpoint` (accel-launch itself links no torch and runs this program,
+// found beside it). `env` prints the environment report; `test` is one rank of the self-test,
+// started by accel-launch on every process; `checkpoint` reads a checkpoint folder
+// (state/checkpoint_tool.hpp). See docs/launching.md and docs/checkpoints.md.
 #include <accel/diagnostics/environment_report.hpp>
 #include <accel/diagnostics/self_test.hpp>
+#include <accel/state/checkpoint_tool.hpp>
 
 #include <cstdio>
 #include <exception>
 #include <string_view>
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "checkpoint")
+    return accel::state::checkpoint_command(argc - 1, argv + 1);
   const std::string_view mode = argc == 2 ? argv[1] : "";
   try {
     if (mode == "env") {
@@ -22,6 +26,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "accel-check %s: %s\n", argv[1], error.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: accel-check env|test (run through accel-launch env / accel-launch test)\n");
+  std::fprintf(stderr, "usage: accel-check env|test|checkpoint (run through accel-launch env / test / checkpoint)\n");
   return 2;
 }

@@ -7,6 +7,10 @@
 #   checkpoint.sh LAUNCHER WORKER groups                  AdamW param groups saved by Zero3 on
 #                                                         2 ranks, loaded by Zero2 on 3 and 1
 #                                                         and by Zero3 on 3
+#   checkpoint.sh LAUNCHER WORKER tool                    the groups saved by Zero3 on 2 ranks,
+#                                                         read by `accel-launch checkpoint`:
+#                                                         the C++ calls (checkpoint_tool), then
+#                                                         the command line and its exit codes
 set -euo pipefail
 launcher=$1 worker=$2 mode=$3
 shift 3
@@ -39,6 +43,31 @@ case "$mode" in
     run 3 load_groups_zero2
     run 1 load_groups_zero2
     run 3 load_groups_zero3
+    ;;
+  tool)
+    run 2 save_groups_zero3
+    run 1 checkpoint_tool
+    dir=$ACCEL_TEST_DIR
+    expect() {  # expect STATUS PATTERN COMMAND...: its exit status, and PATTERN in its output
+      local status=$1 pattern=$2 out code=0; shift 2
+      out=$("$@" 2>&1) || code=$?
+      echo "$out"
+      if [ "$code" != "$status" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+        echo "checkpoint.sh: '$*' exited $code (expected $status) or did not print /$pattern/" >&2
+        exit 1
+      fi
+    }
+    expect 0 "groups: whole" "$launcher" checkpoint verify "$dir/groups"
+    expect 0 "Zero3 \+ Fp32 \+ GradAccum<1> on 2 processes" "$launcher" checkpoint inspect "$dir/groups"
+    expect 0 "model #0's weights" "$launcher" checkpoint merge "$dir/groups" "$dir/cli" --max-shard-size 256B
+    for file in "$dir"/groups_model_sharded/*; do cmp "$file" "$dir/cli/$(basename "$file")"; done
+    expect 1 "tensors? differs?$" "$launcher" checkpoint diff "$dir/groups" "$dir/groups_end"
+    expect 0 "^0 tensors differ$" "$launcher" checkpoint diff "$dir/groups" "$dir/groups"
+    expect 1 "rank_1.safetensors' has checksum" "$launcher" checkpoint verify "$dir/flipped"
+    expect 2 "rank_1.safetensors' has checksum" "$launcher" checkpoint merge "$dir/flipped" "$dir/cli2"
+    expect 2 "exists and is not an empty folder" "$launcher" checkpoint merge "$dir/groups" "$dir/cli"
+    expect 2 "--max-shard-size '2XB' is not a size" "$launcher" checkpoint merge "$dir/groups" "$dir/cli3" --max-shard-size 2XB
+    expect 2 "unknown subcommand 'check'" "$launcher" checkpoint check "$dir/groups"
     ;;
   kill)
     if run 2 kill_in_save; then

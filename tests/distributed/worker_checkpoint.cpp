@@ -14,19 +14,28 @@
 // biases, LayerNorm and the embedding), another learning rate per group, a StepLR:
 //   groups_<s>       7 steps under s against one process; the shard optimizer keeps each
 //                    piece in its parameter's group, with that group's options
-//   save_groups_<s>  the same, saving "groups" after step 4
+//   save_groups_<s>  the same, saving "groups" after step 4, with save_model's "groups_model"
+//                    (one file) and "groups_model_sharded" (shards of 256 bytes) of that state,
+//                    and "groups_end" after the last step
 //   load_groups_<s>  new processes, any world size: loads "groups"; each group's lr and
 //                    weight_decay are one process's after 4 steps, the parameters and state
 //                    saved again are the loaded ones element for element, and the 3 steps left
 //                    end where one process does
+//   checkpoint_tool  one process, no Accelerator: `accel-launch checkpoint` (state/
+//                    checkpoint_tool.hpp) on the folders save_groups_zero3 wrote: verify, merge
+//                    byte for byte as save_model, diff, inspect, and each refusal
 #include "scenario.hpp"
 
 #include <accel/checkpoints.hpp>
+#include <accel/state/checkpoint_tool.hpp>
 
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
 #include <string>
 
 namespace {
@@ -335,8 +344,13 @@ void train_grouped(GroupedProgram<Par>& program, Model& model, Optimizer& optimi
     optimizer.step();
     scheduler.step();
     optimizer.zero_grad();
-    if (!save_at.empty() && acc.completed_steps() == grouped_save_at) acc.save_state(save_at);
+    if (!save_at.empty() && acc.completed_steps() == grouped_save_at) {
+      acc.save_state(save_at);
+      acc.save_model(model, save_at.string() + "_model");
+      acc.save_model(model, save_at.string() + "_model_sharded", 256);
+    }
   }
+  if (!save_at.empty()) acc.save_state(save_at.string() + "_end");
 }
 
 // After the last step: the parameters are one process's (1e-5 relative), and the options too.
@@ -441,6 +455,123 @@ void load_grouped_run() {
   expect_matches_one_process(program);
 }
 
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The files of two folders, by name and byte for byte.
+void expect_same_files(const fs::path& a, const fs::path& b) {
+  std::set<std::string> names_a, names_b;
+  for (const auto& entry : fs::directory_iterator(a)) names_a.insert(entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(b)) names_b.insert(entry.path().filename());
+  EXPECT(names_a == names_b);
+  for (const auto& name : names_a) EXPECT(file_text(a / name) == file_text(b / name));
+}
+
+template <class F>
+std::string error_of(F&& call) {
+  try {
+    call();
+  } catch (const accel::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return true;
+  fmt::print(stderr, "expected '{}' in: {}\n", part, text);
+  return false;
+}
+
+void checkpoint_tool() {
+  namespace state = accel::state;
+  const fs::path dir = shared_folder(), groups = dir / "groups";
+  EXPECT(state::verify_checkpoint(groups).empty());
+
+  // merge: save_model's bytes, in one file and in shards of 256 bytes with the index.
+  state::merge_checkpoint(groups, dir / "merged", {});
+  expect_same_files(dir / "merged", dir / "groups_model");
+  state::merge_checkpoint(groups, dir / "merged_sharded", {.max_shard_bytes = 256});
+  expect_same_files(dir / "merged_sharded", dir / "groups_model_sharded");
+  EXPECT(fs::exists(dir / "merged_sharded" / "model.safetensors.index.json"));
+  EXPECT(contains(error_of([&] { state::merge_checkpoint(groups, dir / "merged", {}); }),
+                  "exists and is not an empty folder"));
+  EXPECT(contains(error_of([&] { state::merge_checkpoint(groups, dir / "m1", {.model = 1}); }),
+                  "--model 1: '" + groups.string() + "' holds 1 model"));
+  // With the optimizer: each of the 7 slots' exp_avg and exp_avg_sq, whole, and its step.
+  state::merge_checkpoint(groups, dir / "merged_optimizer", {.optimizer = true});
+  const auto optimizer =
+      state::safetensors::File::read(dir / "merged_optimizer" / "optimizer.safetensors");
+  std::map<std::string, int> fields;
+  for (const auto& entry : optimizer.header().entries)
+    ++fields[entry.name.substr(entry.name.rfind('/') + 1)];
+  EXPECT(fields.size() == 3 && fields["exp_avg"] == 7 && fields["exp_avg_sq"] == 7 &&
+         fields["step"] == 7);
+  const GroupedReference shapes(0);
+  EXPECT(optimizer.tensor("optimizer0/0/0/exp_avg").numel() ==
+         shapes.adamw.param_groups()[0].params()[0].numel());
+
+  // diff: a checkpoint against itself, and against the one 3 steps later.
+  for (const auto& row : state::diff_checkpoints(groups, groups)) EXPECT(row.status == "equal");
+  int differing = 0;
+  for (const auto& row : state::diff_checkpoints(groups, dir / "groups_end")) {
+    EXPECT(row.status == "equal" || row.status == "differs");
+    if (row.status == "differs") {
+      ++differing;
+      EXPECT(row.max_abs > 0 && row.max_rel > 0);
+    }
+  }
+  EXPECT(differing > 0);
+
+  // inspect: the policies, the world size, the optimizer, the checked files.
+  const std::string text = state::describe_checkpoint(groups);
+  for (const char* part : {"Zero3 + Fp32 + GradAccum<1> on 2 processes",
+                           "4 optimizer steps completed", "torch::optim::AdamW, 2 param groups",
+                           "rank_1.safetensors", "checksum ok"})
+    EXPECT(contains(text, part));
+
+  // A flipped bit: verify names the file, merge and diff refuse it.
+  fs::copy(groups, dir / "flipped", fs::copy_options::recursive);
+  {
+    std::fstream file(dir / "flipped" / "rank_1.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(-3, std::ios::end);
+    char c = 0;
+    file.get(c);
+    file.seekp(-3, std::ios::end);
+    file.put(static_cast<char>(c ^ 1));
+  }
+  const auto flipped = state::verify_checkpoint(dir / "flipped");
+  EXPECT(flipped.size() == 2 && contains(flipped[0], "rank_1.safetensors' has checksum") &&
+         contains(flipped[1], "coverage not checked"));
+  EXPECT(contains(error_of([&] { state::merge_checkpoint(dir / "flipped", dir / "m2", {}); }),
+                  "checkpoint merge: '" + (dir / "flipped" / "rank_1.safetensors").string() +
+                      "' has checksum"));
+  EXPECT(!fs::exists(dir / "m2"));
+  EXPECT(contains(error_of([&] { state::diff_checkpoints(groups, dir / "flipped"); }),
+                  "has checksum"));
+
+  // A manifest that no longer names rank 1's file (its checksum right): every element rank 1
+  // held is missing, named, and merge refuses.
+  fs::copy(groups, dir / "partial", fs::copy_options::recursive);
+  state::Manifest manifest = state::Manifest::read(dir / "partial", "test");
+  std::erase_if(manifest.files, [](const auto& f) { return f.name == "rank_1.safetensors"; });
+  fs::remove(dir / "partial" / "rank_1.safetensors");
+  std::ofstream(dir / "partial" / "manifest.json") << manifest.text();
+  const auto partial = state::verify_checkpoint(dir / "partial");
+  EXPECT(partial.size() >= 3);
+  EXPECT(contains(partial.front(), "the manifest names no rank_1.safetensors for rank 1 of 2"));
+  bool gap = false;
+  for (const auto& problem : partial) gap = gap || problem.find("in no rank file") != std::string::npos;
+  EXPECT(gap);
+  EXPECT(contains(error_of([&] { state::merge_checkpoint(dir / "partial", dir / "m3", {}); }),
+                  "are in none of its rank files"));
+  // A folder that is not a checkpoint.
+  EXPECT(contains(state::verify_checkpoint(dir / "groups_model").front(),
+                  "has no manifest.json: it is not a checkpoint"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -461,6 +592,7 @@ int main(int argc, char** argv) {
        {"save_groups_zero3", [] { grouped_run<Zero3>(true); }},
        {"load_groups_zero2", load_grouped_run<Zero2>},
        {"load_groups_zero3", load_grouped_run<Zero3>},
+       {"checkpoint_tool", checkpoint_tool},
        {"kill_in_save", kill_in_save},
        {"after_kill", after_kill}});
 }

@@ -39,7 +39,9 @@ inline constexpr std::string_view launch_usage =
     "\n"
     "  accel-launch env               print what a bug report needs (versions, devices, BLAS)\n"
     "  accel-launch test [--nproc N]  self-check on N local processes (default 2)\n"
-    "  accel-launch config [-o FILE] [flags]  write a --config file from flags\n";
+    "  accel-launch config [-o FILE] [flags]  write a --config file from flags\n"
+    "  accel-launch estimate-memory --params N ...  bytes per rank by the ZeRO formulas\n"
+    "  accel-launch checkpoint inspect|verify|merge|diff ...  a checkpoint, without its program\n";
 
 struct LaunchCommandLine {
   LaunchOptions options;

@@ -48,6 +48,7 @@
 #include "checkpoint_folder.hpp"
 #include "checksum.hpp"
 #include "folder_lock.hpp"
+#include "manifest.hpp"
 #include "optimizer_state.hpp"
 #include "posix_file.hpp"
 #include "safetensors.hpp"
@@ -56,12 +57,9 @@
 
 namespace accel::state {
 
-// 2: the manifest carries its own checksum (manifest_xxh3). Version 1 still loads.
-inline constexpr int checkpoint_format_version = 2;
 
 namespace detail {
 
-inline std::string rank_file(int rank) { return fmt::format("rank_{}.safetensors", rank); }
 
 // torch::optim::LRScheduler keeps its step count protected; a checkpoint must read and set it.
 struct SchedulerAccess : torch::optim::LRScheduler {
@@ -78,10 +76,6 @@ ACCEL_DECL torch::Tensor bytes_tensor(const std::string& bytes);
 ACCEL_DECL std::string tensor_bytes(const torch::Tensor& t);
 
 ACCEL_DECL std::vector<torch::Generator> generators();
-inline std::string generator_name(int rank, std::size_t index) {
-  return index == 0 ? fmt::format("rng/rank{}/cpu", rank)
-                    : fmt::format("rng/rank{}/cuda{}", rank, index - 1);
-}
 
 // Every rank's outcome of a step that may fail on some ranks only: all of them learn of the
 // first failure and throw it, so that no rank goes on alone (into a collective the others never
@@ -97,10 +91,6 @@ std::string error_of(F&& step) {
   return {};
 }
 
-// The manifest's own checksum: XXH3-64 of its text without the "manifest_xxh3" field, so that
-// a flipped bit in a step count or a learning rate is caught like one in a rank file.
-inline constexpr const char* manifest_checksum_key = "manifest_xxh3";
-ACCEL_DECL std::string manifest_checksum(nlohmann::json manifest);
 
 ACCEL_DECL std::string broadcast_string(runtime::ProcessGroup* group, const std::string& value);
 
@@ -308,11 +298,9 @@ struct CheckpointIO<Accel, void> {
     std::string error = detail::error_of([&] {
       StreamingChecksum sum;
       const std::uint64_t bytes = safetensors::write_file(
-          staging / detail::rank_file(rank), rank_tensors(acc), {},
+          staging / rank_file_name(rank), rank_tensors(acc), {},
           [&sum](const void* data, std::size_t size) { sum.update(data, size); });
-      record = nlohmann::json{{"name", detail::rank_file(rank)},
-                              {"bytes", bytes},
-                              {"xxh3", checksum_hex(sum.value())}}
+      record = nlohmann::json(FileRecord{rank_file_name(rank), bytes, checksum_hex(sum.value())})
                    .dump();
     });
     detail::agree(group, error, "save_state: writing the rank files");
@@ -321,11 +309,9 @@ struct CheckpointIO<Accel, void> {
 
     error = detail::error_of([&] {
       if (rank != 0) return;
-      nlohmann::json manifest = manifest_of(acc);
-      manifest["files"] = nlohmann::json::array();
-      for (const auto& r : records) manifest["files"].push_back(nlohmann::json::parse(r));
-      manifest[detail::manifest_checksum_key] = detail::manifest_checksum(manifest);
-      posix::write_file_synced(staging / manifest_name, manifest.dump(1));
+      Manifest manifest = manifest_of(acc);
+      for (const auto& r : records) manifest.files.push_back(nlohmann::json::parse(r));
+      posix::write_file_synced(staging / manifest_name, manifest.text());
       commit_staging(staging, target, "save_state");
       if (prune_root) prune_checkpoints(*prune_root, acc.options_.checkpoints.total_limit);
     });
@@ -342,10 +328,10 @@ struct CheckpointIO<Accel, void> {
       const auto& model = *acc.models_[m];
       for (const auto& item : model.named_parameters())
         if (const auto slice = strategy.saved_slice(item.value(), rank))
-          named.emplace_back(slice_name(model_tensor(m, item.key()), slice->begin), cpu(slice->data));
+          named.emplace_back(slice_name(model_tensor_name(m, item.key()), slice->begin), cpu(slice->data));
       if (rank == 0)
         for (const auto& item : model.named_buffers())
-          named.emplace_back(slice_name(model_tensor(m, item.key()), 0),
+          named.emplace_back(slice_name(model_tensor_name(m, item.key()), 0),
                              cpu(item.value().reshape({-1})));
     }
     for (std::size_t o = 0; o < acc.optimizers_.size(); ++o) {
@@ -357,7 +343,7 @@ struct CheckpointIO<Accel, void> {
         user.save(archive);
         std::ostringstream out;
         archive.save_to(out);
-        named.emplace_back(fmt::format("optimizer{}/archive", o), detail::bytes_tensor(out.str()));
+        named.emplace_back(optimizer_archive_name(o), detail::bytes_tensor(out.str()));
         continue;
       }
       for (const auto& slot : strategy.state_slots(user, /*saving=*/true, rank)) {
@@ -365,7 +351,7 @@ struct CheckpointIO<Accel, void> {
         const auto found = state.find(accel::detail::optimizer_state_key(slot.key));
         if (found == state.end()) continue;  // not stepped yet
         for (auto& [field, t] : param_state_tensors(kind, *found->second)) {
-          const std::string base = state_tensor(o, slot.group, slot.index, field);
+          const std::string base = state_tensor_name(o, slot.group, slot.index, field);
           if (field == "step")
             named.emplace_back(base, cpu(t));
           else
@@ -375,79 +361,54 @@ struct CheckpointIO<Accel, void> {
     }
     const auto generators = detail::generators();
     for (std::size_t i = 0; i < generators.size(); ++i)
-      named.emplace_back(detail::generator_name(rank, i), generators[i].get_state());
+      named.emplace_back(rng_tensor_name(rank, i), generators[i].get_state());
     if (acc.gradients_.collecting()) {
       for (std::size_t m = 0; m < acc.models_.size(); ++m)
         for (const auto& item : acc.models_[m]->named_parameters())
           if (!strategy.is_flattened(item.value()) && item.value().grad().defined())
-            named.emplace_back(gradient_tensor(rank, model_tensor(m, item.key())),
+            named.emplace_back(gradient_tensor_name(rank, model_tensor_name(m, item.key())),
                                cpu(item.value().grad()));
       const auto flats = strategy.flat_gradients();
       for (std::size_t f = 0; f < flats.size(); ++f)
         if (flats[f].defined())
-          named.emplace_back(gradient_tensor(rank, fmt::format("flat{}", f)), cpu(flats[f]));
+          named.emplace_back(gradient_tensor_name(rank, fmt::format("flat{}", f)), cpu(flats[f]));
     }
     if (rank == 0)
       for (std::size_t i = 0; i < acc.custom_objects_.size(); ++i)
-        named.emplace_back(fmt::format("custom/{}", i),
+        named.emplace_back(custom_object_name(i),
                            detail::bytes_tensor(acc.custom_objects_[i].save()));
     return named;
   }
 
-  static std::string model_tensor(std::size_t m, const std::string& name) {
-    return fmt::format("model{}/{}", m, name);
-  }
-  static std::string state_tensor(std::size_t o, std::size_t g, std::size_t k,
-                                  const std::string& field) {
-    return fmt::format("optimizer{}/{}/{}/{}", o, g, k, field);
-  }
-  static std::string gradient_tensor(int rank, const std::string& name) {
-    return fmt::format("gradients/rank{}/{}", rank, name);
-  }
-
   // --- The manifest (main process) -----------------------------------------------------------
-  static nlohmann::json manifest_of(Accel& acc) {
-    using json = nlohmann::json;
-    json manifest{{"format", "accel-checkpoint"},
-                  {"format_version", checkpoint_format_version},
-                  {"accel_version", fmt::format("{}.{}.{}", ACCEL_VERSION_MAJOR,
-                                                ACCEL_VERSION_MINOR, ACCEL_VERSION_PATCH)},
-                  {"libtorch_version", detail::libtorch_version()},
-                  {"world_size", acc.num_processes()},
-                  {"parallelism", std::string(Accel::parallelism_policy::name)},
-                  {"precision", std::string(Accel::precision_policy::name)},
-                  {"accumulation_steps", Accel::accumulation_steps},
-                  {"split_batches", acc.options_.split_batches},
-                  {"completed_steps", acc.completed_steps_}};
-    json models = json::array();
+  static Manifest manifest_of(Accel& acc) {
+    Manifest manifest{.accel_version = fmt::format("{}.{}.{}", ACCEL_VERSION_MAJOR,
+                                                   ACCEL_VERSION_MINOR, ACCEL_VERSION_PATCH),
+                      .libtorch_version = detail::libtorch_version(),
+                      .world_size = acc.num_processes(),
+                      .parallelism = std::string(Accel::parallelism_policy::name),
+                      .precision = std::string(Accel::precision_policy::name),
+                      .accumulation_steps = Accel::accumulation_steps,
+                      .split_batches = acc.options_.split_batches,
+                      .completed_steps = acc.completed_steps_};
     for (const auto& model : acc.models_) {
-      json parameters = json::array(), buffers = json::array();
+      ModelRecord& record = manifest.models.emplace_back();
       for (const auto& item : model->named_parameters())
-        parameters.push_back({{"name", item.key()},
-                              {"shape", acc.strategy_.parameter_shape(item.value())},
-                              {"dtype", c10::toString(item.value().scalar_type())}});
+        record.parameters.push_back({item.key(), acc.strategy_.parameter_shape(item.value()),
+                                     c10::toString(item.value().scalar_type())});
       for (const auto& item : model->named_buffers())
-        buffers.push_back({{"name", item.key()},
-                           {"shape", item.value().sizes().vec()},
-                           {"dtype", c10::toString(item.value().scalar_type())}});
-      models.push_back({{"parameters", parameters}, {"buffers", buffers}});
+        record.buffers.push_back({item.key(), item.value().sizes().vec(),
+                                  c10::toString(item.value().scalar_type())});
     }
-    manifest["models"] = models;
-    json optimizers = json::array();
     for (const auto* optimizer : acc.optimizers_) {
       const OptimizerKind kind = kind_of(*optimizer);
-      json groups = json::array();
+      OptimizerRecord& record = manifest.optimizers.emplace_back();
+      record.type = std::string(kind_name(kind));
       for (const auto& group : optimizer->param_groups())
-        groups.push_back({{"parameters", group.params().size()},
-                          {"options", options_json(kind, group.options())}});
-      optimizers.push_back({{"type", std::string(kind_name(kind))}, {"groups", groups}});
+        record.groups.push_back({group.params().size(), options_json(kind, group.options())});
     }
-    manifest["optimizers"] = optimizers;
-    json schedulers = json::array();
     for (auto* scheduler : acc.schedulers_)
-      schedulers.push_back({{"step_count", detail::SchedulerAccess::step_count(*scheduler)}});
-    manifest["schedulers"] = schedulers;
-    json loaders = json::array();
+      manifest.scheduler_steps.push_back(detail::SchedulerAccess::step_count(*scheduler));
     for (const auto& position : acc.loaders_) {
       // An epoch served to its end resumes at the next one; before any iteration (since a
       // load), the position still to be skipped to.
@@ -458,128 +419,63 @@ struct CheckpointIO<Accel, void> {
       }
       const std::int64_t global =
           acc.options_.split_batches ? consumed : consumed * acc.num_processes();
-      loaders.push_back({{"epoch", epoch},
-                         {"batches_consumed", consumed},
-                         {"global_batches_consumed", global},
-                         {"samples", position.samples},
-                         {"batch_size", position.batch_size},
-                         {"shuffle", position.shuffle},
-                         {"seed", position.seed}});
+      manifest.loaders.push_back({epoch, consumed, global, position.samples, position.batch_size,
+                                  position.shuffle, position.seed});
     }
-    manifest["loaders"] = loaders;
     const auto window = acc.gradients_.saved();
-    manifest["window"] = {{"length", window.window},
-                          {"position", window.position},
-                          {"collecting", window.collecting}};
+    manifest.window = {window.window, window.position, window.collecting};
     // The precision's own to_json (precision/contract.hpp); {} where it has nothing to save.
-    manifest["precision_state"] = acc.precision_state();
-    manifest["custom_objects"] = acc.custom_objects_.size();
+    manifest.precision_state = acc.precision_state();
+    manifest.custom_objects = acc.custom_objects_.size();
     return manifest;
   }
 
   // --- Staged loading: everything checked, nothing changed; returns what changes it ----------
   static std::vector<std::function<void()>> stage(Accel& acc, const Path& folder) {
-    using json = nlohmann::json;
-    const int rank = acc.process_index();
-    const Path manifest_path = folder / manifest_name;
-    if (!std::filesystem::is_regular_file(manifest_path))
-      accel::detail::fail("load_state: '{}' has no {}: it is not a checkpoint, or its save did not "
-                          "complete (the manifest is written last)",
-                          folder.string(), manifest_name);
-    json manifest;
+    const Manifest manifest = Manifest::read(folder, "load_state");
     try {
-      manifest = json::parse(posix::read_file(manifest_path));
-    } catch (const json::exception& e) {
-      accel::detail::fail("load_state: '{}' is not valid JSON ({})", manifest_path.string(), e.what());
-    }
-    auto field = [&](const char* key) -> const json& {
-      const auto found = manifest.find(key);
-      if (found == manifest.end())
-        accel::detail::fail("load_state: '{}' has no '{}'", manifest_path.string(), key);
-      return *found;
-    };
-    try {
-      return stage_from(acc, folder, manifest, field, rank);
-    } catch (const json::exception& e) {
+      return stage_from(acc, folder, manifest);
+    } catch (const nlohmann::json::exception& e) {  // an optimizer's options, a precision's state
       accel::detail::fail("load_state: '{}' does not have the layout of format version {} ({})",
-                          manifest_path.string(), checkpoint_format_version, e.what());
+                          (folder / manifest_name).string(), manifest.format_version, e.what());
     }
   }
 
-  template <class Field>
   static std::vector<std::function<void()>> stage_from(Accel& acc, const Path& folder,
-                                                       const nlohmann::json& manifest,
-                                                       Field&& field, int rank) {
+                                                       const Manifest& manifest) {
+    const int rank = acc.process_index();
     const std::string where = (folder / manifest_name).string();
-    const int version = field("format_version").template get<int>();
-    if (field("format") != "accel-checkpoint" || version < 1 || version > checkpoint_format_version)
-      accel::detail::fail("load_state: '{}' is format {} version {}; this accel reads "
-                          "accel-checkpoint versions 1 to {}",
-                          where, field("format").dump(), field("format_version").dump(),
-                          checkpoint_format_version);
-    if (version >= 2) {
-      const std::string sum = detail::manifest_checksum(manifest);
-      if (sum != field(detail::manifest_checksum_key).template get<std::string>())
-        accel::detail::fail("load_state: '{}' has checksum {}, its {} says {}; the manifest is "
-                            "corrupt",
-                            where, sum, detail::manifest_checksum_key,
-                            field(detail::manifest_checksum_key).template get<std::string>());
-    }
-    const int saved_world = field("world_size").template get<int>();
-    const std::string saved_parallelism = field("parallelism").template get<std::string>();
-    const std::string saved_precision = field("precision").template get<std::string>();
-    const auto& window = field("window");
-    const bool mid_window = window.at("collecting").template get<bool>();
+    const int saved_world = manifest.world_size;
+    const WindowRecord& window = manifest.window;
+    const bool mid_window = window.collecting;
     const std::string here = fmt::format("{} on {} processes", Accel::parallelism_policy::name,
                                          acc.num_processes());
     if (mid_window && (saved_world != acc.num_processes() ||
-                       saved_parallelism != Accel::parallelism_policy::name ||
-                       field("accumulation_steps").template get<int>() != Accel::accumulation_steps))
+                       manifest.parallelism != Accel::parallelism_policy::name ||
+                       manifest.accumulation_steps != Accel::accumulation_steps))
       accel::detail::fail("load_state: '{}' was saved mid-window (micro-step {} of {}) by {} on {} "
                           "processes with GradAccum<{}>; its collected gradients belong to that "
                           "layout, so load it with the same, not {} with GradAccum<{}> (or save at "
                           "the end of a window, when sync_gradients() is true)",
-                          where, window.at("position").template get<int>(),
-                          window.at("length").template get<int>(), saved_parallelism, saved_world,
-                          field("accumulation_steps").template get<int>(), here,
-                          Accel::accumulation_steps);
-    if (saved_precision != Accel::precision_policy::name && !field("precision_state").empty())
+                          where, window.position, window.length, manifest.parallelism, saved_world,
+                          manifest.accumulation_steps, here, Accel::accumulation_steps);
+    if (manifest.precision != Accel::precision_policy::name && !manifest.precision_state.empty())
       accel::detail::fail("load_state: '{}' was saved under {} and this Accelerator is {}; the "
                           "precision's state (Fp16's loss scale, Fp8's scales) does not carry "
                           "over between them, so load it with {}",
-                          where, saved_precision, Accel::precision_policy::name, saved_precision);
+                          where, manifest.precision, Accel::precision_policy::name,
+                          manifest.precision);
 
     // Every rank file, read whole and checked against the manifest. The staged values may be
     // views of its bytes: the catalog lives as long as the steps that copy them in.
-    auto owned_catalog = std::make_shared<SliceCatalog>();
+    auto owned_catalog =
+        std::make_shared<SliceCatalog>(read_checkpoint_files(folder, manifest, "load_state"));
     SliceCatalog& catalog = *owned_catalog;
-    for (const auto& file : field("files")) {
-      const std::string name = file.at("name").template get<std::string>();
-      const Path path = folder / name;
-      std::error_code missing;
-      if (!std::filesystem::is_regular_file(path, missing))
-        accel::detail::fail("load_state: '{}' is missing; the manifest names it, so the checkpoint "
-                            "is incomplete (copied in part?)",
-                            path.string());
-      std::string bytes = posix::read_file(path);
-      const auto expected_bytes = file.at("bytes").template get<std::uint64_t>();
-      if (bytes.size() != expected_bytes)
-        accel::detail::fail("load_state: '{}' holds {} bytes, the manifest says {}; the file was "
-                            "truncated or replaced",
-                            path.string(), bytes.size(), expected_bytes);
-      const std::string sum = checksum_hex(checksum(bytes.data(), bytes.size()));
-      if (sum != file.at("xxh3").template get<std::string>())
-        accel::detail::fail("load_state: '{}' has checksum {}, the manifest says {}; the file is "
-                            "corrupt",
-                            path.string(), sum, file.at("xxh3").template get<std::string>());
-      catalog.add(safetensors::File::from_bytes(std::move(bytes), path.string()), path.string());
-    }
-
     std::vector<std::function<void()>> apply{[owned_catalog] {}};
     auto& strategy = acc.strategy_;
 
     // Models: parameters (this rank's slices) and buffers.
-    const auto& models = field("models");
+    const auto& models = manifest.models;
     if (models.size() != acc.models_.size())
       accel::detail::fail("load_state: '{}' holds {} models, {} are prepared; prepare the same "
                           "models, in the same order, before load_state()",
@@ -587,11 +483,11 @@ struct CheckpointIO<Accel, void> {
     for (std::size_t m = 0; m < acc.models_.size(); ++m) {
       auto& model = *acc.models_[m];
       std::vector<std::string> expected, saved;
-      std::map<std::string, const nlohmann::json*> described;
-      for (const auto* list : {&models[m].at("parameters"), &models[m].at("buffers")})
-        for (const auto& entry : *list) {
-          saved.push_back(entry.at("name").template get<std::string>());
-          described[saved.back()] = &entry;
+      std::map<std::string, const TensorRecord*> described;
+      for (const auto* list : {&models[m].parameters, &models[m].buffers})
+        for (const TensorRecord& entry : *list) {
+          saved.push_back(entry.name);
+          described[entry.name] = &entry;
         }
       for (const auto& item : model.named_parameters()) expected.push_back(item.key());
       for (const auto& item : model.named_buffers()) expected.push_back(item.key());
@@ -601,21 +497,19 @@ struct CheckpointIO<Accel, void> {
                             m, where, m, check.describe());
       auto check_shape = [&](const std::string& name, const std::vector<std::int64_t>& shape,
                              c10::ScalarType dtype) {
-        const auto& entry = *described.at(name);
-        const auto saved_shape = entry.at("shape").template get<std::vector<std::int64_t>>();
-        if (saved_shape != shape || entry.at("dtype").template get<std::string>() != c10::toString(dtype))
+        const TensorRecord& entry = *described.at(name);
+        if (entry.shape != shape || entry.dtype != c10::toString(dtype))
           accel::detail::fail("load_state: '{}' of model #{} was saved as {} [{}], the live one is "
                               "{} [{}] ({})",
-                              name, m, entry.at("dtype").template get<std::string>(),
-                              accel::detail::shape_text(saved_shape), c10::toString(dtype),
-                              accel::detail::shape_text(shape), where);
+                              name, m, entry.dtype, accel::detail::shape_text(entry.shape),
+                              c10::toString(dtype), accel::detail::shape_text(shape), where);
       };
       for (const auto& item : model.named_parameters()) {
         const torch::Tensor& p = item.value();
         check_shape(item.key(), strategy.parameter_shape(p), p.scalar_type());
         const auto slice = strategy.loaded_slice(p);
         if (!slice) continue;
-        torch::Tensor value = catalog.read(model_tensor(m, item.key()), slice->begin,
+        torch::Tensor value = catalog.read(model_tensor_name(m, item.key()), slice->begin,
                                            slice->data.numel(), p.scalar_type());
         apply.push_back([data = slice->data, value] { data.copy_(value); });
       }
@@ -623,13 +517,13 @@ struct CheckpointIO<Accel, void> {
         const torch::Tensor& b = item.value();
         check_shape(item.key(), b.sizes().vec(), b.scalar_type());
         torch::Tensor value =
-            catalog.read(model_tensor(m, item.key()), 0, b.numel(), b.scalar_type()).view(b.sizes());
+            catalog.read(model_tensor_name(m, item.key()), 0, b.numel(), b.scalar_type()).view(b.sizes());
         apply.push_back([b, value] { b.copy_(value); });
       }
     }
 
     // Optimizers: options of every param group, and the state this rank holds.
-    const auto& optimizers = field("optimizers");
+    const auto& optimizers = manifest.optimizers;
     if (optimizers.size() != acc.optimizers_.size())
       accel::detail::fail("load_state: '{}' holds {} optimizers, {} are prepared", where,
                           optimizers.size(), acc.optimizers_.size());
@@ -638,28 +532,28 @@ struct CheckpointIO<Accel, void> {
       const OptimizerKind kind = kind_of(user);
       const auto& saved = optimizers[o];
       const std::string label = fmt::format("optimizer #{} in '{}'", o, where);
-      if (saved.at("type").template get<std::string>() != kind_name(kind))
-        accel::detail::fail("load_state: {} is {}, the prepared one is {}", label,
-                            saved.at("type").template get<std::string>(), kind_name(kind));
+      if (saved.type != kind_name(kind))
+        accel::detail::fail("load_state: {} is {}, the prepared one is {}", label, saved.type,
+                            kind_name(kind));
       auto& groups = user.param_groups();
-      const auto& saved_groups = saved.at("groups");
+      const auto& saved_groups = saved.groups;
       if (saved_groups.size() != groups.size())
         accel::detail::fail("load_state: {} has {} param groups, the prepared one {}", label,
                             saved_groups.size(), groups.size());
       for (std::size_t g = 0; g < groups.size(); ++g) {
-        const auto count = saved_groups[g].at("parameters").template get<std::size_t>();
+        const std::size_t count = saved_groups[g].parameters;
         if (count != groups[g].params().size())
           accel::detail::fail("load_state: param group {} of {} has {} parameters, the prepared "
                               "one {}",
                               g, label, count, groups[g].params().size());
         std::shared_ptr<torch::optim::OptimizerOptions> options = options_from_json(
-            kind, groups[g].options(), saved_groups[g].at("options"),
+            kind, groups[g].options(), saved_groups[g].options,
             fmt::format("param group {} of {}", g, label));
         apply.push_back([&group = groups[g], options] { group.set_options(options->clone()); });
       }
       if (kind == OptimizerKind::other) {
         auto archive = std::make_shared<torch::serialize::InputArchive>();
-        std::istringstream in(detail::tensor_bytes(catalog.whole(fmt::format("optimizer{}/archive", o))));
+        std::istringstream in(detail::tensor_bytes(catalog.whole(optimizer_archive_name(o))));
         archive->load_from(in);
         apply.push_back([&user, archive] { user.load(*archive); });
         continue;
@@ -695,19 +589,19 @@ struct CheckpointIO<Accel, void> {
     }
 
     // Schedulers.
-    const auto& schedulers = field("schedulers");
+    const auto& schedulers = manifest.scheduler_steps;
     if (schedulers.size() != acc.schedulers_.size())
       accel::detail::fail("load_state: '{}' holds {} LR schedulers, {} are prepared", where,
                           schedulers.size(), acc.schedulers_.size());
     for (std::size_t s = 0; s < acc.schedulers_.size(); ++s) {
-      const auto count = schedulers[s].at("step_count").template get<unsigned>();
+      const unsigned count = schedulers[s];
       apply.push_back([scheduler = acc.schedulers_[s], count] {
         detail::SchedulerAccess::step_count(*scheduler) = count;
       });
     }
 
     // Loaders: the same data, and where to continue in it.
-    const auto& loaders = field("loaders");
+    const auto& loaders = manifest.loaders;
     if (loaders.size() != acc.loaders_.size())
       accel::detail::fail("load_state: '{}' holds {} data loader positions, {} loaders are "
                           "prepared",
@@ -715,19 +609,15 @@ struct CheckpointIO<Accel, void> {
     for (std::size_t l = 0; l < acc.loaders_.size(); ++l) {
       const auto& saved = loaders[l];
       auto& position = acc.loaders_[l];
-      const auto samples = saved.at("samples").template get<std::int64_t>();
-      const auto batch_size = saved.at("batch_size").template get<std::int64_t>();
-      const auto shuffle = saved.at("shuffle").template get<bool>();
-      const auto seed = saved.at("seed").template get<std::uint64_t>();
-      if (samples != position.samples || batch_size != position.batch_size ||
-          shuffle != position.shuffle || seed != position.seed)
+      if (saved.samples != position.samples || saved.batch_size != position.batch_size ||
+          saved.shuffle != position.shuffle || saved.seed != position.seed)
         accel::detail::fail("load_state: loader #{} was saved over {} samples in batches of {} "
                             "(shuffle {}, seed {}), the prepared one serves {} in batches of {} "
                             "(shuffle {}, seed {}); a resume continues the same data",
-                            l, samples, batch_size, shuffle, seed, position.samples,
+                            l, saved.samples, saved.batch_size, saved.shuffle, saved.seed,
+                            position.samples,
                             position.batch_size, position.shuffle, position.seed);
-      const auto epoch = saved.at("epoch").template get<std::int64_t>();
-      const auto global = saved.at("global_batches_consumed").template get<std::int64_t>();
+      const std::int64_t epoch = saved.epoch, global = saved.global_batches_consumed;
       const int world = acc.num_processes();
       const std::int64_t per_rank = acc.options_.split_batches ? 1 : world;
       if (global % per_rank != 0)
@@ -747,7 +637,7 @@ struct CheckpointIO<Accel, void> {
     if (rank < saved_world) {
       const auto generators = detail::generators();
       for (std::size_t i = 0; i < generators.size(); ++i) {
-        const std::string name = detail::generator_name(rank, i);
+        const std::string name = rng_tensor_name(rank, i);
         if (!catalog.has(name)) continue;
         torch::Tensor value = catalog.whole(name);
         apply.push_back([generator = generators[i], value]() mutable {
@@ -758,15 +648,13 @@ struct CheckpointIO<Accel, void> {
     }
 
     // The window, and mid-window the gradients collected so far.
-    const detail_window saved_window{window.at("length").template get<int>(),
-                                     window.at("position").template get<int>(), mid_window};
-    apply.push_back([&acc, saved_window] {
-      acc.gradients_.restore({saved_window.length, saved_window.position, saved_window.collecting});
+    apply.push_back([&acc, window] {
+      acc.gradients_.restore({window.length, window.position, window.collecting});
     });
     if (mid_window) {
       for (std::size_t m = 0; m < acc.models_.size(); ++m)
         for (const auto& item : acc.models_[m]->named_parameters()) {
-          const std::string name = gradient_tensor(rank, model_tensor(m, item.key()));
+          const std::string name = gradient_tensor_name(rank, model_tensor_name(m, item.key()));
           if (strategy.is_flattened(item.value()) || !catalog.has(name)) continue;
           torch::Tensor value = catalog.whole(name);
           apply.push_back([p = item.value(), value]() mutable {
@@ -779,7 +667,7 @@ struct CheckpointIO<Accel, void> {
       const auto flats = strategy.flat_gradients();
       std::vector<torch::Tensor> gradients(flats.size());
       for (std::size_t f = 0; f < flats.size(); ++f) {
-        const std::string name = gradient_tensor(rank, fmt::format("flat{}", f));
+        const std::string name = gradient_tensor_name(rank, fmt::format("flat{}", f));
         if (catalog.has(name)) gradients[f] = catalog.whole(name);
       }
       apply.push_back([&strategy, gradients] { strategy.restore_flat_gradients(gradients); });
@@ -788,31 +676,24 @@ struct CheckpointIO<Accel, void> {
     // The precision's state, read by its own from_json and checked by it; a checkpoint of a
     // precision with nothing to save ({}) leaves this one's as it was constructed. Then the step
     // count and the registered objects.
-    if (const auto& saved = field("precision_state"); !saved.empty()) {
+    if (const auto& saved = manifest.precision_state; !saved.empty()) {
       using State = typename std::remove_cvref_t<decltype(acc.precision())>::state_type;
       auto state = saved.template get<State>();
       acc.precision().check_state(state);
       apply.push_back([&acc, state] { acc.load_precision_state(state); });
     }
-    const auto steps = field("completed_steps").template get<std::int64_t>();
-    apply.push_back([&acc, steps] { acc.completed_steps_ = steps; });
-    const auto custom = field("custom_objects").template get<std::size_t>();
+    apply.push_back([&acc, steps = manifest.completed_steps] { acc.completed_steps_ = steps; });
+    const std::size_t custom = manifest.custom_objects;
     if (custom != acc.custom_objects_.size())
       accel::detail::fail("load_state: '{}' holds {} registered objects, {} are registered; "
                           "register_for_checkpointing() the same objects, in the same order",
                           where, custom, acc.custom_objects_.size());
     for (std::size_t i = 0; i < custom; ++i)
       apply.push_back(acc.custom_objects_[i].stage(
-          detail::tensor_bytes(catalog.whole(fmt::format("custom/{}", i))),
+          detail::tensor_bytes(catalog.whole(custom_object_name(i))),
           fmt::format("registered object #{} in '{}'", i, folder.string())));
     return apply;
   }
-
-  struct detail_window {
-    int length;
-    int position;
-    bool collecting;
-  };
 };
 
 }  // namespace accel::state

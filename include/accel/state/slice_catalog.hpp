@@ -12,7 +12,9 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +22,7 @@
 
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
+#include "manifest.hpp"
 #include "safetensors.hpp"
 
 namespace accel::state {
@@ -49,6 +52,18 @@ class SliceCatalog {
   ACCEL_DECL torch::Tensor read(const std::string& tensor, std::int64_t begin, std::int64_t numel,
                                 c10::ScalarType dtype) const;
 
+  // How the slices of `tensor` lie: they tile [0, end) when `problem` is empty; otherwise it
+  // describes the first gap, overlap or change of dtype, naming the files (for verify).
+  struct Coverage {
+    std::int64_t end = 0;
+    std::optional<c10::ScalarType> dtype;  // the slices' (none for a dtype libtorch lacks)
+    std::string problem;
+  };
+  ACCEL_DECL Coverage coverage(const std::string& tensor) const;
+
+  // Every name stored as slices (their part before '@'), in order.
+  std::vector<std::string> sliced() const { return sliced_under(""); }
+
  private:
   struct Slice {
     std::size_t file;
@@ -65,6 +80,17 @@ class SliceCatalog {
   std::map<std::string, std::vector<Slice>> slices_;
   std::multimap<std::string, std::size_t> whole_;
 };
+
+// One rank file's bytes into `bytes`, or why they are not the ones the manifest describes
+// (missing, another size, another checksum), naming the file.
+ACCEL_DECL std::optional<std::string> read_rank_file(const std::filesystem::path& folder,
+                                                    const FileRecord& file, std::string& bytes);
+
+// A checkpoint's rank files, as its manifest names them, each read whole and checked against
+// the manifest (present, its size, its XXH3-64) before it joins the catalog. Errors begin with
+// `call` and name the file.
+ACCEL_DECL SliceCatalog read_checkpoint_files(const std::filesystem::path& folder,
+                                              const Manifest& manifest, std::string_view call);
 
 }  // namespace accel::state
 

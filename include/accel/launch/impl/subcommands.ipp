@@ -152,6 +152,14 @@ ACCEL_DECL std::optional<int> run_launch_subcommand(int argc, const char* const*
     ::execv(check.c_str(), const_cast<char* const*>(arguments));
     launcher::fail_with_errno("cannot run " + check);
   }
+  if (subcommand == "checkpoint") {
+    const std::string check = launcher::accel_check_program("checkpoint");
+    std::vector<const char*> arguments{check.c_str()};
+    arguments.insert(arguments.end(), argv + 1, argv + argc);
+    arguments.push_back(nullptr);
+    ::execv(check.c_str(), const_cast<char* const*>(arguments.data()));
+    launcher::fail_with_errno("cannot run " + check);
+  }
   if (subcommand == "estimate-memory") return launcher::estimate_memory(argc, argv);
   if (subcommand != "test") return std::nullopt;
 

@@ -34,12 +34,6 @@ ACCEL_DECL void agree(runtime::ProcessGroup* group, const std::string& error, co
     }
 }
 
-ACCEL_DECL std::string manifest_checksum(nlohmann::json manifest) {
-  manifest.erase(manifest_checksum_key);
-  const std::string text = manifest.dump(1);
-  return checksum_hex(checksum(text.data(), text.size()));
-}
-
 ACCEL_DECL std::string broadcast_string(runtime::ProcessGroup* group, const std::string& value) {
   if (group == nullptr) return value;
   return runtime::gather_object(group, value).front();

@@ -3,6 +3,8 @@
 
 #include <fmt/ranges.h>
 
+#include "../checksum.hpp"
+#include "../posix_file.hpp"
 #include "../slice_catalog.hpp"
 
 namespace accel::state {
@@ -100,6 +102,74 @@ ACCEL_DECL torch::Tensor SliceCatalog::stored(const Slice& slice, c10::ScalarTyp
     return file.tensor(entry).reshape({-1});
   return torch::from_blob(const_cast<std::byte*>(bytes.data()), {slice.numel},
                           torch::TensorOptions().dtype(dtype));
+}
+
+ACCEL_DECL SliceCatalog::Coverage SliceCatalog::coverage(const std::string& tensor) const {
+  Coverage result;
+  const auto found = slices_.find(tensor);
+  if (found == slices_.end()) {
+    result.problem = fmt::format("'{}' is in no rank file", tensor);
+    return result;
+  }
+  std::vector<const Slice*> sorted;
+  for (const auto& slice : found->second) sorted.push_back(&slice);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Slice* a, const Slice* b) { return a->begin < b->begin; });
+  auto dtype_of = [&](const Slice& s) { return files_[s.file].header().entries[s.entry].dtype; };
+  result.dtype = safetensors::to_scalar_type(dtype_of(*sorted.front()));
+  for (const Slice* slice : sorted) {
+    if (slice->begin != result.end) {
+      result.problem =
+          slice->begin > result.end
+              ? fmt::format("elements {}..{} of '{}' are in no rank file", result.end,
+                            slice->begin - 1, tensor)
+              : fmt::format("'{}' holds elements from {} twice ({} overlaps the slice before it)",
+                            tensor, slice->begin, labels_[slice->file]);
+      return result;
+    }
+    if (dtype_of(*slice) != dtype_of(*sorted.front())) {
+      result.problem = fmt::format("'{}' is {} in {} and {} in {}", tensor,
+                                   safetensors::name(dtype_of(*sorted.front())),
+                                   labels_[sorted.front()->file],
+                                   safetensors::name(dtype_of(*slice)), labels_[slice->file]);
+      return result;
+    }
+    result.end += slice->numel;
+  }
+  return result;
+}
+
+ACCEL_DECL std::optional<std::string> read_rank_file(const std::filesystem::path& folder,
+                                                    const FileRecord& file, std::string& bytes) {
+  const std::filesystem::path path = folder / file.name;
+  std::error_code missing;
+  if (!std::filesystem::is_regular_file(path, missing))
+    return fmt::format("'{}' is missing; the manifest names it, so the checkpoint is incomplete "
+                       "(copied in part?)",
+                       path.string());
+  bytes = posix::read_file(path);
+  if (bytes.size() != file.bytes)
+    return fmt::format("'{}' holds {} bytes, the manifest says {}; the file was truncated or "
+                       "replaced",
+                       path.string(), bytes.size(), file.bytes);
+  const std::string sum = checksum_hex(checksum(bytes.data(), bytes.size()));
+  if (sum != file.xxh3)
+    return fmt::format("'{}' has checksum {}, the manifest says {}; the file is corrupt",
+                       path.string(), sum, file.xxh3);
+  return std::nullopt;
+}
+
+ACCEL_DECL SliceCatalog read_checkpoint_files(const std::filesystem::path& folder,
+                                              const Manifest& manifest, std::string_view call) {
+  SliceCatalog catalog;
+  for (const FileRecord& file : manifest.files) {
+    std::string bytes;
+    if (const auto problem = read_rank_file(folder, file, bytes))
+      accel::detail::fail("{}: {}", call, *problem);
+    const std::string label = (folder / file.name).string();
+    catalog.add(safetensors::File::from_bytes(std::move(bytes), label), label);
+  }
+  return catalog;
 }
 
 }  // namespace accel::state
