@@ -3,13 +3,16 @@
 // builds the same models, parameter for parameter). bench/run.sh runs both in turns.
 //
 //   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16|fp16|fp8] [--accum 1|2|4]
-//               [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S]
+//               [--model mlp|xfmr|tiny|gpt] [--hidden H] [--layers L] [--batch B] [--seq S]
 //               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
 //               [--compress none|fp16|bf16] [--no-bucket-views] [--plain] [--breakdown]
 //
 // Every rank trains --warmup optimizer steps, then times --steps. The last line, from rank 0:
-//   steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
-// samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM.
+//   steps_per_s=<x> samples_per_s=<y> [tokens_per_s=<t>] peak_rss_mb=<z> ...
+// samples are global: batch x world size x accum per optimizer step; peak RSS is rank 0's VmHWM
+// (rank_peak_rss_mb= lists every rank's). --model gpt trains the gpt example's model
+// (examples/gpt/model.hpp) with its AdamW and schedule; ddp.py --model gpt is its PyTorch side
+// (the model in bench/reference/gpt_model.py), under DDP and FSDP.
 #include <accel/accelerator.hpp>
 #include <accel/checkpoints.hpp>
 #include <accel/memory.hpp>
@@ -27,12 +30,14 @@
 #include <fstream>
 #include <thread>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "blas_threads.hpp"
+#include "gpt/model.hpp"
 
 #if ACCEL_BENCH_CUDA  // bench/CMakeLists.txt: a CUDA libtorch
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -56,7 +61,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 struct Config {
   std::string strategy = "ddp";
-  std::string optimizer = "sgd";
+  std::string optimizer;  // empty: the model's default (sgd; adamw for gpt)
   std::string precision = "fp32";
   int accum = 1;
   std::string model = "mlp";
@@ -84,18 +89,22 @@ struct Config {
 
 constexpr const char* kUsage = R"(usage: accel_bench [--nproc N] [options]
 
-Trains a synthetic model with accel::Accelerator<Strategy, Precision, GradAccum<N>> and SGD, and
-prints, from rank 0, as its last line:
-  steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z>
-(optimizer steps; samples = batch x world size x accum per step; rank 0's peak RSS, VmHWM).
-bench/reference/ddp.py takes the same flags and trains the same models with PyTorch's DDP.
+Trains a synthetic model with accel::Accelerator<Strategy, Precision, GradAccum<N>> and SGD (the
+gpt model: AdamW), and prints, from rank 0, as its last line:
+  steps_per_s=<x> samples_per_s=<y> [tokens_per_s=<t>] peak_rss_mb=<z> ... rank_peak_rss_mb=<a,b>
+(optimizer steps; samples = batch x world size x accum per step, tokens = samples x seq for
+gpt; rank 0's peak RSS, VmHWM, then every rank's). bench/reference/ddp.py takes the same flags
+and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full and the like).
 
   --nproc N              worker processes, through accel::launch() (default 1, or ACCEL_NPROC)
   --checkpoint DIR       after training, time save_state and load_state into DIR/state and
                          print checkpoint: save_s=<x> load_s=<y> bytes=<z>
   --strategy S           ddp (default) | zero2 | zero3 | fsdp (Fsdp<FullShard>, which is zero3)
   --optimizer O          sgd (default, lr 0.01) | adam (lr 0.001): Adam's 8 bytes of state per
-                         parameter are what the sharded strategies split
+                         parameter are what the sharded strategies split | adamw (gpt's and
+                         only gpt's: the example's two param groups, weight decay 0.1 on the
+                         Linear weights, betas 0.9/0.95, lr 6e-3 after a linear warmup over
+                         --warmup steps, then a cosine to lr/10 at the last timed step)
   --precision P          fp32 (default) | bf16 (autocast forward, fp32 master weights) |
                          fp16 (the same, with dynamic loss scaling; on CPU from libtorch 2.x) |
                          fp8 (Linear layers in e4m3/e5m2, emulated; the rest bf16; --accum 1)
@@ -108,8 +117,13 @@ bench/reference/ddp.py takes the same flags and trains the same models with PyTo
                                from Linear + softmax, and a ReLU feed-forward of 4 x hidden),
                                mean-pooled into a classification head
                                (hidden 128, layers 2, heads 4, seq 32, batch 16)
-  --hidden H, --layers L, --batch B (per rank), --seq S (xfmr), --heads A (xfmr)
-  --steps N              timed optimizer steps (default: mlp 60, xfmr 60, tiny 3000)
+                         gpt: the gpt example's decoder (examples/gpt/model.hpp: byte
+                               vocabulary, pre-norm blocks of causal attention from Linear +
+                               matmul + softmax, 4x GELU MLP, tied head), next-byte loss on
+                               random bytes (hidden 128, layers 4, heads 4, seq 64, batch 8);
+                               also prints tokens_per_s
+  --hidden H, --layers L, --batch B (per rank), --seq S (xfmr, gpt), --heads A (xfmr, gpt)
+  --steps N              timed optimizer steps (default: mlp 60, xfmr 60, tiny 3000, gpt 20)
   --warmup N             untimed optimizer steps first (default: steps / 10, at least 3)
   --threads T            threads per rank (default 1): torch::set_num_threads, and OpenBLAS's
                          own thread count, which torch::set_num_threads leaves alone
@@ -251,9 +265,31 @@ Config parse(int argc, char** argv) {
     if (!c.steps) c.steps = 60;
     if (c.hidden % c.heads != 0)
       usage_error(fmt::format("--hidden {} is not a multiple of --heads {}", c.hidden, c.heads));
+  } else if (c.model == "gpt") {  // the gpt example's model at the example's size
+    if (!c.hidden) c.hidden = 128;
+    if (!c.layers) c.layers = 4;
+    if (!c.heads) c.heads = 4;
+    if (!c.seq) c.seq = 64;
+    if (!c.batch) c.batch = 8;
+    if (!c.steps) c.steps = 20;
+    if (c.hidden % c.heads != 0)
+      usage_error(fmt::format("--hidden {} is not a multiple of --heads {}; each head takes "
+                              "hidden / heads of the width",
+                              c.hidden, c.heads));
   } else {
-    usage_error(fmt::format("--model '{}': use mlp, tiny or xfmr", c.model));
+    usage_error(fmt::format("--model '{}': use mlp, tiny, xfmr or gpt", c.model));
   }
+  // AdamW is the gpt example's optimizer, with its param groups and schedule; the other models
+  // keep the optimizers their published numbers were measured with.
+  if (c.optimizer.empty()) c.optimizer = c.model == "gpt" ? "adamw" : "sgd";
+  if (c.model == "gpt" && c.optimizer != "adamw")
+    usage_error(fmt::format("--optimizer '{}' with --model gpt: gpt trains with the example's "
+                            "AdamW; drop --optimizer or use --optimizer adamw",
+                            c.optimizer));
+  if (c.model != "gpt" && c.optimizer != "sgd" && c.optimizer != "adam")
+    usage_error(fmt::format("--optimizer '{}' with --model {}: use sgd or adam (adamw goes with "
+                            "--model gpt)",
+                            c.optimizer, c.model));
   if (c.warmup < 0) c.warmup = std::max(3, c.steps / 10);
   if (c.accum != 1 && c.accum != 2 && c.accum != 4)
     usage_error(fmt::format("--accum {}: use 1, 2 or 4", c.accum));
@@ -346,7 +382,13 @@ struct BenchNetImpl : torch::nn::Module {
                             : c.checkpoint_blocks < 0 ? c.layers
                                                       : c.checkpoint_blocks),
         attention_only(c.checkpoint_part == "attention") {
-    if (c.model == "xfmr") {
+    if (c.model == "gpt") {
+      // The example's model itself, whole, as this module's one child: its blocks are
+      // accel::Sharded units under Zero3 and Fsdp, as in the example.
+      gpt = register_module("gpt", gpt::Gpt(gpt::ModelOptions{
+                                       .layers = c.layers, .hidden = c.hidden,
+                                       .heads = c.heads, .context = c.seq, .tied_head = true}));
+    } else if (c.model == "xfmr") {
       for (std::int64_t i = 0; i < c.layers; ++i)
         blocks.push_back(
             register_module(fmt::format("block{}", i), accel::Sharded<Block>(c.hidden, c.heads)));
@@ -364,6 +406,7 @@ struct BenchNetImpl : torch::nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
+    if (gpt) return gpt->forward(x);  // tokens [batch, seq] -> logits [batch, seq, 256]
     if (!blocks.empty()) {
       std::int64_t index = 0;
       for (auto& block : blocks) {
@@ -388,24 +431,70 @@ struct BenchNetImpl : torch::nn::Module {
   // root unit, gathered whole for the whole step); under the other strategies it changes nothing.
   std::vector<accel::Sharded<Block>> blocks;
   torch::nn::Linear head{nullptr};
+  gpt::Gpt gpt{nullptr};  // --model gpt
 };
 TORCH_MODULE(BenchNet);
 
-// The optimizer --optimizer names, over `parameters`, then `use(optimizer)`.
+// gpt's schedule (the example's): linear warmup over the untimed steps, then half a cosine down
+// to lr / 10 at the last timed step, so the timed steps run the decaying part a real run spends
+// most of its time in.
+using GptSchedule = accel::schedule::CosineWithWarmup;
+
+// The optimizer --optimizer names, over `net`'s parameters, then `use(optimizer, schedule)`,
+// the schedule null but for gpt. Each optimizer keeps its own type: the sharded strategies
+// build the same type over each rank's shard.
 template <class Use>
-int with_optimizer(const Config& c, const std::vector<torch::Tensor>& parameters, Use&& use) {
-  if (c.optimizer == "adam") {
-    torch::optim::Adam adam(parameters, torch::optim::AdamOptions(0.001));
-    return use(adam);
+int with_optimizer(const Config& c, BenchNetImpl& net, Use&& use) {
+  if (c.optimizer == "adamw") {
+    // The gpt example's AdamW (examples/gpt/main.cpp): weight decay on the Linear layers'
+    // matrices only, each group in registration order.
+    const gpt::ParamGroups groups = gpt::weight_decay_groups(*net.gpt);
+    auto options = [](double weight_decay) {
+      return torch::optim::AdamWOptions(6e-3).betas({0.9, 0.95}).weight_decay(weight_decay);
+    };
+    std::vector<torch::optim::OptimizerParamGroup> param_groups;
+    param_groups.emplace_back(groups.decayed,
+                              std::make_unique<torch::optim::AdamWOptions>(options(0.1)));
+    param_groups.emplace_back(groups.not_decayed,
+                              std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
+    torch::optim::AdamW adamw(std::move(param_groups), options(0.0));
+    GptSchedule schedule(adamw, {.warmup_steps = c.warmup,
+                                 .total_steps = c.warmup + c.steps,
+                                 .min_ratio = 0.1});
+    return use(adamw, &schedule);
   }
-  if (c.optimizer != "sgd") usage_error(fmt::format("--optimizer '{}': use sgd or adam", c.optimizer));
-  torch::optim::SGD sgd(parameters, torch::optim::SGDOptions(0.01));
-  return use(sgd);
+  if (c.optimizer == "adam") {
+    torch::optim::Adam adam(net.parameters(), torch::optim::AdamOptions(0.001));
+    return use(adam, static_cast<GptSchedule*>(nullptr));
+  }
+  torch::optim::SGD sgd(net.parameters(), torch::optim::SGDOptions(0.01));
+  return use(sgd, static_cast<GptSchedule*>(nullptr));
 }
 
-torch::Tensor make_input(const Config& c) {
-  if (c.model == "xfmr") return torch::randn({c.batch, c.seq, c.hidden});
-  return torch::randn({c.batch, c.model == "mlp" ? 784 : 32});
+// One batch: the model's input and the labels its loss compares the output with.
+struct Batch {
+  torch::Tensor input, labels;
+};
+
+// Synthetic data from torch's generator (seeded by the caller). gpt: windows of seq + 1 random
+// bytes, the input the first seq and the labels the next byte at each position (flattened, as
+// the example's loss takes them); the others: random inputs and one of 10 classes.
+Batch make_batch(const Config& c) {
+  if (c.model == "gpt") {
+    const torch::Tensor window =
+        torch::randint(gpt::kVocabulary, {c.batch, c.seq + 1}, torch::kLong);
+    return {window.narrow(1, 0, c.seq).contiguous(), window.narrow(1, 1, c.seq).reshape({-1})};
+  }
+  torch::Tensor input = c.model == "xfmr" ? torch::randn({c.batch, c.seq, c.hidden})
+                                          : torch::randn({c.batch, c.model == "mlp" ? 784 : 32});
+  return {std::move(input), torch::randint(10, {c.batch})};
+}
+
+// The loss of one forward: cross entropy over the classes, or for gpt over the next byte at
+// every position (logits [batch, seq, 256] flattened as the labels are).
+torch::Tensor loss_of(const Config& c, const torch::Tensor& output, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      c.model == "gpt" ? output.reshape({-1, gpt::kVocabulary}) : output, labels);
 }
 
 // Minor page faults and CPU seconds (every thread) of this process so far.
@@ -490,8 +579,11 @@ int train(const Config& c) {
     parameter_count += p.numel();
     if (p.requires_grad()) gradient_bytes += p.numel() * p.element_size();
   }
-  return with_optimizer(c, net->parameters(), [&](auto& user_optimizer) {
+  return with_optimizer(c, *net, [&](auto& user_optimizer, GptSchedule* schedule) {
     auto [model, optimizer] = acc.prepare(net, user_optimizer);
+    // gpt's schedule, prepared: it steps once per optimizer step, also under accumulation.
+    std::optional<decltype(acc.prepare(*schedule))> scheduler;
+    if (schedule != nullptr) scheduler.emplace(acc.prepare(*schedule));
     const double prepare_peak_rss_mb = peak_rss_mb();  // where a sharded strategy's peak may be
 
     if (rank == 0)
@@ -506,8 +598,9 @@ int train(const Config& c) {
     constexpr int kBatches = 8;
     std::vector<torch::Tensor> inputs, labels;
     for (int i = 0; i < kBatches; ++i) {
-      inputs.push_back(make_input(c).to(acc.device()));
-      labels.push_back(torch::randint(10, {c.batch}).to(acc.device()));
+      Batch batch = make_batch(c);
+      inputs.push_back(batch.input.to(acc.device()));
+      labels.push_back(batch.labels.to(acc.device()));
     }
     // CUDA runs the step asynchronously: the clock reads after the device is done.
     const auto wait_for_device = [&] {
@@ -520,12 +613,13 @@ int train(const Config& c) {
     auto optimizer_step = [&](bool timed) {
       for (int m = 0; m < c.accum; ++m, ++cursor) {
         const auto t0 = Clock::now();
-        const torch::Tensor loss = torch::nn::functional::cross_entropy(
-            model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+        const torch::Tensor loss =
+            loss_of(c, model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
         const auto t1 = Clock::now();
         acc.backward(loss);
         const auto t2 = Clock::now();
         optimizer.step();
+        if (scheduler) scheduler->step();  // counted with the optimizer step
         const auto t3 = Clock::now();
         optimizer.zero_grad();
         if (timed && c.breakdown) {
@@ -588,8 +682,8 @@ int train(const Config& c) {
       const int probe = std::max(5, c.steps / 4);
       double plain_backward = 0, allreduce_alone = 0, allreduce_cpu = 0, local_copies = 0;
       for (int i = 0; i < probe; ++i, ++cursor) {
-        const torch::Tensor loss = torch::nn::functional::cross_entropy(
-            model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
+        const torch::Tensor loss =
+            loss_of(c, model(inputs[cursor % kBatches]), labels[cursor % kBatches]);
         const auto t0 = Clock::now();
         loss.backward();
         plain_backward += seconds(Clock::now() - t0);
@@ -679,7 +773,7 @@ int train(const Config& c) {
       if (rank == 0)
         fmt::print("checkpoint: save_s={:.3f} load_s={:.3f} bytes={}\n", save_s, load_s, bytes);
     }
-    if (rank == 0 && c.model == "xfmr") {
+    if (rank == 0 && (c.model == "xfmr" || c.model == "gpt")) {
       // Model FLOPs (PaLM's appendix B): 6 per parameter per token for forward and backward,
       // and 12 x layers x seq x hidden per token for attention's two matmuls; rematerialized
       // FLOPs not counted.
@@ -698,10 +792,19 @@ int train(const Config& c) {
                                          .peak) /
                      1e6);
 #endif
-    if (rank == 0)
-      fmt::print("steps_per_s={:.3f} samples_per_s={:.1f} peak_rss_mb={:.1f} "
-                 "peak_rss_after_prepare_mb={:.1f}\n",
-                 steps_per_s, samples_per_s, peak_rss_mb(), prepare_peak_rss_mb);
+    // Every rank's peak RSS (a sharded strategy's ranks need not peak alike), and tokens/s for
+    // the language model, on the last line, which bench/run.sh tables.
+    const auto rank_peaks = acc.gather_object(std::vector<double>{peak_rss_mb()});
+    if (rank == 0) {
+      std::string peaks, tokens;
+      for (const auto& peak : rank_peaks)
+        peaks += fmt::format("{}{:.1f}", peaks.empty() ? "" : ",", peak.at(0));
+      if (c.model == "gpt")
+        tokens = fmt::format(" tokens_per_s={:.1f}", samples_per_s * static_cast<double>(c.seq));
+      fmt::print("steps_per_s={:.3f} samples_per_s={:.1f}{} peak_rss_mb={:.1f} "
+                 "peak_rss_after_prepare_mb={:.1f} rank_peak_rss_mb={}\n",
+                 steps_per_s, samples_per_s, tokens, peak_rss_mb(), prepare_peak_rss_mb, peaks);
+    }
     std::fflush(stdout);
     return 0;
   });
@@ -712,6 +815,9 @@ int train_plain(const Config& c) {
   if (std::getenv("WORLD_SIZE") != nullptr && std::atoi(std::getenv("WORLD_SIZE")) > 1)
     usage_error("--plain runs one process; drop --nproc");
   if (c.precision != "fp32") usage_error("--plain trains in fp32 only");
+  if (c.model == "gpt")
+    usage_error("--plain trains mlp, tiny and xfmr; --model gpt runs through the Accelerator "
+                "only (its one-process run, without --plain, is the reference)");
   if (c.optimizer != "sgd") usage_error("--plain trains with sgd only");
   if (c.pin) pin_to_core();
   torch::set_num_threads(c.threads);
@@ -723,8 +829,9 @@ int train_plain(const Config& c) {
   constexpr int kBatches = 8;
   std::vector<torch::Tensor> inputs, labels;
   for (int i = 0; i < kBatches; ++i) {
-    inputs.push_back(make_input(c));
-    labels.push_back(torch::randint(10, {c.batch}));
+    Batch batch = make_batch(c);
+    inputs.push_back(std::move(batch.input));
+    labels.push_back(std::move(batch.labels));
   }
   std::size_t cursor = 0;
   auto optimizer_step = [&] {

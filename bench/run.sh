@@ -1,9 +1,33 @@
 #!/usr/bin/env bash
-# accel's Ddp against PyTorch's DistributedDataParallel, model by model, at world sizes 1 and 2.
+# accel's Ddp against PyTorch's DistributedDataParallel, model by model, at world sizes 1 and 2;
+# and on the gpt example's model, accel's strategies against PyTorch's DDP and FSDP.
 #
-#   bench/run.sh [--turns N] [--models "mlp xfmr tiny"] [--build-dir DIR] [--wait-quiet]
+#   bench/run.sh [--leg host|debian13|all] [--root DIR] [--turns N]
+#                [--models "mlp xfmr tiny gpt"] [--build-dir DIR] [--wait-quiet]
 #                [--steps-scale X] [--malloc default|tuned] [--no-pin] [--no-plain]
+#                [--gpt-turns N] [--gpt-size "--hidden 512 --layers 8 --heads 8 --seq 128
+#                --batch 4"] [--gpt-steps N] [--gpt-warmup N]
 #                [-- extra flags for both benchmarks, e.g. --precision bf16]
+#
+# --leg host (default) runs on this machine (Debian 12: libtorch 1.13, /usr/bin/python3's torch);
+# --leg debian13 runs this same script inside the Debian 13 root (libtorch 2.6 and Debian 13's
+# python3-torch; scripts/in-debian13.sh, --root DIR for a root elsewhere), building into
+# build-debian13-bench/; --leg all runs both, one after the other. Every table row names its
+# machine, leg and commit. The root needs python3-torch, which the test root does not carry:
+#   scripts/in-debian13.sh -e DEBIAN_FRONTEND=noninteractive -- 'apt-get update &&
+#     apt-get install -y --no-upgrade python3-torch'
+#
+# gpt (examples/gpt/model.hpp, bench/reference/gpt_model.py: byte vocabulary, AdamW, warmup
+# cosine) runs at world size 2 only, --gpt-turns alternating turns (default 3) of accel_bench
+# --strategy ddp, zero2, zero3 and fsdp against ddp.py --strategy ddp, fsdp-grad-op,
+# fsdp-full and fsdp-no-shard, each turn ending with the ceiling: two independent one-process
+# accel_bench --model gpt runs at once, one per core. Its table gives median tokens/s, every
+# rank's median peak RSS, and accel over its PyTorch counterpart (Ddp: DDP and FSDP NO_SHARD;
+# Zero2: SHARD_GRAD_OP; Zero3 and Fsdp<FullShard>: FULL_SHARD) and over the ceiling. Where the
+# Python torch has no FSDP on CPU (Debian 12's 1.13 under Python 3.11), ddp.py prints why and the
+# table says "skipped". Size: --gpt-size (default issue 32's: hidden 512, 8 blocks, seq 128,
+# batch 4 per rank, 25.5M parameters), --gpt-steps timed steps (default 5, x --steps-scale)
+# after --gpt-warmup (default 2).
 #
 # For each model and world size it runs build/bench/accel_bench and bench/reference/ddp.py in
 # alternating turns (accel, PyTorch, accel, PyTorch, ...; --turns each, default 5), takes the
@@ -33,22 +57,47 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir="$repo/build"
+# Inside the Debian 13 root (this script started by its own --leg debian13) the leg is set.
+leg=${ACCEL_BENCH_LEG:-host}
+build_dir=
+root_args=()
 turns=5
 malloc=default
 pin=(--pin)
 plain=1
-models="mlp xfmr tiny"
+models="mlp xfmr tiny gpt"
 wait_quiet=0
 scale=1
 extra=()
 python=/usr/bin/python3
+gpt_turns=3
+gpt_size=(--hidden 512 --layers 8 --heads 8 --seq 128 --batch 4)
+gpt_steps=5
+gpt_warmup=2
+
+# The arguments again, without --leg, --root and --build-dir: what this script passes to itself
+# for each leg (a build folder is the leg's own).
+again=()
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+    --) again+=("${args[@]:i}"); break ;;
+    --leg|--root|--build-dir) i=$((i + 1)) ;;
+    *) again+=("${args[i]}") ;;
+  esac
+done
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --leg) leg=$2; shift 2 ;;
+    --root) root_args=(--root "$2"); shift 2 ;;
     --turns) turns=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --build-dir) build_dir=$(cd "$2" && pwd); shift 2 ;;
+    --gpt-turns) gpt_turns=$2; shift 2 ;;
+    --gpt-size) read -r -a gpt_size <<<"$2"; shift 2 ;;
+    --gpt-steps) gpt_steps=$2; shift 2 ;;
+    --gpt-warmup) gpt_warmup=$2; shift 2 ;;
     --wait-quiet) wait_quiet=1; shift ;;
     --steps-scale) scale=$2; shift 2 ;;
     --malloc) malloc=$2; shift 2 ;;
@@ -60,6 +109,37 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$turns" -ge 1 ] 2>/dev/null || { echo "run.sh: --turns '$turns' must be a whole number >= 1" >&2; exit 2; }
+[ "$gpt_turns" -ge 1 ] 2>/dev/null || { echo "run.sh: --gpt-turns '$gpt_turns' must be a whole number >= 1" >&2; exit 2; }
+for value in "$gpt_steps" "$gpt_warmup"; do
+  [ "$value" -ge 0 ] 2>/dev/null || { echo "run.sh: --gpt-steps/--gpt-warmup '$value' must be a whole number" >&2; exit 2; }
+done
+for model in $models; do
+  case "$model" in
+    mlp|xfmr|tiny|gpt) ;;
+    *) echo "run.sh: --models: unknown model '$model'; use mlp, xfmr, tiny and/or gpt" >&2; exit 2 ;;
+  esac
+done
+
+# The commit every row names: HEAD, "-dirty" with uncommitted changes. Inside the root git may be
+# missing (and a worktree's .git points outside /src), so the host passes it in.
+commit=${ACCEL_BENCH_COMMIT:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ -z "${ACCEL_BENCH_COMMIT:-}" ] && [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ]; then
+  commit="$commit-dirty"
+fi
+case "$leg" in
+  host) ;;
+  debian13)
+    if [ -z "${ACCEL_BENCH_LEG:-}" ]; then  # on the host: the same run inside the root
+      exec "$repo/scripts/in-debian13.sh" "${root_args[@]}" -e ACCEL_BENCH_LEG=debian13 \
+        -e ACCEL_BENCH_COMMIT="$commit" -- bench/run.sh "${again[@]}"
+    fi ;;
+  all)
+    "$0" --leg host ${build_dir:+--build-dir "$build_dir"} "${again[@]}"
+    exec "$0" --leg debian13 "${root_args[@]}" "${again[@]}" ;;
+  *) echo "run.sh: --leg '$leg': use host, debian13 or all" >&2; exit 2 ;;
+esac
+[ -n "$build_dir" ] || build_dir="$repo/$([ "$leg" = host ] && echo build || echo build-debian13-bench)"
+
 case "$malloc" in
   default) ;;
   tuned) export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 ;;
@@ -67,6 +147,14 @@ case "$malloc" in
 esac
 
 if ! "$python" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  if [ "$leg" = debian13 ]; then
+    cat >&2 <<EOF
+run.sh: the Debian 13 root has no python3-torch (with Gloo), so there is no PyTorch to compare
+against. Install it there (the test root does not carry it), from the repository on the host:
+  scripts/in-debian13.sh ${root_args[*]} -e DEBIAN_FRONTEND=noninteractive -- 'apt-get update && apt-get install -y --no-upgrade python3-torch'
+EOF
+    exit 1
+  fi
   cat >&2 <<EOF
 run.sh: $python cannot import torch (with Gloo), so there is no PyTorch DDP to compare against.
 Install Debian's python3-torch, e.g. with: sudo scripts/setup-debian.sh
@@ -78,12 +166,29 @@ fi
 if [ ! -f "$build_dir/build.ninja" ] && [ ! -f "$build_dir/Makefile" ]; then
   cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-cmake --build "$build_dir" --target accel_bench accel_overhead >/dev/null
+# accel_overhead goes with the mlp / xfmr / tiny table only.
+targets=(accel_bench)
+[ -n "$(printf '%s\n' $models | grep -vx gpt)" ] && targets+=(accel_overhead)
+cmake --build "$build_dir" --target "${targets[@]}" >/dev/null
+
+# What every row names: the machine, the leg (Debian release, libtorch, Python torch), the commit.
+machine="$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1 | tr -s ' '), $(nproc) cores"
+# shellcheck disable=SC1091
+debian=$(. /etc/os-release && echo "Debian ${VERSION_ID:-?}")
+libtorch=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null | sed 's/[+~].*//' || true)
+torch_version=$("$python" -c 'import torch; print(torch.__version__)')
+leg_text="$leg ($debian, libtorch ${libtorch:-?}, Python torch $torch_version)"
+
+# Whether a compiler, ninja or ctest runs anywhere on the machine: read from /proc, not pgrep,
+# which the Debian 13 root (minbase) lacks; its /proc is the host's, so it sees every process.
+building() {
+  cat /proc/[0-9]*/comm 2>/dev/null | grep -qxE 'cc1plus|ctest|ninja'
+}
 
 if [ "$wait_quiet" = 1 ]; then
   for i in $(seq 0 40); do
     load=$(cut -d' ' -f1 /proc/loadavg)
-    if awk -v l="$load" 'BEGIN { exit !(l < 0.7) }' && ! pgrep -x cc1plus >/dev/null && ! pgrep -x ctest >/dev/null && ! pgrep -x ninja >/dev/null; then
+    if awk -v l="$load" 'BEGIN { exit !(l < 0.7) }' && ! building; then
       break
     fi
     [ "$i" = 40 ] && { echo "run.sh: the machine did not become quiet in 20 minutes (load $load)" >&2; exit 1; }
@@ -95,7 +200,9 @@ fi
 results="$build_dir/bench-results/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$results"
 raw="$results/raw.txt"
+raw_gpt="$results/raw-gpt.txt"
 : >"$raw"
+: >"$raw_gpt"
 
 # Timed optimizer steps per model and world size: about 2-3 s of training each on 2 cores.
 steps() {  # model world
@@ -143,8 +250,65 @@ run_pair() {  # model
   echo "impl=pair model=$model world=2 samples_per_s=$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" | tee -a "$raw" >&2
 }
 
-echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); malloc $malloc; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
+# --- gpt: world size 2, accel's strategies and PyTorch's, and the ceiling ---------------------------
+gpt_accel=(ddp zero2 zero3 fsdp)
+gpt_torch=(ddp fsdp-grad-op fsdp-full fsdp-no-shard)
+gpt_skipped=" "  # PyTorch strategies this torch cannot run (ddp.py said why once)
+
+gpt_timed_steps() {
+  awk -v s="$gpt_steps" -v x="$scale" 'BEGIN { v = int(s * x); print (v < 1 ? 1 : v) }'
+}
+
+run_gpt() {  # impl(accel|torch) strategy
+  local impl=$1 strategy=$2 out last
+  local args=(--model gpt --nproc 2 --strategy "$strategy" --steps "$(gpt_timed_steps)"
+              --warmup "$gpt_warmup" "${gpt_size[@]}" "${pin[@]}" "${extra[@]}")
+  if [ "$impl" = torch ]; then
+    case "$gpt_skipped" in *" $strategy "*) return 0 ;; esac
+  fi
+  if [ "$impl" = accel ]; then
+    out=$("$build_dir/bench/accel_bench" "${args[@]}" 2>>"$results/stderr.txt")
+  else
+    out=$("$python" "$repo/bench/reference/ddp.py" "${args[@]}" 2>>"$results/stderr.txt")
+  fi
+  last=$(printf '%s\n' "$out" | tail -n 1)
+  case "$last" in
+    steps_per_s=*) echo "impl=$impl strategy=$strategy $last" | tee -a "$raw_gpt" >&2 ;;
+    skipped:*)
+      gpt_skipped="$gpt_skipped$strategy "
+      echo "impl=$impl strategy=$strategy skipped=${last#skipped: }" | tee -a "$raw_gpt" >&2 ;;
+    *) echo "run.sh: $impl gpt --strategy $strategy gave no result line; see $results/stderr.txt" >&2; exit 1 ;;
+  esac
+}
+
+# The ceiling: two independent one-process accel_bench runs at once, one per core.
+run_gpt_pair() {
+  local args=(--model gpt --nproc 1 --steps "$(gpt_timed_steps)" --warmup "$gpt_warmup"
+              "${gpt_size[@]}" "${extra[@]}")
+  local cpu0=() cpu1=() a b
+  [ ${#pin[@]} -gt 0 ] && { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
+  "${cpu0[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
+  local first=$!
+  "${cpu1[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair1.txt" 2>>"$results/stderr.txt"
+  wait "$first"
+  a=$(tail -n 1 "$results/pair0.txt" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
+  b=$(tail -n 1 "$results/pair1.txt" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
+  [ -n "$a" ] && [ -n "$b" ] || { echo "run.sh: the gpt pair run failed; see $results/stderr.txt" >&2; exit 1; }
+  echo "impl=pair strategy=one-process tokens_per_s=$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" | tee -a "$raw_gpt" >&2
+}
+
+echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); leg $leg_text; commit $commit; malloc $malloc; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
 for model in $models; do
+  if [ "$model" = gpt ]; then
+    for turn in $(seq "$gpt_turns"); do
+      for i in "${!gpt_accel[@]}"; do
+        run_gpt accel "${gpt_accel[i]}"
+        run_gpt torch "${gpt_torch[i]}"
+      done
+      run_gpt_pair
+    done
+    continue
+  fi
   for world in 1 2; do
     for turn in $(seq "$turns"); do
       run_one accel "$model" "$world"
@@ -155,14 +319,20 @@ for model in $models; do
   done
 done
 
-# accel_overhead limits torch's threads only: OpenBLAS's pool is limited here, as above.
-overhead_pin=()
-[ ${#pin[@]} -gt 0 ] && overhead_pin=(taskset -c 0)
-overhead=$(OPENBLAS_NUM_THREADS=1 "${overhead_pin[@]}" "$build_dir/bench/accel_overhead" --steps 100 --rounds 7 | tee "$results/overhead.txt")
+# accel_overhead limits torch's threads only: OpenBLAS's pool is limited here, as above. It goes
+# with the mlp / xfmr / tiny table.
+overhead=
+if [ -s "$raw" ]; then
+  overhead_pin=()
+  [ ${#pin[@]} -gt 0 ] && overhead_pin=(taskset -c 0)
+  overhead=$(OPENBLAS_NUM_THREADS=1 "${overhead_pin[@]}" "$build_dir/bench/accel_overhead" --steps 100 --rounds 7 | tee "$results/overhead.txt")
+fi
 echo "run.sh: load at the end $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-"$python" - "$raw" <<'EOF'
+if [ -s "$raw" ]; then
+"$python" - "$raw" "$machine" "$leg_text" "$commit" <<'EOF'
 import statistics, sys
+machine, leg, commit = sys.argv[2:5]
 runs = {}
 for line in open(sys.argv[1]):
     fields = dict(item.split("=", 1) for item in line.split())
@@ -170,10 +340,10 @@ for line in open(sys.argv[1]):
     runs.setdefault(key, []).append(float(fields["samples_per_s"]))
 med = {k: statistics.median(v) for k, v in runs.items()}
 models = list(dict.fromkeys(k[0] for k in runs))
-print("| model | world size | accel samples/s | PyTorch samples/s | accel/PyTorch | "
-      "scaling eff. accel | scaling eff. PyTorch | ceiling: 2 independent processes | "
-      "accel overhead vs plain libtorch |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| machine | leg | commit | model | world size | accel samples/s | PyTorch samples/s | "
+      "accel/PyTorch | scaling eff. accel | scaling eff. PyTorch | "
+      "ceiling: 2 independent processes | accel overhead vs plain libtorch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     for w in (1, 2):
         a, t = med.get((m, w, "accel")), med.get((m, w, "torch"))
@@ -185,8 +355,68 @@ for m in models:
         fmt = lambda e: "" if e is None else f"{100 * e:.0f}%"
         p = med.get((m, 1, "plain")) if w == 1 else None
         overhead = "" if p is None else f"{100 * (p / a - 1):+.1f}%"
-        print(f"| {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | {fmt(ea)} | {fmt(et)} | "
-              f"{fmt(ceiling)} | {overhead} |")
+        print(f"| {machine} | {leg} | {commit} | {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | "
+              f"{fmt(ea)} | {fmt(et)} | {fmt(ceiling)} | {overhead} |")
 EOF
 printf '%s\n' "$overhead" | tail -n 1
+fi
+
+if [ -s "$raw_gpt" ]; then
+"$python" - "$raw_gpt" "$machine" "$leg_text" "$commit" "${gpt_size[*]}" "$(gpt_timed_steps)" "$gpt_turns" <<'EOF'
+import statistics, sys
+machine, leg, commit, size, steps, turns = sys.argv[2:8]
+tokens, rss, skipped = {}, {}, {}
+for line in open(sys.argv[1]):
+    head, _, rest = line.partition(" strategy=")
+    impl = head.split("=", 1)[1]
+    strategy, _, rest = rest.partition(" ")
+    if rest.startswith("skipped="):
+        skipped[(impl, strategy)] = rest[len("skipped="):].strip()
+        continue
+    fields = dict(item.split("=", 1) for item in rest.split())
+    tokens.setdefault((impl, strategy), []).append(float(fields["tokens_per_s"]))
+    if "rank_peak_rss_mb" in fields:
+        rss.setdefault((impl, strategy), []).append(
+            [float(x) for x in fields["rank_peak_rss_mb"].split(",")])
+med = {k: statistics.median(v) for k, v in tokens.items()}
+# Each rank's median peak RSS over the turns.
+med_rss = {k: [statistics.median(r[i] for r in v) for i in range(len(v[0]))]
+           for k, v in rss.items()}
+names = {"ddp": "DDP", "fsdp-full": "FSDP FULL_SHARD", "fsdp-grad-op": "FSDP SHARD_GRAD_OP",
+         "fsdp-no-shard": "FSDP NO_SHARD"}
+accel_names = {"ddp": "Ddp", "zero2": "Zero2", "zero3": "Zero3", "fsdp": "Fsdp<FullShard>"}
+pairs = [("ddp", "ddp"), ("ddp", "fsdp-no-shard"), ("zero2", "fsdp-grad-op"),
+         ("zero3", "fsdp-full"), ("fsdp", "fsdp-full")]
+ceiling = med.get(("pair", "one-process"))
+print(f"gpt ({size}), world size 2, one thread per rank; medians of {turns} turns of "
+      f"{steps} timed steps; tokens/s global; peak RSS MB rank 0 / rank 1")
+print("| machine | leg | commit | accel | accel tokens/s | accel peak RSS | PyTorch | "
+      "PyTorch tokens/s | PyTorch peak RSS | accel/PyTorch tokens/s | accel/PyTorch RSS rank 0 | "
+      "ceiling tokens/s (2 independent processes) | accel/ceiling |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+show_rss = lambda r: "" if r is None else " / ".join(f"{x:.0f}" for x in r)
+for a_name, t_name in pairs:
+    a, t = med.get(("accel", a_name)), med.get(("torch", t_name))
+    if a is None:
+        continue
+    ar, tr = med_rss.get(("accel", a_name)), med_rss.get(("torch", t_name))
+    t_cell = tr_cell = ratio = rss_ratio = ""
+    if ("torch", t_name) in skipped:
+        t_cell = "skipped (below)"
+    elif t is not None:
+        t_cell, tr_cell, ratio = f"{t:.0f}", show_rss(tr), f"**{a / t:.2f}**"
+        rss_ratio = f"{ar[0] / tr[0]:.2f}" if ar and tr else ""
+    c_cell = "" if ceiling is None else f"{ceiling:.0f}"
+    c_ratio = "" if ceiling is None else f"{a / ceiling:.2f}"
+    print(f"| {machine} | {leg} | {commit} | {accel_names[a_name]} | {a:.0f} | {show_rss(ar)} | "
+          f"{names[t_name]} | {t_cell} | {tr_cell} | {ratio} | {rss_ratio} | {c_cell} | {c_ratio} |")
+for (impl, strategy), why in skipped.items():
+    why = why.removeprefix(f"--strategy {strategy}: ")
+    print(f"skipped: PyTorch {names.get(strategy, strategy)} (ddp.py --strategy {strategy}): {why}")
+if any(k[0] == "torch" and k[1].startswith("fsdp") for k in med):
+    print("PyTorch FSDP over Gloo: its reduce_scatter_tensor is an all-reduce in disguise (the "
+          "whole gradient all-reduced, each rank keeping its slice), so FULL_SHARD and "
+          "SHARD_GRAD_OP move an all-reduce's bytes where accel's Zero2 / Zero3 reduce-scatter.")
+EOF
+fi
 echo "run.sh: raw results in $results" >&2

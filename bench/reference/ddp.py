@@ -1,17 +1,24 @@
 #!/usr/bin/python3
 """PyTorch reference for accel_bench: the same flags, the same models (parameter for parameter,
 in the same registration order), the same synthetic data sizes and optimizer (SGD, or Adam with
---optimizer adam), trained with torch.nn.parallel.DistributedDataParallel over Gloo, one thread
-per rank; --strategy zero1 shards the optimizer state with ZeroRedundancyOptimizer, and
---strategy fsdp-full | fsdp-grad-op trains with FullyShardedDataParallel (FULL_SHARD,
-SHARD_GRAD_OP; libtorch 2.x: on Debian 12's torch 1.13 FSDP does not import), each child of the
-model's Sequential its own FSDP unit, as accel's Zero3 cuts it.
+--optimizer adam; the gpt model: the example's AdamW and schedule), trained with
+torch.nn.parallel.DistributedDataParallel over Gloo, one thread per rank; --strategy zero1 shards
+the optimizer state with ZeroRedundancyOptimizer, and --strategy fsdp-full | fsdp-grad-op |
+fsdp-no-shard trains with FullyShardedDataParallel (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD; torch
+2.x: on Debian 12's torch 1.13 under Python 3.11 torch.distributed.fsdp does not import, and the
+run prints "skipped: <why>" as its last line instead of a result), each child of the model's
+Sequential (each transformer block) its own FSDP unit, as accel's Zero3 cuts it.
 
     /usr/bin/python3 bench/reference/ddp.py [--nproc N] [--precision fp32|bf16] [--accum 1|2|4]
-        [--model mlp|xfmr|tiny] [--hidden H] [--layers L] [--batch B] [--seq S] [--heads A]
+        [--model mlp|xfmr|tiny|gpt] [--hidden H] [--layers L] [--batch B] [--seq S] [--heads A]
         [--steps N] [--warmup N] [--threads T] [--bucket-mb MB]
 
-Last line, from rank 0: steps_per_s=<x> samples_per_s=<y> peak_rss_mb=<z> (as accel_bench).
+--model gpt is the gpt example's model (bench/reference/gpt_model.py, module for module with
+examples/gpt/model.cpp) on random bytes, with AdamW in two param groups and a warmup-cosine
+schedule, as accel_bench --model gpt.
+
+Last line, from rank 0: steps_per_s=<x> samples_per_s=<y> [tokens_per_s=<t>] peak_rss_mb=<z>
+rank_peak_rss_mb=<a,b,...> (as accel_bench).
 
 With --nproc 1 the model is trained by a plain loop, without DDP or a process group: what a
 PyTorch user (and Accelerate, and accel) runs on one process. With --nproc N > 1 this script
@@ -49,6 +56,8 @@ def _early_setup(argv):
 
 
 _early_setup(sys.argv[1:])
+# --model gpt imports bench/reference/gpt_model.py: no __pycache__ left in the source tree.
+sys.dont_write_bytecode = True
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -58,12 +67,14 @@ import torch.nn.functional as F  # noqa: E402
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nproc", type=int, default=int(os.environ.get("ACCEL_NPROC", "1")))
-    p.add_argument("--strategy", default="ddp", choices=["ddp", "zero1", "fsdp-full", "fsdp-grad-op"],
+    p.add_argument("--strategy", default="ddp",
+                   choices=["ddp", "zero1", "fsdp-full", "fsdp-grad-op", "fsdp-no-shard"],
                    help="ddp (PyTorch's DistributedDataParallel), or zero1: DDP with the "
                         "optimizer wrapped in torch.distributed.optim.ZeroRedundancyOptimizer "
                         "(optimizer state sharded, as ZeRO stage 1)")
-    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
-                   help="sgd (lr 0.01) or adam (lr 0.001), as accel_bench")
+    p.add_argument("--optimizer", default=None, choices=["sgd", "adam", "adamw"],
+                   help="sgd (lr 0.01) or adam (lr 0.001), as accel_bench; adamw (the gpt "
+                        "example's, and gpt's default and only one)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                    help="cuda: each rank on cuda:<local rank>, DDP over NCCL even at world size 1 "
@@ -74,7 +85,7 @@ def parse():
                         "under DDP), then torch.load and load_state_dict on every rank; prints "
                         "checkpoint: save_s=... load_s=... bytes=...")
     p.add_argument("--accum", type=int, default=1, choices=[1, 2, 4])
-    p.add_argument("--model", default="mlp", choices=["mlp", "tiny", "xfmr"])
+    p.add_argument("--model", default="mlp", choices=["mlp", "tiny", "xfmr", "gpt"])
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--layers", type=int, default=0)
     p.add_argument("--batch", type=int, default=0)
@@ -105,14 +116,23 @@ def parse():
         "mlp": dict(hidden=1024, layers=4, batch=64, steps=60),
         "tiny": dict(hidden=32, layers=1, batch=8, steps=3000),
         "xfmr": dict(hidden=128, layers=2, batch=16, seq=32, heads=4, steps=60),
+        "gpt": dict(hidden=128, layers=4, batch=8, seq=64, heads=4, steps=20),
     }[a.model]
     for key, value in defaults.items():
         if not getattr(a, key):
             setattr(a, key, value)
     if a.warmup < 0:
         a.warmup = max(3, a.steps // 10)
-    if a.model == "xfmr" and a.hidden % a.heads:
+    if a.model in ("xfmr", "gpt") and a.hidden % a.heads:
         p.error(f"--hidden {a.hidden} is not a multiple of --heads {a.heads}")
+    if a.model == "gpt" and a.strategy == "zero1":
+        p.error("--strategy zero1 shards one optimizer's state; --model gpt's AdamW has two "
+                "param groups: use ddp or an fsdp strategy")
+    if a.optimizer is None:
+        a.optimizer = "adamw" if a.model == "gpt" else "sgd"
+    if (a.optimizer == "adamw") != (a.model == "gpt"):
+        p.error(f"--optimizer {a.optimizer} with --model {a.model}: gpt trains with the "
+                "example's AdamW (--optimizer adamw), the other models with sgd or adam")
     if a.nproc < 1:
         p.error("--nproc must be at least 1")
     return a
@@ -167,6 +187,22 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+def fsdp_unavailable():
+    """Why this torch cannot run the FSDP benchmark on CPU, or None when it can."""
+    try:
+        import inspect
+        from torch.distributed.fsdp import FullyShardedDataParallel
+    except Exception as error:  # torch 1.13 under Python 3.11: a dataclass error at import
+        return (f"torch {torch.__version__}: torch.distributed.fsdp does not import "
+                f"({type(error).__name__}: {str(error).splitlines()[0]})")
+    wanted = {"device_id", "use_orig_params"}
+    missing = wanted - set(inspect.signature(FullyShardedDataParallel.__init__).parameters)
+    if missing:
+        return (f"torch {torch.__version__}: FullyShardedDataParallel has no "
+                f"{', '.join(sorted(missing))} (CPU units, and per-parameter AdamW groups)")
+    return None
 
 
 def make_input(a):
@@ -229,18 +265,23 @@ def train(a):
                                 rank=rank, world_size=world)
 
     torch.manual_seed(0)
-    net = (Transformer(a) if a.model == "xfmr" else Mlp(a)).to(device)
+    if a.model == "gpt":
+        import gpt_model
+        net = gpt_model.Gpt(a.layers, a.hidden, a.heads, a.seq).to(device)
+    else:
+        net = (Transformer(a) if a.model == "xfmr" else Mlp(a)).to(device)
     parameters = sum(p.numel() for p in net.parameters())
     model = net
     fsdp = a.strategy.startswith("fsdp") and world > 1
     if fsdp:
         from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-        sharding = ShardingStrategy.FULL_SHARD if a.strategy == "fsdp-full" \
-            else ShardingStrategy.SHARD_GRAD_OP
-        # Units as accel's Zero3 makes them: each child of a Sequential (the Linear layers, the
-        # blocks), the rest in the root.
-        units = {nn.Linear} if a.model != "xfmr" else {type(b) for b in net.blocks}
+        sharding = {"fsdp-full": ShardingStrategy.FULL_SHARD,
+                    "fsdp-grad-op": ShardingStrategy.SHARD_GRAD_OP,
+                    "fsdp-no-shard": ShardingStrategy.NO_SHARD}[a.strategy]
+        # Units as accel's Zero3 makes them: each child of a Sequential (the Linear layers), or
+        # each block (accel::Sharded in accel_bench and the gpt example), the rest in the root.
+        units = {nn.Linear} if a.model not in ("xfmr", "gpt") else {type(b) for b in net.blocks}
         model = FullyShardedDataParallel(net, sharding_strategy=sharding,
                                          auto_wrap_policy=ModuleWrapPolicy(units),
                                          device_id=torch.device("cpu"), use_orig_params=True)
@@ -254,7 +295,15 @@ def train(a):
             model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.compress == "fp16"
                                      else default_hooks.bf16_compress_hook)
     optimizer_class, lr = (torch.optim.Adam, 0.001) if a.optimizer == "adam" else (torch.optim.SGD, 0.01)
-    if a.strategy == "zero1" and world > 1:
+    schedule = None
+    if a.model == "gpt":
+        # Over the wrapped model's parameters (FSDP's use_orig_params keeps them per parameter,
+        # so the two weight-decay groups survive sharding); warmup over the untimed steps, the
+        # cosine's end at the last timed one (accel_bench's GptSchedule).
+        import gpt_model
+        optimizer = gpt_model.adamw(net)
+        schedule = gpt_model.cosine_with_warmup(optimizer, a.warmup, a.warmup + a.steps)
+    elif a.strategy == "zero1" and world > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
         optimizer = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=optimizer_class, lr=lr)
     else:
@@ -263,11 +312,18 @@ def train(a):
         print(f"ddp.py: model={a.model} parameters={parameters} world_size={world} "
               f"strategy={a.strategy} optimizer={a.optimizer} precision={a.precision} "
               f"accum={a.accum} compress={a.compress} "
-              f"bucket_views={a.bucket_views}", file=sys.stderr, flush=True)
+              f"bucket_views={a.bucket_views} param_groups="
+              f"{'+'.join(str(len(g['params'])) for g in optimizer.param_groups)}",
+              file=sys.stderr, flush=True)
 
     torch.manual_seed(1000 + rank)  # synthetic data, once per rank, deterministic
-    batches = [(make_input(a).to(device), torch.randint(10, (a.batch,)).to(device))
-               for _ in range(8)]
+    if a.model == "gpt":
+        import gpt_model
+        batches = [tuple(t.to(device) for t in gpt_model.make_batch(a.batch, a.seq))
+                   for _ in range(8)]
+    else:
+        batches = [(make_input(a).to(device), torch.randint(10, (a.batch,)).to(device))
+                   for _ in range(8)]
     autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) \
         if a.precision == "bf16" else contextlib.nullcontext
     wait_for_device = torch.cuda.synchronize if cuda else (lambda: None)
@@ -286,7 +342,10 @@ def train(a):
                 t0 = clock()
                 with autocast():
                     logits = model(x)
-                loss = F.cross_entropy(logits.float(), y)
+                logits = logits.float()
+                if a.model == "gpt":  # the next byte at every position
+                    logits = logits.reshape(-1, logits.size(-1))
+                loss = F.cross_entropy(logits, y)
                 t1 = clock()
                 (loss if a.accum == 1 else loss / a.accum).backward()
                 t2 = clock()
@@ -295,6 +354,8 @@ def train(a):
                 parts[1] += t2 - t1
         t2 = clock()
         optimizer.step()
+        if schedule is not None:
+            schedule.step()  # counted with the optimizer step, as accel_bench does
         t3 = clock()
         optimizer.zero_grad(set_to_none=False)  # in place, as accel's zero_grad
         if timed and a.breakdown:
@@ -332,16 +393,22 @@ def train(a):
                       f"other={v[4] - sum(v[:4]):.3f} total={v[4]:.3f}")
     if a.checkpoint:
         checkpoint(a, net, optimizer, rank, world)
-    if rank == 0 and a.model == "xfmr":  # as accel_bench prints them
+    if rank == 0 and a.model in ("xfmr", "gpt"):  # as accel_bench prints them
         tokens_per_s = samples_per_s * a.seq
         flops_per_token = 6.0 * parameters + 12.0 * a.layers * a.seq * a.hidden
         print(f"tokens: tokens_per_s={tokens_per_s:.0f} "
               f"model_tflops_per_s_per_rank={tokens_per_s * flops_per_token / 1e12 / world:.2f}")
     if rank == 0 and cuda:
         print(f"device_memory: peak_allocated_mb={torch.cuda.max_memory_allocated(device) / 1e6:.1f}")
+    peaks = [peak_rss_mb()]  # every rank's, as accel_bench's rank_peak_rss_mb
+    if world > 1:
+        peaks = [None] * world
+        dist.all_gather_object(peaks, peak_rss_mb())
     if rank == 0:
-        print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f} "
-              f"peak_rss_mb={peak_rss_mb():.1f}", flush=True)
+        tokens = f" tokens_per_s={samples_per_s * a.seq:.1f}" if a.model == "gpt" else ""
+        print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f}{tokens} "
+              f"peak_rss_mb={peak_rss_mb():.1f} "
+              f"rank_peak_rss_mb={','.join(f'{p:.1f}' for p in peaks)}", flush=True)
     if world > 1:
         # PyTorch 1.13 can deadlock tearing DDP down at interpreter exit (the Reducer's
         # ProcessGroupGloo joins a worker thread that waits for the GIL the main thread holds):
@@ -403,6 +470,13 @@ def launch(a):
 
 def main():
     a = parse()
+    world = int(os.environ.get("WORLD_SIZE", a.nproc))
+    if a.strategy.startswith("fsdp") and world > 1:
+        why = fsdp_unavailable()
+        if why is not None:  # every rank (and the launcher) finds the same: none starts
+            if int(os.environ.get("RANK", "0")) == 0:
+                print(f"skipped: --strategy {a.strategy}: {why}", flush=True)
+            return 0
     if "RANK" in os.environ or a.nproc == 1:
         return train(a)
     return launch(a)
