@@ -78,6 +78,7 @@ struct Config {
   bool prefetch = accel::Options{}.prefetch_units;
   std::string offload = "none";
   bool breakdown = false;
+  bool timeline = false;  // Options::timeline on, logged to a run under $TMPDIR
   bool pin = false;
   bool plain = false;
   std::string checkpoint;  // a folder: time save_state / load_state after training
@@ -169,6 +170,9 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
+  --timeline             the per-step timeline on (Options::timeline, docs/profiling.md),
+                         logged every step to a run under $TMPDIR/accel-bench-runs (JSONL and
+                         CSV): what it costs a step
   -h, --help             this text
 )";
 
@@ -202,6 +206,10 @@ Config parse(int argc, char** argv) {
     }
     if (flag == "--bucket-views" || flag == "--no-bucket-views") {
       c.bucket_views = flag == "--bucket-views";
+      continue;
+    }
+    if (flag == "--timeline") {
+      c.timeline = true;
       continue;
     }
     if (flag == "--breakdown" || flag == "--pin" || flag == "--plain") {
@@ -585,6 +593,12 @@ int train(const Config& c) {
     std::optional<decltype(acc.prepare(*schedule))> scheduler;
     if (schedule != nullptr) scheduler.emplace(acc.prepare(*schedule));
     const double prepare_peak_rss_mb = peak_rss_mb();  // where a sharded strategy's peak may be
+    if (c.timeline) {
+      const char* tmp = std::getenv("TMPDIR");
+      acc.start_timeline({.samples_per_step = static_cast<double>(c.batch * world * c.accum)});
+      acc.init_trackers("accel_bench", {{"model", c.model}, {"strategy", c.strategy}},
+                        {.log_dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/accel-bench-runs"});
+    }
 
     if (rank == 0)
       fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
@@ -792,6 +806,7 @@ int train(const Config& c) {
                                          .peak) /
                      1e6);
 #endif
+    if (c.timeline) acc.end_training();
     // Every rank's peak RSS (a sharded strategy's ranks need not peak alike), and tokens/s for
     // the language model, on the last line, which bench/run.sh tables.
     const auto rank_peaks = acc.gather_object(std::vector<double>{peak_rss_mb()});

@@ -87,6 +87,7 @@ struct Args {
   std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
   std::int64_t checkpoint_every = 0;       // optimizer steps between checkpoints; 0: at the end
   bool resume = false;                     // from the newest checkpoint under checkpoint_dir
+  bool profile = false;  // the step timeline in the run's metrics, a trace per rank of steps 3-5
   bool help = false;
 };
 
@@ -140,6 +141,10 @@ std::string usage_text() {
       "                       start time)\n"
       "  --log-every N        optimizer steps between two logged rows, at least 1 (default {})\n"
       "  --no-progress        no progress bar or progress lines\n"
+      "  --profile            log each step's time in data, forward, backward, communication,\n"
+      "                       optimizer and idle per rank (the timeline; accel-plot draws it), and\n"
+      "                       write a Chrome trace per rank of steps 3 to 5 into the run folder;\n"
+      "                       implies --with-tracking (docs/profiling.md)\n"
       "  --checkpoint-dir DIR save_state() into DIR/checkpoint_<n> every --checkpoint-every\n"
       "                       steps and at the end\n"
       "  --checkpoint-every N optimizer steps between checkpoints, at least 1 (default: only at\n"
@@ -188,6 +193,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--prompt") args.prompt = value();
     else if (flag == "--peak-tflops") args.peak_tflops = real_number(flag, value());
     else if (flag == "--threads") args.threads = whole_number(flag, value(), 1, kMaxThreads);
+    else if (flag == "--profile") args.profile = args.tracking = true;
     else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
   if (args.help) return args;
@@ -342,6 +348,18 @@ int train(const Args& args, const gpt::Corpus& corpus) {
          {"text", corpus.source}, {"threads", torch::get_num_threads()},
          {"peak_tflops_per_process", peak_tflops}},
         {.log_dir = args.log_dir.value_or(fs::path()), .run_name = args.run_name});
+  // --profile: the timeline's rows beside the metrics (with tokens/s and MFU at every step), and
+  // a trace per rank of steps 3 to 5 in the run folder, written when `profile` ends.
+  std::optional<accel::profiling::Profile> profile;
+  if (args.profile) {
+    accelerator.start_timeline(
+        {.samples_per_step = static_cast<double>(global_windows),
+         .tokens_per_step = static_cast<double>(tokens_per_step),
+         .flops_per_sample = 6.0 * static_cast<double>(parameters) * static_cast<double>(args.seq),
+         .peak_flops = peak_tflops * 1e12});
+    profile.emplace(accelerator.profile(
+        {.schedule = accel::ProfileSchedule{.wait = 1, .warmup = 1, .active = 3, .repeat = 1}}));
+  }
   accel::Progress progress(accelerator, args.steps,
                            {.mode = args.progress ? accel::ProgressMode::automatic
                                                   : accel::ProgressMode::off,
@@ -444,6 +462,12 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   }
   progress.close();
   train_seconds = seconds() - evaluation_seconds;
+  if (profile) {
+    const fs::path trace = profile->file();
+    profile.reset();  // writes it
+    accelerator.print("profile: {} (and one per other rank); the timeline: accel-plot {}",
+                      trace.string(), accelerator.tracker().run_dir().string());
+  }
   checkpoint();
 
   const double val_loss = evaluate();

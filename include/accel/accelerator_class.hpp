@@ -59,6 +59,9 @@
 #include "precision/contract.hpp"
 #include "precision/policies.hpp"
 #include "prepared.hpp"
+#include "profiling/profile_scope.hpp"
+#include "profiling/span.hpp"
+#include "profiling/timeline.hpp"
 #include "runtime/cpu_heap.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/any_rank.hpp"
@@ -174,6 +177,7 @@ class Accelerator
   // then by the precision policy (Fp16: the window's loss scale). Several backward() calls on
   // one batch share its micro-step (gradient_state.hpp).
   void backward(const torch::Tensor& loss) {
+    const profiling::Span span(profiling::Phase::backward, "backward");
     gradients_.on_backward();
     check_last_window_used();
     gradients_.on_mean_loss();
@@ -199,6 +203,7 @@ class Accelerator
   template <std::integral Count>
     requires(!std::same_as<Count, bool>)
   void backward(const torch::Tensor& loss_sum, Count tokens) {
+    const profiling::Span span(profiling::Phase::backward, "backward");
     gradients_.on_backward();
     check_last_window_used();
     gradients_.on_token_loss(static_cast<std::int64_t>(tokens));
@@ -374,6 +379,47 @@ class Accelerator
   // Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
   // skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
   std::int64_t completed_steps() const { return completed_steps_; }
+
+  // --- Profiling (docs/profiling.md) ----------------------------------------------------------------
+  // Records accel's spans (forward, backward, each collective issued and waited for, the
+  // optimizer step, the data wait; with options.torch_ops, libtorch's operators too) on the
+  // schedule of `options`, for as long as the returned scope lives, into trace_rank<r>.json: in
+  // options.output_dir, else the open run's folder, else ./profile. Every rank calls it (with a
+  // run open and no output_dir, the main process's run folder is broadcast).
+  profiling::Profile profile(const ProfileOptions& options = {}) {
+    std::filesystem::path folder;
+    std::int64_t base_ns = 0;
+    {
+      const profiling::Unrecorded unrecorded;  // its own broadcasts are no step's
+      folder = profile_folder(options.output_dir, this->tracker().run_dir(),
+                              this->tracker().is_open());
+      base_ns = profile_base_ns();
+    }
+    if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+    recorder_->start_trace(options, folder / fmt::format("trace_rank{}.json", process_.rank),
+                           base_ns);
+    return profiling::Profile(recorder_.get());
+  }
+
+  // Starts the per-step timeline now, as Options::timeline does at construction (or replaces its
+  // options): for a program that learns its FLOPs per sample or its device's peak only once the
+  // Accelerator exists. Every rank calls it.
+  void start_timeline(TimelineOptions options) {
+    options.enabled = true;
+    profiling::check_timeline_options(options);
+    options_.timeline = options;
+    if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+    recorder_->start_timeline();
+  }
+
+  // Ends the run (tracking/accelerator_tracking.hpp), logging the timeline's last steps first.
+  void end_training() {
+    if (recorder_ != nullptr && recorder_->timeline()) {
+      recorder_->close_pending_step();
+      log_timeline();
+    }
+    tracking::WithTrackers<Accelerator>::end_training();
+  }
 
   // --- Collectives: every rank calls them, in the same order. On one process they return their
   // argument (gather: as if gathered from one rank). Tensors may sit in any aggregate. --------------
@@ -557,6 +603,7 @@ class Accelerator
 
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {
+    const profiling::Span span(profiling::Phase::forward, "forward");
     auto& whole = static_cast<torch::nn::Module&>(*module);
     strategy_.before_forward(whole);
     precision::Autocast<precision_policy> guard(device_);
@@ -571,13 +618,34 @@ class Accelerator
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
     if (!sync_gradients()) return;
-    unused_window_.reset();
-    if (counted_micro_step_ != gradients_.micro_steps()) {  // once per window, for all optimizers
-      counted_micro_step_ = gradients_.micro_steps();
-      ++completed_steps_;
+    {
+      const profiling::Span span(profiling::Phase::optimizer, "optimizer step");
+      unused_window_.reset();
+      if (counted_micro_step_ != gradients_.micro_steps()) {  // once per window, for all optimizers
+        counted_micro_step_ = gradients_.micro_steps();
+        ++completed_steps_;
+      }
+      divide_by_window_tokens();
+      if (precision_.may_step(strategy_, optimizer)) strategy_.optimizer_step(optimizer);
     }
-    divide_by_window_tokens();
-    if (precision_.may_step(strategy_, optimizer)) strategy_.optimizer_step(optimizer);
+    if (recorder_ != nullptr) {
+      recorder_->optimizer_stepped(completed_steps_);
+      if (recorder_->timeline() &&
+          recorder_->steps_ready() >= static_cast<std::size_t>(options_.timeline.every))
+        log_timeline();
+    }
+  }
+
+  // The timeline's finished steps, gathered from every rank and logged (timeline.hpp), while a
+  // run is open; outside one they are dropped. Every rank takes the same steps, so that all of
+  // them call the all-gather or none does.
+  void log_timeline() {
+    const profiling::Unrecorded unrecorded;
+    const std::vector<profiling::StepTimes> mine = recorder_->take_steps();
+    if (mine.empty() || !this->tracker().is_open()) return;
+    for (const auto& row : profiling::timeline_rows(profiling::gather_steps(group_.get(), mine),
+                                                    options_.timeline))
+      this->log(row.metrics, row.step);
   }
 
   // Zeroes gradients (in place, parallel/replicated.hpp) unless a window is still collecting them.

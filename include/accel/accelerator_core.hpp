@@ -19,6 +19,7 @@
 #include "detail/separate_compilation.hpp"
 #include "logging/logger.hpp"
 #include "options.hpp"
+#include "profiling/recorder.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/process_group.hpp"
 #include "state/custom_objects.hpp"
@@ -44,6 +45,14 @@ class AcceleratorCore {
   ACCEL_DECL static void add_pre_hook(std::vector<PreHook>& hooks, PreHook hook,
                                       std::string_view call);
 
+  // The folder accelerator.profile() writes into: `given`, else the open run's folder (the main
+  // process's, broadcast: `run_open` is the same on every rank), else ./profile; made here.
+  ACCEL_DECL std::filesystem::path profile_folder(const std::filesystem::path& given,
+                                                  const std::filesystem::path& run_dir,
+                                                  bool run_open);
+  // Now on the system clock, as rank 0 read it (one broadcast): a profile's time zero.
+  ACCEL_DECL std::int64_t profile_base_ns();
+
   Options options_;
   runtime::Environment environment_;
   runtime::ProcessInfo process_;
@@ -68,6 +77,8 @@ class AcceleratorCore {
   // The micro-step whose backward() completed a window not yet stepped or zeroed by a prepared
   // optimizer (Accelerator::check_last_window_used).
   std::optional<std::uint64_t> unused_window_;
+  // Spans' recorder (profiling/recorder.hpp): made by Options::timeline or the first profile().
+  std::unique_ptr<profiling::Recorder> recorder_;
 };
 
 }  // namespace accel::detail

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "logging/level.hpp"
+#include "profiling/options.hpp"
 
 namespace accel {
 
@@ -176,6 +177,15 @@ struct Options {
   CheckpointOptions checkpoints = {};
   // accelerator.logger()'s level and rank prefix (logging/level.hpp).
   logging::LoggerOptions logging = {};
+  // The per-step timeline (docs/profiling.md): {.enabled = true} logs each optimizer step's
+  // seconds in data, forward, backward, communication, optimizer and idle, per rank, through
+  // the trackers of the open run, with samples/s, tokens/s and MFU where their inputs are given.
+  profiling::TimelineOptions timeline = {};
 };
+
+// accelerator.profile()'s options and schedule (profiling/options.hpp), under shorter names.
+using ProfileOptions = profiling::ProfileOptions;
+using ProfileSchedule = profiling::ProfileSchedule;
+using TimelineOptions = profiling::TimelineOptions;
 
 }  // namespace accel

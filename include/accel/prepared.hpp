@@ -18,6 +18,7 @@
 #include "data/shard.hpp"
 #include "detail/error.hpp"
 #include "detail/type_traits.hpp"
+#include "profiling/span.hpp"
 
 namespace accel {
 
@@ -134,6 +135,7 @@ class PreparedLoader {
         if (count_ > 0) owner_->accelerator_->on_epoch_end();
         return;
       }
+      const profiling::Span span(profiling::Phase::data, "data");
       const Loader& loader = *owner_->loader_;
       const data::Shard& shard = owner_->shard_;
       const batch_type global_batch =

@@ -1,10 +1,15 @@
 // Everyday-use scenarios across processes: run tracking writes from the main process only, while
-// every rank checks its arguments the same way; progress shows on the main process only.
+// every rank checks its arguments the same way; progress shows on the main process only; a
+// profile writes one trace per rank with its collectives, and the step timeline reaches the
+// main process's trackers with every rank's phases.
 #include <signal.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "scenario.hpp"
@@ -173,6 +178,144 @@ void two_nodes_ddp() {
   EXPECT(torch::allclose(head->weight, reference_head->weight, 1e-5, 1e-6));
 }
 
+
+// Random rows and targets, the same on every rank.
+struct Row {
+  torch::Tensor x;
+  torch::Tensor y;
+};
+struct RandomRows {
+  torch::Tensor x, y;
+  RandomRows(std::int64_t n, std::int64_t features)
+      : x(torch::randn({n, features})), y(torch::randn({n, 1})) {}
+  std::int64_t size() const { return x.size(0); }
+  Row get(std::int64_t i) const { return {x[i], y[i]}; }
+};
+
+// A folder for the whole group: rank 0 makes it, the others learn its name.
+template <class Accel>
+fs::path shared_folder(Accel& accelerator, const char* what) {
+  std::string made;
+  if (accelerator.is_main_process()) {
+    const char* base = std::getenv("TMPDIR");
+    made = std::string(base && *base ? base : "/tmp") + "/accel-dist-" + what + "-XXXXXX";
+    EXPECT(::mkdtemp(made.data()) != nullptr);
+  }
+  return accelerator.gather_object(made)[0];
+}
+
+// A few steps of a two-layer Sequential (a Zero3 unit per layer) on 16 rows per rank.
+template <class Accel>
+void train_steps(Accel& accelerator, int steps) {
+  torch::manual_seed(3);
+  auto net = torch::nn::Sequential(torch::nn::Linear(32, 64), torch::nn::Tanh(),
+                                   torch::nn::Linear(64, 1));
+  torch::optim::SGD sgd(net->parameters(), 0.01);
+  accel::DataLoader loader(RandomRows(16 * steps * accelerator.num_processes(), 32),
+                           {.batch_size = 16});
+  auto [model, optimizer, batches] = accelerator.prepare(net, sgd, loader);
+  for (const auto& batch : batches) {
+    accelerator.backward(torch::mse_loss(model(batch.x), batch.y));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+}
+
+// Profiles steps 2 and 3 of 4 under `Accel` and checks every rank's trace: valid JSON, the rank
+// as the process, the two steps, and the strategy's collectives inside them.
+template <class Accel>
+void profile_traces(const std::vector<std::string>& collectives) {
+  Accel accelerator(accel_test::test_options());
+  const fs::path folder = shared_folder(accelerator, "profile");
+  {
+    auto profile = accelerator.profile(
+        {.schedule = accel::ProfileSchedule{.wait = 1, .active = 2, .repeat = 1},
+         .output_dir = folder});
+    EXPECT(profile.file() ==
+           folder / fmt::format("trace_rank{}.json", accelerator.process_index()));
+    train_steps(accelerator, 4);
+  }
+  accelerator.wait_for_everyone();
+  if (!accelerator.is_main_process()) return;
+  for (int rank = 0; rank < accelerator.num_processes(); ++rank) {
+    std::ifstream in(folder / fmt::format("trace_rank{}.json", rank));
+    EXPECT(in.good());
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<std::string, int> names;
+    std::vector<std::string> steps;
+    for (const auto& event : trace.at("traceEvents")) {
+      EXPECT(event.at("pid") == rank);
+      if (event.at("ph") != "X") continue;
+      const std::string name = event.at("name");
+      ++names[name.substr(0, name.find(' '))];
+      if (event.at("cat") == "step") steps.push_back(name);
+    }
+    EXPECT((steps == std::vector<std::string>{"step 2", "step 3"}));
+    EXPECT(names["forward"] == 2 && names["backward"] == 2 && names["optimizer"] == 2);
+    for (const std::string& collective : collectives) EXPECT(names[collective] > 0);
+  }
+  fs::remove_all(folder);
+}
+
+void profile_ddp() { profile_traces<accel::Accelerator<accel::Ddp>>({"allreduce"}); }
+void profile_zero3() {
+  profile_traces<accel::Accelerator<accel::Zero3>>({"allgather", "reduce_scatter"});
+}
+
+// Every rank's timeline reaches the main process's trackers at every step, and each rank's
+// phases add up to its step.
+void timeline_every_rank() {
+  accel::Options options = accel_test::test_options();
+  options.timeline = {.enabled = true, .samples_per_step = 32};
+  accel::Accelerator<accel::Ddp> accelerator(options);
+  const fs::path logs = shared_folder(accelerator, "timeline");
+  auto rows = std::make_shared<std::vector<std::map<std::string, double>>>();
+  struct Rows {
+    std::shared_ptr<std::vector<std::map<std::string, double>>> rows;
+    std::string name() const { return "rows"; }
+    void start(const accel::tracking::RunStart& /*run*/) {}
+    void log(const accel::tracking::Scalars& values, std::int64_t /*step*/, double /*at*/) {
+      auto& row = rows->emplace_back();
+      for (const auto& [name, number] : values) row[name] = number.value;
+    }
+    void log_text(const accel::tracking::Texts& /*values*/, std::int64_t /*step*/, double) {}
+    void finish() {}
+  };
+  accelerator.init_trackers("timeline", {},
+                            {.log_dir = logs, .run_name = "r",
+                             .trackers = {accel::tracking::make_tracker(Rows{rows})}});
+  train_steps(accelerator, 3);
+  accelerator.end_training();
+  if (accelerator.is_main_process()) {
+    EXPECT(rows->size() == 3);
+    for (const auto& row : *rows) {
+      double slowest = 0;
+      for (int rank = 0; rank < accelerator.num_processes(); ++rank) {
+        const std::string prefix = fmt::format("timeline/rank{}/", rank);
+        double phases = 0;
+        // Not a list on a line of its own: CMake reads this file's scenario table by lines.
+        const std::vector<std::string> names = {"data",          "forward",   "backward",
+                                                "communication", "optimizer", "idle"};
+        for (const std::string& phase : names) {
+          EXPECT(row.count(prefix + phase) == 1);
+          phases += row.at(prefix + phase);
+        }
+        const double step = row.at(prefix + "step");
+        EXPECT(step > 0 && std::abs(phases - step) <= 1e-6 * step);
+        EXPECT(row.at(prefix + "communication") > 0);  // Ddp's all-reduce, waited for
+        slowest = std::max(slowest, step);
+      }
+      EXPECT(row.at("timeline/step_seconds") == slowest);
+      EXPECT(std::abs(row.at("timeline/samples_per_second") - 32 / slowest) <= 1e-9 * 32 / slowest);
+    }
+    EXPECT(rows->size() == 3 && line_count(logs / "timeline" / "r" / "metrics.jsonl") == 3);
+  } else {
+    EXPECT(rows->empty());  // main process only
+  }
+  accelerator.wait_for_everyone();
+  if (accelerator.is_main_process()) fs::remove_all(logs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,6 +324,9 @@ int main(int argc, char** argv) {
       {"gather_empty_objects", gather_empty_objects},
       {"restart_after_kill", restart_after_kill},
       {"two_nodes_ddp", two_nodes_ddp},
+      {"profile_ddp", profile_ddp},
+      {"profile_zero3", profile_zero3},
+      {"timeline_every_rank", timeline_every_rank},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -75,6 +76,25 @@ inline constexpr std::optional<c10::ScalarType> float8_e5m2_dtype =
 #else
     std::nullopt;
 #endif
+
+// libtorch's profiler events (profile/torch_ops.hpp): KinetoEvent reports microseconds
+// (startUs, durationUs) on 1.13 and nanoseconds (startNs, durationNs) on the 2.x that dropped
+// the former; tested by the member, as it changed in a 2.x between the two. Both count from the
+// epoch of the system clock.
+template <class Event>
+std::int64_t profiler_event_start_ns(const Event& event) {
+  if constexpr (requires { event.startNs(); })
+    return static_cast<std::int64_t>(event.startNs());
+  else
+    return static_cast<std::int64_t>(event.startUs()) * 1000;
+}
+template <class Event>
+std::int64_t profiler_event_duration_ns(const Event& event) {
+  if constexpr (requires { event.durationNs(); })
+    return static_cast<std::int64_t>(event.durationNs());
+  else
+    return static_cast<std::int64_t>(event.durationUs()) * 1000;
+}
 
 // fp8 tensor-core matmul, CUDA only: at::_scaled_mm(a, b, scale_a, scale_b, ...) -> out from
 // 2.4 (before, the scales were optional arguments after out_dtype and it returned (out, amax)).

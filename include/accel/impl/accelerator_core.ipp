@@ -1,10 +1,13 @@
 // AcceleratorCore's members; accelerator_core.hpp includes this file in header-only mode.
 #pragma once
 
+#include <chrono>
 #include <unordered_set>
 
 #include "../accelerator_core.hpp"
 #include "../detail/error.hpp"
+#include "../detail/small_tensor.hpp"
+#include "../profiling/timeline.hpp"
 #include "../runtime/bootstrap.hpp"
 #include "../runtime/cpu_heap.hpp"
 #include "../runtime/group_settings.hpp"
@@ -37,9 +40,38 @@ ACCEL_DECL AcceleratorCore::AcceleratorCore(Options options, int accumulation_st
   state::check_checkpoint_folder_writable(
       options_.checkpoints.directory,
       options_.checkpoints.directory != CheckpointOptions{}.directory);
+  if (options_.timeline.enabled) {
+    profiling::check_timeline_options(options_.timeline);
+    recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+    recorder_->start_timeline();
+  }
 }
 
 ACCEL_DECL AcceleratorCore::~AcceleratorCore() = default;
+
+ACCEL_DECL std::filesystem::path AcceleratorCore::profile_folder(
+    const std::filesystem::path& given, const std::filesystem::path& run_dir, bool run_open) {
+  std::filesystem::path folder = given;
+  if (folder.empty() && run_open)
+    folder = group_ ? std::filesystem::path(group_->broadcast_bytes(run_dir.string(), 0)) : run_dir;
+  if (folder.empty()) folder = "profile";
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error || !std::filesystem::is_directory(folder))
+    fail("profile(): cannot create the trace folder {}: {}; choose a writable folder "
+         "(ProfileOptions::output_dir)",
+         folder.string(), error ? error.message() : "it is not a folder");
+  return folder;
+}
+
+ACCEL_DECL std::int64_t AcceleratorCore::profile_base_ns() {
+  torch::Tensor now = one_value(static_cast<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count()));
+  if (group_) group_->broadcast(now, 0);
+  return now.item<std::int64_t>();
+}
 
 ACCEL_DECL std::vector<torch::Tensor> AcceleratorCore::prepared_parameters() const {
   std::vector<torch::Tensor> parameters;

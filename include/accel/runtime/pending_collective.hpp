@@ -16,6 +16,7 @@
 
 #include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
+#include "../profiling/span.hpp"
 #include "c10d_transport.hpp"
 #include "collective_call.hpp"
 #include "shared_memory_path.hpp"

@@ -31,6 +31,7 @@
 #include "../detail/separate_compilation.hpp"
 #include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
+#include "../profiling/span.hpp"
 #include "c10d_transport.hpp"
 #include "collective_call.hpp"
 #include "collective_check.hpp"
@@ -88,7 +89,12 @@ class ProcessGroup {
     ProcessGroup* group_;
   };
 
-  void barrier() { c10d_->barrier(check("barrier", torch::Tensor())); }
+  void barrier() {
+    const CollectiveCall call = check("barrier", torch::Tensor());
+    const profiling::Span span(profiling::Phase::communication, "barrier",
+                               static_cast<std::int64_t>(call.sequence));
+    c10d_->barrier(call);
+  }
 
   // In place; mean divides the sum by the world size (Gloo has no AVG).
   ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "../detail/separate_compilation.hpp"
+#include "../profiling/span.hpp"
 #include "c10d_transport.hpp"
 #include "collective_call.hpp"
 #include "collective_check.hpp"

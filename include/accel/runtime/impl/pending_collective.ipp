@@ -7,6 +7,9 @@ namespace accel::runtime {
 
 ACCEL_DECL void PendingAllreduce::wait() {
   const CollectiveCall call{"allreduce", sequence, wire.defined() ? wire : tensor};
+  const profiling::Span span(profiling::Phase::communication, "allreduce",
+                             static_cast<std::int64_t>(sequence),
+                             static_cast<std::int64_t>(call.tensor.nbytes()), profiling::Part::wait);
   if (shared_memory.valid()) {
     try {
       shared_memory.get();
@@ -23,6 +26,10 @@ ACCEL_DECL void PendingCollective::wait() {
   if (!done.valid()) return;
   const std::shared_future<void> finished = std::move(done);
   done = {};
+  const profiling::Span span(profiling::Phase::communication, operation,
+                             static_cast<std::int64_t>(sequence),
+                             input.defined() ? static_cast<std::int64_t>(input.nbytes()) : 0,
+                             profiling::Part::wait);
   try {
     finished.get();
   } catch (const std::exception& error) {

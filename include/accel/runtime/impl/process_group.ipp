@@ -5,6 +5,15 @@
 
 namespace accel::runtime {
 
+// A collective's span (profiling/span.hpp): its phase, its number in the group and its bytes.
+inline profiling::Span collective_span(const char* operation, std::uint64_t sequence,
+                                       const torch::Tensor& tensor,
+                                       profiling::Part part = profiling::Part::whole) {
+  return profiling::Span(profiling::Phase::communication, operation,
+                         static_cast<std::int64_t>(sequence),
+                         tensor.defined() ? static_cast<std::int64_t>(tensor.nbytes()) : 0, part);
+}
+
 ACCEL_DECL ProcessGroup::ProcessGroup(const Environment& env, GroupSettings settings)
     : rank_(env.process.rank), size_(env.process.world_size), settings_(settings),
       calls_(settings.check_collectives) {
@@ -56,6 +65,7 @@ ACCEL_DECL ProcessGroup::Caller::~Caller() {
 ACCEL_DECL void ProcessGroup::allreduce(torch::Tensor& tensor, ReduceOp op) {
   check_reducible(tensor, op);
   const CollectiveCall call = check("allreduce", tensor);
+  const auto span = collective_span("allreduce", call.sequence, tensor);
   if (const auto type = reducible_in_shared_memory(tensor)) {
     torch::Tensor data = tensor.contiguous();
     shm_->allreduce(data, *type, shm_reduction(op), call);
@@ -76,6 +86,8 @@ ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_async(torch::Tensor ten
   if (const auto type = reducible_in_shared_memory(sent); type && sent.is_contiguous()) {
     Pending pending{c10d_.get(), shm_.get(), check("allreduce", sent).sequence, {},
                     tensor, wire, {}};
+    const auto span =
+        collective_span("allreduce", pending.sequence, sent, profiling::Part::issue);
     pending.shared_memory = shm_->start_allreduce(sent, *type);
     return pending;
   }
@@ -85,6 +97,8 @@ ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_async(torch::Tensor ten
                         c10::toString(sent.scalar_type()), TORCH_VERSION);
   Pending pending{c10d_.get(), shm_.get(), check("allreduce", sent).sequence, {},
                   tensor, wire, {}};
+  const auto span =
+      collective_span("allreduce", pending.sequence, sent, profiling::Part::issue);
   pending.work = c10d_->start_allreduce(sent);
   return pending;
 }
@@ -99,6 +113,7 @@ ACCEL_DECL ProcessGroup::RegisteredAllreduce ProcessGroup::register_allreduce(to
 
 ACCEL_DECL void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
   const CollectiveCall call = check(fmt::format("broadcast(root={})", root), tensor);
+  const auto span = collective_span("broadcast", call.sequence, tensor);
   if (tensor.is_cuda()) {
     c10d_->broadcast_checked(tensor, root, call);
     return;
@@ -124,6 +139,7 @@ ACCEL_DECL void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
 
 ACCEL_DECL torch::Tensor ProcessGroup::allgather(const torch::Tensor& tensor) {
   const CollectiveCall call = check("allgather", tensor);
+  const auto span = collective_span("allgather", call.sequence, tensor);
   const torch::Tensor input = gather_input(tensor);
   if (!gathers_in_shared_memory(input)) return c10d_->allgather(input, call);
   std::vector<std::int64_t> shape = input.sizes().vec();
@@ -135,6 +151,7 @@ ACCEL_DECL torch::Tensor ProcessGroup::allgather(const torch::Tensor& tensor) {
 
 ACCEL_DECL void ProcessGroup::allgather_into(torch::Tensor& output, const torch::Tensor& input) {
   const CollectiveCall call = check("allgather", input);
+  const auto span = collective_span("allgather", call.sequence, input);
   check_gather_layout(output, input);
   torch::Tensor flat_output = output.view(-1);
   if (gathers_in_shared_memory(input))
@@ -152,6 +169,8 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::allgather_into_async(to
   PendingCollective gathering{shm_.get(), "allgather", check("allgather", input).sequence,
                               input, {}, {}};
   check_gather_layout(output, input);
+  const auto span = collective_span("allgather", gathering.sequence, input,
+                                            profiling::Part::issue);
   gathering.done = shm_->start_allgather(input, output);
   return gathering;
 }
@@ -176,6 +195,8 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
                         into.numel(), c10::toString(into.scalar_type()), chunk,
                         c10::toString(flat.scalar_type()));
   pending.result = into.defined() ? into : torch::empty({chunk}, flat.options());
+  const auto span = collective_span("reduce_scatter", pending.sequence, input,
+                                            profiling::Part::issue);
   pending.done = shm_->start_reduce_scatter(flat, pending.result, *type, shm_reduction(op));
   return pending;
 }
@@ -183,6 +204,7 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
 ACCEL_DECL torch::Tensor ProcessGroup::reduce_scatter(const torch::Tensor& input, ReduceOp op) {
   check_reduce_scatter(input, op, size_);
   const CollectiveCall call = check("reduce_scatter", input);
+  const auto span = collective_span("reduce_scatter", call.sequence, input);
   const torch::Tensor flat = input.contiguous().view(-1);
   const auto type = reducible_in_shared_memory(flat);
   if (!type) return c10d_->reduce_scatter(flat, op, call);
@@ -193,12 +215,14 @@ ACCEL_DECL torch::Tensor ProcessGroup::reduce_scatter(const torch::Tensor& input
 
 ACCEL_DECL torch::Tensor ProcessGroup::allgather_portable(const torch::Tensor& tensor) {
   const CollectiveCall call = check("allgather", tensor);
+  const auto span = collective_span("allgather", call.sequence, tensor);
   return c10d_->allgather_by_list(gather_input(tensor), call);
 }
 
 ACCEL_DECL void ProcessGroup::allgather_into_portable(torch::Tensor& output,
                                                       const torch::Tensor& input) {
   const CollectiveCall call = check("allgather", input);
+  const auto span = collective_span("allgather", call.sequence, input);
   check_gather_layout(output, input);
   torch::Tensor flat_output = output.view(-1);
   c10d_->allgather_into_by_list(flat_output, input, call);
@@ -208,6 +232,7 @@ ACCEL_DECL torch::Tensor ProcessGroup::reduce_scatter_portable(const torch::Tens
                                                                ReduceOp op) {
   check_reduce_scatter(input, op, size_);
   const CollectiveCall call = check("reduce_scatter", input);
+  const auto span = collective_span("reduce_scatter", call.sequence, input);
   return c10d_->reduce_scatter_by_alltoall(input.contiguous().view(-1), op, call);
 }
 

@@ -13,6 +13,9 @@ ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(CollectiveCheck& calls, C10d
 
 ACCEL_DECL void RegisteredAllreduce::run() {
   const CollectiveCall call = (*calls_)("allreduce", flat_, *c10d_);
+  const profiling::Span span(profiling::Phase::communication, "allreduce",
+                             static_cast<std::int64_t>(call.sequence),
+                             static_cast<std::int64_t>(flat_.nbytes()));
   if (ring_)
     c10d_->run(*ring_, call);
   else

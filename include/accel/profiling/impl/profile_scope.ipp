@@ -1,0 +1,28 @@
+// The profile's scope; profile_scope.hpp includes it in header-only mode.
+#pragma once
+
+#include <exception>
+#include <utility>
+
+#include "../profile_scope.hpp"
+
+namespace accel::profiling {
+
+ACCEL_DECL Profile::~Profile() noexcept(false) {
+  if (recorder_ == nullptr) return;
+  if (std::uncaught_exceptions() == 0) {
+    close();
+    return;
+  }
+  try {
+    close();
+  } catch (const std::exception&) {
+    // The exception unwinding is the one to report.
+  }
+}
+
+ACCEL_DECL void Profile::close() {
+  if (Recorder* recorder = std::exchange(recorder_, nullptr)) recorder->stop_trace();
+}
+
+}  // namespace accel::profiling
