@@ -10,7 +10,9 @@
 #   checkpoint.sh LAUNCHER WORKER tool                    the groups saved by Zero3 on 2 ranks,
 #                                                         read by `accel-launch checkpoint`:
 #                                                         the C++ calls (checkpoint_tool), then
-#                                                         the command line and its exit codes
+#                                                         the command line and its exit codes;
+#                                                         and its weights loaded rank-locally
+#                                                         (load_model_zero3 on 2 and 3 ranks)
 set -euo pipefail
 launcher=$1 worker=$2 mode=$3
 shift 3
@@ -47,6 +49,9 @@ case "$mode" in
   tool)
     run 2 save_groups_zero3
     run 1 checkpoint_tool
+    run 2 load_model_zero3
+    run 3 load_model_zero3
+    run 2 load_model_ddp
     dir=$ACCEL_TEST_DIR
     expect() {  # expect STATUS PATTERN COMMAND...: its exit status, and PATTERN in its output
       local status=$1 pattern=$2 out code=0; shift 2

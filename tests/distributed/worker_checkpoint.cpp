@@ -21,6 +21,10 @@
 //                    weight_decay are one process's after 4 steps, the parameters and state
 //                    saved again are the loaded ones element for element, and the 3 steps left
 //                    end where one process does
+//   load_model_<s>   any world size: load_model of "groups_model" (2 ranks) or its shards (other
+//                    world sizes) into a fresh program: the parameters are the saved ones,
+//                    bitwise, and each rank read only what it keeps (Zero3: its slices, the
+//                    ranks' reads adding up to the weights once; Ddp: all of them)
 //   checkpoint_tool  one process, no Accelerator: `accel-launch checkpoint` (state/
 //                    checkpoint_tool.hpp) on the folders save_groups_zero3 wrote: verify, merge
 //                    byte for byte as save_model, diff, inspect, and each refusal
@@ -28,6 +32,7 @@
 
 #include <accel/checkpoints.hpp>
 #include <accel/state/checkpoint_tool.hpp>
+#include <accel/state/weights_reader.hpp>
 
 #include <csignal>
 #include <cstdlib>
@@ -455,6 +460,35 @@ void load_grouped_run() {
   expect_matches_one_process(program);
 }
 
+template <class Par>
+void load_model_run() {
+  GroupedProgram<Par> program;
+  auto [model, optimizer, scheduler] =
+      program.acc.prepare(program.net, program.adamw, program.schedule);
+  const int world = program.acc.num_processes();
+  const fs::path weights = shared_folder() / (world == 2 ? "groups_model" : "groups_model_sharded");
+  const std::uint64_t before = accel::state::WeightsReader::bytes_read_in_process();
+  program.acc.load_model(model, weights);
+  const std::uint64_t read = accel::state::WeightsReader::bytes_read_in_process() - before;
+  const auto saved = accel::state::load_weights(weights);
+  std::uint64_t total = 0;
+  for (const auto& [name, t] : saved) total += static_cast<std::uint64_t>(t.nbytes());
+  std::uint64_t all_ranks = 0;
+  for (const auto r : program.acc.gather_object(read)) all_ranks += r;
+  fmt::print("rank {}: load_model read {} of the weights' {} bytes ({} over {} ranks)\n",
+             program.acc.process_index(), read, total, all_ranks, world);
+  if constexpr (std::is_same_v<Par, accel::Ddp>) {
+    EXPECT(read == total);
+  } else {
+    EXPECT(all_ranks == total);       // every element read once, by one rank
+    EXPECT(read <= total / world + 64);  // this rank's share (a flat's padding is never read)
+  }
+  const auto full = program.acc.full_parameters(program.net);
+  std::map<std::string, torch::Tensor> by_name(saved.begin(), saved.end());
+  for (const auto& item : program.net->named_parameters())
+    EXPECT(torch::equal(item.value(), by_name.at(item.key())));
+}
+
 std::string file_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -593,6 +627,8 @@ int main(int argc, char** argv) {
        {"load_groups_zero2", load_grouped_run<Zero2>},
        {"load_groups_zero3", load_grouped_run<Zero3>},
        {"checkpoint_tool", checkpoint_tool},
+       {"load_model_zero3", load_model_run<Zero3>},
+       {"load_model_ddp", load_model_run<Ddp>},
        {"kill_in_save", kill_in_save},
        {"after_kill", after_kill}});
 }

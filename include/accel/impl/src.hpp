@@ -85,4 +85,5 @@
 #include "../state/impl/safetensors_format.ipp"
 #include "../state/impl/slice_catalog.ipp"
 #include "../state/impl/weights.ipp"
+#include "../state/impl/weights_reader.ipp"
 #include "../state/impl/writable_folder.ipp"

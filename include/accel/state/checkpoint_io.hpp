@@ -54,6 +54,7 @@
 #include "safetensors.hpp"
 #include "slice_catalog.hpp"
 #include "weights.hpp"
+#include "weights_reader.hpp"
 
 namespace accel::state {
 
@@ -216,16 +217,20 @@ struct CheckpointIO<Accel, void> {
     detail::agree(acc.group_.get(), error, "save_model");
   }
 
+  // Each rank reads, by positioned reads (weights_reader.hpp), only what it keeps: under a
+  // sharded strategy its slices of the parameters (and the buffers), under Ddp all of it. The
+  // values are read and checked on every rank, the ranks agree, and only then are they copied in.
   static void load_model(Accel& acc, torch::nn::Module& model, const Path& folder, bool strict,
                          DtypeConversion conversion) {
     const runtime::ProcessGroup::Caller caller(acc.group_.get(), "load_model");
-    std::vector<std::pair<std::string, torch::Tensor>> found;
+    auto& strategy = acc.strategy_;
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // into, from
     std::string error = detail::error_of([&] {
-      found = load_weights(folder);
+      const WeightsReader weights(folder);
       std::vector<std::string> expected, names;
       for (const auto& item : model.named_parameters()) expected.push_back(item.key());
       for (const auto& item : model.named_buffers()) expected.push_back(item.key());
-      for (const auto& [name, t] : found) names.push_back(name);
+      for (const auto& tensor : weights.tensors()) names.push_back(tensor.name);
       if (strict) {
         const NameCheck check = compare_names(expected, names);
         if (!check.missing.empty() || !check.unexpected.empty())
@@ -233,28 +238,34 @@ struct CheckpointIO<Accel, void> {
                               "to load the names that match",
                               folder.string(), check.describe());
       }
-    });
-    detail::agree(acc.group_.get(), error, "load_model");
-    typename Accel::FullParameters full(acc, model);
-    error = detail::error_of([&] {
-      std::map<std::string, torch::Tensor> live;
-      for (const auto& item : model.named_parameters()) live.emplace(item.key(), item.value());
-      for (const auto& item : model.named_buffers()) live.emplace(item.key(), item.value());
-      for (const auto& [name, t] : found) {
-        const auto it = live.find(name);
-        if (it == live.end()) continue;
-        if (it->second.sizes() != t.sizes())
+      auto read = [&](const std::string& name, const std::vector<std::int64_t>& shape,
+                      c10::ScalarType dtype, const torch::Tensor& into, std::int64_t begin)
+          -> void {
+        const WeightsReader::Tensor* found = weights.find(name);
+        if (found == nullptr) return;  // not strict: left as it is
+        if (found->entry.shape != shape)
           accel::detail::fail("load_model: '{}' in '{}' has shape [{}], the model's is [{}]", name,
-                              folder.string(), accel::detail::shape_text(t.sizes()),
-                              accel::detail::shape_text(it->second.sizes()));
-        if (conversion == DtypeConversion::checked)
-          check_conversion(name, folder, t, it->second.scalar_type());
+                              folder.string(), accel::detail::shape_text(found->entry.shape),
+                              accel::detail::shape_text(shape));
+        torch::Tensor value = weights.read(*found, begin, into.numel());
+        if (conversion == DtypeConversion::checked) check_conversion(name, folder, value, dtype);
+        copies.emplace_back(into, std::move(value));
+      };
+      for (const auto& item : model.named_parameters()) {
+        const torch::Tensor& p = item.value();
+        if (const auto slice = strategy.loaded_slice(p))
+          read(item.key(), strategy.parameter_shape(p), p.scalar_type(), slice->data,
+               slice->begin);
       }
-      torch::NoGradGuard no_grad;
-      for (const auto& [name, t] : found)
-        if (const auto it = live.find(name); it != live.end()) it->second.copy_(t);
+      for (const auto& item : model.named_buffers()) {
+        const torch::Tensor& b = item.value();
+        read(item.key(), b.sizes().vec(), b.scalar_type(), b.view({-1}), 0);
+      }
     });
     detail::agree(acc.group_.get(), error, "load_model");
+    torch::NoGradGuard no_grad;
+    for (auto& [into, from] : copies) into.copy_(from);
+    strategy.after_state_loaded();
   }
 
  private:

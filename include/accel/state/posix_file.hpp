@@ -41,6 +41,8 @@ class Descriptor {
   ACCEL_DECL std::size_t size() const;
   // Reads exactly `size` bytes, or fails naming how many the file had.
   ACCEL_DECL void read_exactly(void* data, std::size_t size);
+  // `size` bytes from `offset` (pread: the descriptor's position stays where it was).
+  ACCEL_DECL void read_at(void* data, std::size_t size, std::uint64_t offset);
 
  private:
   std::filesystem::path path_;

@@ -164,6 +164,12 @@ ACCEL_DECL json parse_json(std::string_view text, std::string_view context);
 ACCEL_DECL Header parse_header(std::span<const std::byte> file, std::string_view source,
                                Limits limits = {});
 
+// The same from the file's first bytes alone (at least the 8-byte length and the header it
+// gives, where the file has them) and its size: what a reader of slices needs, which reads the
+// header first and then only the tensor bytes it wants.
+ACCEL_DECL Header parse_header(std::span<const std::byte> head, std::uint64_t file_bytes,
+                               std::string_view source, Limits limits = {});
+
 // The 8-byte length and the JSON, as the reference writes them: `__metadata__` first (left out
 // when empty), the entries in offset order, compact, padded with spaces so that the data starts
 // at a multiple of 8. The entries must already be a valid layout (tiling [0, their end)).

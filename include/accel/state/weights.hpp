@@ -109,6 +109,8 @@ ACCEL_DECL NameCheck compare_names(const std::vector<std::string>& expected,
 
 }  // namespace accel::state
 
+#include "weights_reader.hpp"
+
 #if !defined(ACCEL_SEPARATE_COMPILATION)
 #include "impl/weights.ipp"
 #endif

@@ -46,6 +46,21 @@ ACCEL_DECL std::size_t Descriptor::size() const {
   return static_cast<std::size_t>(info.st_size);
 }
 
+ACCEL_DECL void Descriptor::read_at(void* data, std::size_t size, std::uint64_t offset) {
+  char* at = static_cast<char*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd_, at + done, std::min<std::size_t>(size - done, std::size_t{1} << 30),
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_errno("read", path_);
+    if (n == 0)
+      accel::detail::fail("'{}' ended after {} bytes, {} expected from byte {}", path_.string(),
+                          offset + done, size, offset);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 ACCEL_DECL void Descriptor::read_exactly(void* data, std::size_t size) {
   char* at = static_cast<char*>(data);
   std::size_t done = 0;

@@ -267,12 +267,17 @@ namespace accel::state::safetensors {
 
 ACCEL_DECL Header parse_header(std::span<const std::byte> file, std::string_view source,
                                Limits limits) {
+  return parse_header(file, file.size(), source, limits);
+}
+
+ACCEL_DECL Header parse_header(std::span<const std::byte> file, std::uint64_t file_bytes,
+                               std::string_view source, Limits limits) {
   using detail::json;
   const std::string context = fmt::format("'{}' is not a valid safetensors file", source);
-  if (file.size() < 8)
+  if (file_bytes < 8 || file.size() < 8)
     accel::detail::fail(
         "{}: it is {} bytes, too short: a safetensors file begins with an 8-byte header length",
-        context, file.size());
+        context, file_bytes);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
     n = n << 8 | static_cast<std::uint8_t>(file[static_cast<std::size_t>(i)]);
@@ -281,11 +286,11 @@ ACCEL_DECL Header parse_header(std::span<const std::byte> file, std::string_view
         "{}: its header length N = {} is over the limit of {} bytes (Limits::max_header_bytes; the "
         "format allows 100000000)",
         context, n, limits.max_header_bytes);
-  if (n > file.size() - 8)
+  if (n > file_bytes - 8 || n > file.size() - 8)
     accel::detail::fail(
         "{}: its header length N = {} runs past the end of the file ({} bytes, so N can be at most "
         "{}); the file is truncated or not safetensors",
-        context, n, file.size(), file.size() - 8);
+        context, n, file_bytes, file_bytes - 8);
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
   if (text.empty() || text.front() != '{')
     accel::detail::fail(
@@ -307,7 +312,7 @@ ACCEL_DECL Header parse_header(std::span<const std::byte> file, std::string_view
 
   Header header;
   header.header_bytes = n;
-  header.data_bytes = file.size() - 8 - n;
+  header.data_bytes = file_bytes - 8 - n;
   for (const auto& [key, value] : root.items()) {
     if (key != detail::metadata_key) {
       header.entries.push_back(detail::parse_entry(key, value, context));

@@ -156,50 +156,10 @@ ACCEL_DECL void save_weights(const std::filesystem::path& dir,
 
 ACCEL_DECL std::vector<std::pair<std::string, torch::Tensor>> load_weights(
     const std::filesystem::path& dir) {
-  const auto index_path = dir / weights_index_file, single_path = dir / weights_file;
-  const bool has_index = detail::path_exists(index_path);
-  if (has_index && detail::path_exists(single_path))
-    accel::detail::fail(
-        "'{}' holds both {} and {}, two layouts of the weights; remove the one that is stale",
-        dir.string(), weights_file, weights_index_file);
-  if (!has_index) {
-    if (!detail::path_exists(single_path))
-      accel::detail::fail("'{}' holds neither {} nor {}; it is not a weights folder", dir.string(),
-                          weights_file, weights_index_file);
-    return safetensors::File::read(single_path).tensors();
-  }
-  const std::map<std::string, std::string> weight_map = detail::read_weight_map(index_path);
-  std::map<std::string, std::vector<std::string>> by_file;
-  for (const auto& [tensor, file] : weight_map) by_file[file].push_back(tensor);
-  for (const auto& [file_name, tensors] : by_file)
-    if (!detail::path_exists(dir / file_name))
-      accel::detail::fail("'{}' maps tensor {} to '{}', which does not exist", index_path.string(),
-                          safetensors::detail::show_name(tensors.front()),
-                          (dir / file_name).string());
+  const WeightsReader reader(dir);
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& [file_name, tensors] : by_file) {
-    const auto path = dir / file_name;
-    const safetensors::File file = safetensors::File::read(path);
-    for (const std::string& tensor : tensors)
-      if (!file.header().find(tensor))
-        accel::detail::fail("'{}' maps tensor {} to '{}', which does not hold it",
-                            index_path.string(), safetensors::detail::show_name(tensor),
-                            path.string());
-    for (const safetensors::Entry& entry : file.header().entries) {
-      const auto mapped = weight_map.find(entry.name);
-      if (mapped == weight_map.end())
-        accel::detail::fail(
-            "'{}' holds tensor {}, which '{}' does not list; the index and the files disagree",
-            path.string(), safetensors::detail::show_name(entry.name), index_path.string());
-      if (mapped->second != file_name)
-        accel::detail::fail(
-            "tensor {} is in '{}', but the index maps it to '{}'; a tensor must be in one file "
-            "only, the one the index names",
-            safetensors::detail::show_name(entry.name), path.string(),
-            (dir / mapped->second).string());
-      out.emplace_back(entry.name, file.tensor(entry));
-    }
-  }
+  for (const auto& tensor : reader.tensors())
+    out.emplace_back(tensor.name, reader.read(tensor).view(tensor.entry.shape));
   return out;
 }
 
