@@ -46,6 +46,7 @@
 #include "data/shard.hpp"
 #include "data/tensor_tree.hpp"
 #include "detail/bytes.hpp"
+#include "detail/deferred_build.hpp"
 #include "detail/dependent_false.hpp"
 #include "detail/error.hpp"
 #include "detail/gradient_state.hpp"
@@ -749,6 +750,25 @@ class Accelerator
     const std::string label =
         fmt::format("prepared model #{} ({})", models_.size() + 1, module->name());
     runtime::check_same_model_on_every_rank(group_.get(), *module, label);
+    // An empty build (accel::deferred_init): replayed from rank 0's generator state, so every
+    // rank has what an eager build broadcast from rank 0 has. A strategy that shards parameters
+    // materializes only this rank's shard; the others (and one process) the whole model.
+    if (const auto build = detail::deferred_build_of(*module)) {
+      torch::Tensor state = build->generator_state().clone();
+      if (group_ != nullptr) group_->broadcast(state);
+      if constexpr (requires { strategy_.prepare_deferred_model(*module, label, device_, *build, state); }) {
+        if (group_ != nullptr) {
+          precision_.prepare_model(module, label);
+          if (options_.activation_checkpointing != nullptr) options_.activation_checkpointing(module);
+          strategy_.prepare_deferred_model(*module, label, device_, *build, state);
+          detail::forget_deferred_build(*module);
+          if (options_.tune_cpu_heap && device_.is_cpu()) runtime::release_freed_cpu_memory();
+          models_.push_back(module);
+          return;
+        }
+      }
+      detail::materialize_whole(*module, *build, state, device_);
+    }
     module->to(device_);
     // Innermost first: a Sequential child's call goes through the strategy's unit, then the
     // activation checkpoint, then the precision's layer (Fp8's Linear).

@@ -8,6 +8,7 @@
 
 #include "memory/activation_checkpoint.hpp"
 #include "memory/activation_checkpoint_children.hpp"
+#include "memory/deferred_init.hpp"
 #include "memory/checkpointed.hpp"
 #include "memory/estimate_memory.hpp"
 #include "memory/executable_batch_size.hpp"

@@ -10,6 +10,7 @@
 #error "accel: <accel/impl/src.hpp> is accel's separately compiled part; define ACCEL_SEPARATE_COMPILATION on this and every other translation unit of the program, or leave accel header-only and compile no such file"
 #endif
 
+#include "../detail/impl/deferred_build.ipp"
 #include "../detail/impl/shape_text.ipp"
 #include "../impl/accelerator_core.ipp"
 #include "../diagnostics/impl/environment_report.ipp"

@@ -20,6 +20,11 @@
 // autograd's saved tensors need (checked on libtorch 1.13; PyTorch FSDP frees so too). At
 // rest (to_rest()), the parameters are zero-element tensors, so code that reads them outside a
 // forward gets a shape error, not freed memory.
+//
+// Parameters of an empty build (accel::deferred_init: on the meta device) make a sharded flat
+// parameter that starts at rest on `device`: its shard zeros, no full buffer ever allocated, and
+// the parameters (the same tensors) views of no memory there; fill_piece() then writes each
+// parameter's value, as the build's replay produces it, into this rank's part of the shard.
 #pragma once
 
 #include <torch/torch.h>
@@ -31,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/deferred_build.hpp"
 #include "../detail/error.hpp"
 
 namespace accel::parallel {
@@ -77,7 +83,8 @@ class FlatParameter {
   // params: the same dtype and device, each requiring a gradient (frozen parameters are never
   // flattened). names: for errors. Their values are copied in; they then alias the buffer.
   FlatParameter(std::vector<torch::Tensor> params, std::vector<std::string> names, int world,
-                int rank, Residency residency = Residency::replicated)
+                int rank, Residency residency = Residency::replicated,
+                torch::Device device_if_meta = torch::kCPU)
       : parameters_(std::move(params)), names_(std::move(names)), world_(world), rank_(rank),
         residency_(residency), layout_(numels(parameters_), world) {
     for (const auto& p : parameters_) shapes_.push_back(p.sizes().vec());
@@ -94,6 +101,10 @@ class FlatParameter {
                             parameters_[i].device().str(), c10::toString(first.scalar_type()),
                             first.device().str());
     torch::NoGradGuard no_grad;
+    if (first.is_meta()) {
+      start_at_rest(device_if_meta);
+      return;
+    }
     // Padding is zero and stays zero: no parameter covers it, so no optimizer touches it.
     flat_ = torch::zeros({layout_.padded_numel}, first.options().requires_grad(false));
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
@@ -166,6 +177,16 @@ class FlatParameter {
     at_rest_ = true;
   }
   const std::vector<Piece>& pieces() const { return pieces_; }
+  // An empty build's value of parameter i (whole, any device): this rank's part of it into the
+  // shard.
+  void fill_piece(std::size_t i, const torch::Tensor& value) {
+    const Piece* piece = piece_of(i);
+    if (piece == nullptr) return;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor source = value.reshape({-1}).narrow(0, piece->begin, piece->data.numel());
+    torch::Tensor target = piece->data;
+    target.copy_(source);
+  }
   // Parameter i's piece, or null when none of it lies in this rank's shard.
   const Piece* piece_of(std::size_t i) const {
     for (const auto& piece : pieces_)
@@ -239,6 +260,29 @@ class FlatParameter {
       data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
       pieces_.push_back({i, begin - layout_.offsets[i], std::move(data)});
     }
+  }
+
+  // The empty build's start: the shard (zeros until fill_piece), the full buffer shaped but with
+  // no storage, the parameters views of it on `device` (adopted in place: the module and the
+  // optimizer keep the same tensors).
+  void start_at_rest(torch::Device device) {
+    if (residency_ != Residency::sharded)
+      accel::detail::fail("FlatParameter: parameters of an empty build (accel::deferred_init) "
+                          "make only sharded flat parameters (Zero3, Fsdp<FullShard>)");
+    const auto options = parameters_.front().options().device(device).requires_grad(false);
+    flat_ = torch::empty({0}, options);
+    flat_.unsafeGetTensorImpl()->set_sizes_contiguous({layout_.padded_numel});
+    // Views of the storage-less buffer, shapes intact (as after free_full()): the strategy
+    // hooks each parameter's gradient accumulator next, whose metadata (the shape gradients
+    // must have) is taken now; it then puts them to rest.
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      torch::Tensor hollow = torch::empty({0}, options);  // a view's bounds check needs storage
+      hollow.unsafeGetTensorImpl()->set_sizes_contiguous(shapes_[i]);
+      accel::detail::adopt_value(parameters_[i], hollow);
+    }
+    shard_gradient_ = torch::zeros({layout_.shard_numel}, options);
+    shard_ = torch::zeros({layout_.shard_numel}, options);
+    cut_pieces();
   }
 
   bool is_gradient_view(std::size_t i) const {

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "../data/tensor_tree.hpp"
+#include "../detail/deferred_build.hpp"
 #include "../detail/separate_compilation.hpp"
 #include "../policy/parallelism.hpp"
 #include "detail/sharded_strategy.hpp"
@@ -61,6 +62,17 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // prepare() hands the model's holder over; units need the shared pointer to walk and rewire
   // its Sequentials.
   ACCEL_DECL void prepare_model(torch::nn::Module& module, const std::string& label);
+
+  // A model of an empty build (accel::deferred_init, on more than one process): cut into units
+  // and flattened as prepare_model does, but each flat parameter starts at rest on `device` with
+  // only its shard allocated; the build is then replayed from `generator_state` (rank 0's, the
+  // same on every rank), one tensor at a time, each value leaving only this rank's piece in the
+  // shards (frozen parameters and buffers are kept whole, on `device`). No rank ever holds the
+  // model, and the shards are bitwise what an eager build, broadcast and sharded, gives.
+  ACCEL_DECL void prepare_deferred_model(torch::nn::Module& module, const std::string& label,
+                                         const torch::Device& device,
+                                         const accel::detail::DeferredBuild& build,
+                                         const torch::Tensor& generator_state);
 
   ACCEL_DECL void before_forward(torch::nn::Module& module);
 
@@ -155,6 +167,9 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
                                       const std::string& label) const;
 
   ACCEL_DECL std::size_t add_unit(const detail::NamedParameters& named, const std::string& label);
+
+  // prepare_model's cutting into units and flattening, after begin_prepare.
+  ACCEL_DECL void cut_into_units(torch::nn::Module& module, const std::string& label);
 
   ACCEL_DECL const Model* find_model(const torch::nn::Module& module) const;
 

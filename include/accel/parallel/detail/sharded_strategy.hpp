@@ -185,9 +185,10 @@ class ShardedStrategy {
   // a step (a checkpoint loaded, full_parameters() written back).
   void copy_pieces_to_host();
 
-  // Before a model is flattened: its parameters and buffers from rank 0, and no optimizer
-  // stepped yet (their shards were cut from the models prepared then).
-  void begin_prepare(torch::nn::Module& module, const std::string& label);
+  // Before a model is flattened: its parameters and buffers from rank 0 (unless they come from
+  // an empty build, replayed from rank 0's generator state), and no optimizer stepped yet (their
+  // shards were cut from the models prepared then).
+  void begin_prepare(torch::nn::Module& module, const std::string& label, bool broadcast = true);
 
   // Flattens the trainable parameters among `named` (by dtype and device, in order; a parameter
   // listed twice, or flattened earlier, once) and records the frozen ones. Returns the indices of
@@ -241,6 +242,8 @@ class ShardedStrategy {
   std::vector<ShardedOptimizer> optimizers_;
   bool sharded_ = false;  // the gradients live in the shards (after a window's reduce-scatter)
   OffloadOptions offload_;
+  // Where flat parameters of an empty build's (meta) parameters are made.
+  torch::Device build_device_ = torch::kCPU;
 
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }

@@ -25,6 +25,43 @@ ACCEL_DECL void FullyShardedStrategy::prepare_model(torch::nn::Module& module,
                                                     const std::string& label) {
   if (group_ == nullptr) return;
   begin_prepare(module, label);
+  cut_into_units(module, label);
+}
+
+ACCEL_DECL void FullyShardedStrategy::prepare_deferred_model(
+    torch::nn::Module& module, const std::string& label, const torch::Device& device,
+    const accel::detail::DeferredBuild& build, const torch::Tensor& generator_state) {
+  begin_prepare(module, label, /*broadcast=*/false);
+  // What the replay fills, listed while still meta: flattening turns the trainable parameters
+  // into (the same) zero-element tensors. Each target a detached alias, which the build knows by
+  // its storage; beside it the module's own tensor.
+  std::vector<torch::Tensor> targets, tensors;
+  std::unordered_set<const void*> listed;
+  auto add = [&](const torch::Tensor& t) {
+    if (build.id_of(t) < 0 || !listed.insert(t.unsafeGetTensorImpl()).second) return;
+    targets.push_back(t.detach());
+    tensors.push_back(t);
+  };
+  for (const auto& p : module.parameters()) add(p);
+  for (const auto& b : module.buffers()) add(b);
+  build_device_ = device;
+  cut_into_units(module, label);
+  build_device_ = torch::kCPU;
+  build.replay(
+      targets,
+      [&](std::size_t k, const torch::Tensor& value) {
+        const auto found = where_.find(tensors[k].unsafeGetTensorImpl());
+        if (found != where_.end())
+          flats_[found->second.flat]->fill_piece(found->second.index, value);
+        else  // frozen, or a buffer: whole, as every strategy keeps them
+          accel::detail::adopt_value(tensors[k], device.is_cpu() ? value : value.to(device));
+      },
+      generator_state);
+  copy_pieces_to_host();
+}
+
+ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
+                                                    const std::string& label) {
   const std::shared_ptr<torch::nn::Module> root = module.shared_from_this();
   std::unordered_map<const void*, int> references;
   const auto all = module.named_parameters();

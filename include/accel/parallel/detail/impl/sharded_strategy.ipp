@@ -184,7 +184,8 @@ void ShardedStrategy<Derived>::copy_pieces_to_host() {
 }
 
 template <class Derived>
-void ShardedStrategy<Derived>::begin_prepare(torch::nn::Module& module, const std::string& label) {
+void ShardedStrategy<Derived>::begin_prepare(torch::nn::Module& module, const std::string& label,
+                                             bool broadcast) {
   for (const auto& sharded : optimizers_)
     if (sharded.shard)
       accel::detail::fail("{}: {} is prepared after an optimizer stepped; the optimizer's shards "
@@ -192,6 +193,7 @@ void ShardedStrategy<Derived>::begin_prepare(torch::nn::Module& module, const st
                           "the first optimizer step",
                           name_, label);
   for (auto& sharded : optimizers_) sharded.indexed = false;  // may now find its parameters
+  if (!broadcast) return;
   torch::NoGradGuard no_grad;
   broadcast_from_root(*group_, module.parameters());
   broadcast_from_root(*group_, module.buffers());
@@ -228,7 +230,8 @@ std::vector<std::size_t> ShardedStrategy<Derived>::flatten(
     const std::size_t f = flats_.size();
     flats_.push_back(std::make_unique<FlatParameter>(std::move(kind.params),
                                                      std::move(kind.names), shard_group_->size(),
-                                                     shard_group_->rank(), residency));
+                                                     shard_group_->rank(), residency,
+                                                     build_device_));
     if (offload_.parameters) flats_.back()->keep_shard_on_host();
     labels_.push_back(label);
     pending_.push_back(0);
