@@ -235,19 +235,25 @@ run_one() {  # impl model world
 }
 
 # Two independent one-process runs at the same time: the samples/s they reach together.
-run_pair() {  # model
-  local model=$1 a b
-  local args=(--model "$model" --nproc 1 --steps "$(steps "$model" 1)" "${extra[@]}")
-  local cpu0=() cpu1=()
+# Two independent one-process accel_bench runs at once, one per core (pinned when --pin): prints
+# the sum of their last lines' FIELD (samples_per_s, tokens_per_s), or fails naming WHAT.
+two_at_once() {  # field what accel_bench-args...
+  local field=$1 what=$2 a b cpu0=() cpu1=(); shift 2
   [ ${#pin[@]} -gt 0 ] && { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
-  "${cpu0[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
+  "${cpu0[@]}" "$build_dir/bench/accel_bench" "$@" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
   local first=$!
-  "${cpu1[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair1.txt" 2>>"$results/stderr.txt"
+  "${cpu1[@]}" "$build_dir/bench/accel_bench" "$@" >"$results/pair1.txt" 2>>"$results/stderr.txt"
   wait "$first"
-  a=$(tail -n 1 "$results/pair0.txt" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
-  b=$(tail -n 1 "$results/pair1.txt" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
-  [ -n "$a" ] && [ -n "$b" ] || { echo "run.sh: the pair run of $model failed; see $results/stderr.txt" >&2; exit 1; }
-  echo "impl=pair model=$model world=2 samples_per_s=$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" | tee -a "$raw" >&2
+  a=$(tail -n 1 "$results/pair0.txt" | sed -n "s/.*$field=\([0-9.]*\).*/\1/p")
+  b=$(tail -n 1 "$results/pair1.txt" | sed -n "s/.*$field=\([0-9.]*\).*/\1/p")
+  [ -n "$a" ] && [ -n "$b" ] || { echo "run.sh: the pair run of $what failed; see $results/stderr.txt" >&2; exit 1; }
+  awk -v a="$a" -v b="$b" 'BEGIN { print a + b }'
+}
+
+run_pair() {  # model
+  local model=$1 sum
+  sum=$(two_at_once samples_per_s "$model" --model "$model" --nproc 1 --steps "$(steps "$model" 1)" "${extra[@]}")
+  echo "impl=pair model=$model world=2 samples_per_s=$sum" | tee -a "$raw" >&2
 }
 
 # --- gpt: world size 2, accel's strategies and PyTorch's, and the ceiling ---------------------------
@@ -283,18 +289,10 @@ run_gpt() {  # impl(accel|torch) strategy
 
 # The ceiling: two independent one-process accel_bench runs at once, one per core.
 run_gpt_pair() {
-  local args=(--model gpt --nproc 1 --steps "$(gpt_timed_steps)" --warmup "$gpt_warmup"
-              "${gpt_size[@]}" "${extra[@]}")
-  local cpu0=() cpu1=() a b
-  [ ${#pin[@]} -gt 0 ] && { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
-  "${cpu0[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
-  local first=$!
-  "${cpu1[@]}" "$build_dir/bench/accel_bench" "${args[@]}" >"$results/pair1.txt" 2>>"$results/stderr.txt"
-  wait "$first"
-  a=$(tail -n 1 "$results/pair0.txt" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
-  b=$(tail -n 1 "$results/pair1.txt" | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
-  [ -n "$a" ] && [ -n "$b" ] || { echo "run.sh: the gpt pair run failed; see $results/stderr.txt" >&2; exit 1; }
-  echo "impl=pair strategy=one-process tokens_per_s=$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" | tee -a "$raw_gpt" >&2
+  local sum
+  sum=$(two_at_once tokens_per_s gpt --model gpt --nproc 1 --steps "$(gpt_timed_steps)" \
+        --warmup "$gpt_warmup" "${gpt_size[@]}" "${extra[@]}")
+  echo "impl=pair strategy=one-process tokens_per_s=$sum" | tee -a "$raw_gpt" >&2
 }
 
 echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); leg $leg_text; commit $commit; malloc $malloc; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
