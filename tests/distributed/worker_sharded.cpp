@@ -282,6 +282,18 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
 
 // Non-final micro-steps communicate nothing; the final one reduce-scatters once per flat
 // parameter, after which the full gradients are released; the step all-gathers once.
+// The root-unit warning (Zero3's prepare, rank 0): none for a Sequential whose 2.1M parameters
+// all sit in its children's units; one for a 1.1M-parameter Linear, all of it root. CMake checks
+// the output (a model's units were once put to rest before the total was counted, so every
+// model with units was said to be 100% root).
+void zero3_root_warning() {
+  Zero3 acc(accel_test::test_options());
+  torch::nn::Sequential blocks(torch::nn::Linear(1024, 1024), torch::nn::Linear(1024, 1024));
+  torch::nn::Linear flat(1100, 1000);
+  auto [prepared_blocks, prepared_flat] = acc.prepare(blocks, flat);
+  EXPECT(acc.strategy().unit_count() >= 3);
+}
+
 template <class Accel>
 void zero2_no_sync() {
   Accel acc(test_options());
@@ -855,6 +867,7 @@ int main(int argc, char** argv) {
              make_adam, {.frozen_bias = true, .bucket_per_parameter = true});
        }},
       {"raw_optimizer_zero3", raw_optimizer_zero3},
+      {"zero3_root_warning", zero3_root_warning},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

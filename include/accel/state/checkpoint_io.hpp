@@ -1,10 +1,11 @@
 // Accelerator::save_state / load_state / save_model / load_model (docs/checkpoints.md).
 //
-// One file, longer than accel's headers should be: save and the staged load both follow the
-// manifest's layout field by field, and the strategy, precision, loaders and registered objects
-// each write and read their part in here. The precision already writes and reads its own part
-// (precision/contract.hpp, to_json / from_json); the strategy's part is its checkpoint-slice role
-// (parallel/contract.hpp). The loaders' and registered objects' parts are still written here.
+// One file, longer than accel's headers should be: it still reaches into the Accelerator's
+// members (a friend) for every component. The manifest is one type, written and read in
+// manifest.hpp; loading stages component by component (stage_models, stage_optimizers, ...,
+// each checking its part and appending the steps that copy it in). The precision writes and
+// reads its own part (precision/contract.hpp, to_json / from_json); the strategy's part is its
+// checkpoint-slice role (parallel/contract.hpp).
 //
 // A checkpoint is a folder:
 //   rank_<r>.safetensors   what rank r holds: its slices of the parameters and of the optimizer
@@ -483,9 +484,33 @@ struct CheckpointIO<Accel, void> {
         std::make_shared<SliceCatalog>(read_checkpoint_files(folder, manifest, "load_state"));
     SliceCatalog& catalog = *owned_catalog;
     std::vector<std::function<void()>> apply{[owned_catalog] {}};
-    auto& strategy = acc.strategy_;
+    Staging staging{acc, manifest, catalog, where, folder, rank, apply};
+    for (auto* stage : {&stage_models, &stage_optimizers, &stage_schedulers, &stage_loaders,
+                        &stage_rng, &stage_window, &stage_precision_and_objects})
+      stage(staging);
+    return apply;
+  }
 
-    // Models: parameters (this rank's slices) and buffers.
+  // What one component stages: its part of the checkpoint checked against the live objects, and
+  // the steps that copy it in appended to `apply` (run only once every rank has staged all).
+  struct Staging {
+    Accel& acc;
+    const Manifest& manifest;
+    const SliceCatalog& catalog;
+    const std::string& where;  // the manifest's path, for errors
+    const Path& folder;
+    int rank;
+    std::vector<std::function<void()>>& apply;
+  };
+
+  // Models: parameters (this rank's slices) and buffers.
+  static void stage_models(Staging& s) {
+    Accel& acc = s.acc;
+    const Manifest& manifest = s.manifest;
+    const SliceCatalog& catalog = s.catalog;
+    const std::string& where = s.where;
+    auto& apply = s.apply;
+    auto& strategy = s.acc.strategy_;
     const auto& models = manifest.models;
     if (models.size() != acc.models_.size())
       accel::detail::fail("load_state: '{}' holds {} models, {} are prepared; prepare the same "
@@ -532,8 +557,17 @@ struct CheckpointIO<Accel, void> {
         apply.push_back([b, value] { b.copy_(value); });
       }
     }
+  }
 
-    // Optimizers: options of every param group, and the state this rank holds.
+  // Optimizers: options of every param group, and the state this rank holds.
+  static void stage_optimizers(Staging& s) {
+    Accel& acc = s.acc;
+    const Manifest& manifest = s.manifest;
+    const SliceCatalog& catalog = s.catalog;
+    const std::string& where = s.where;
+    const int rank = s.rank;
+    auto& apply = s.apply;
+    auto& strategy = s.acc.strategy_;
     const auto& optimizers = manifest.optimizers;
     if (optimizers.size() != acc.optimizers_.size())
       accel::detail::fail("load_state: '{}' holds {} optimizers, {} are prepared", where,
@@ -598,8 +632,14 @@ struct CheckpointIO<Accel, void> {
         for (auto& s : *staged) s.holder->state()[s.key] = s.state->clone();
       });
     }
+  }
 
-    // Schedulers.
+  // Schedulers.
+  static void stage_schedulers(Staging& s) {
+    Accel& acc = s.acc;
+    const Manifest& manifest = s.manifest;
+    const std::string& where = s.where;
+    auto& apply = s.apply;
     const auto& schedulers = manifest.scheduler_steps;
     if (schedulers.size() != acc.schedulers_.size())
       accel::detail::fail("load_state: '{}' holds {} LR schedulers, {} are prepared", where,
@@ -610,8 +650,15 @@ struct CheckpointIO<Accel, void> {
         detail::SchedulerAccess::step_count(*scheduler) = count;
       });
     }
+  }
 
-    // Loaders: the same data, and where to continue in it.
+  // Loaders: the same data, and where to continue in it.
+  static void stage_loaders(Staging& s) {
+    Accel& acc = s.acc;
+    const Manifest& manifest = s.manifest;
+    const std::string& where = s.where;
+    auto& apply = s.apply;
+    const int saved_world = s.manifest.world_size;
     const auto& loaders = manifest.loaders;
     if (loaders.size() != acc.loaders_.size())
       accel::detail::fail("load_state: '{}' holds {} data loader positions, {} loaders are "
@@ -643,8 +690,14 @@ struct CheckpointIO<Accel, void> {
         position.consumed = 0;
       });
     }
+  }
 
-    // RNG: rank r takes saved rank r's states (at another world size, ranks beyond keep theirs).
+  // RNG: rank r takes saved rank r's states (at another world size, ranks beyond keep theirs).
+  static void stage_rng(Staging& s) {
+    const SliceCatalog& catalog = s.catalog;
+    const int rank = s.rank;
+    auto& apply = s.apply;
+    const int saved_world = s.manifest.world_size;
     if (rank < saved_world) {
       const auto generators = detail::generators();
       for (std::size_t i = 0; i < generators.size(); ++i) {
@@ -657,8 +710,17 @@ struct CheckpointIO<Accel, void> {
         });
       }
     }
+  }
 
-    // The window, and mid-window the gradients collected so far.
+  // The window, and mid-window the gradients collected so far.
+  static void stage_window(Staging& s) {
+    Accel& acc = s.acc;
+    const SliceCatalog& catalog = s.catalog;
+    const int rank = s.rank;
+    auto& apply = s.apply;
+    auto& strategy = s.acc.strategy_;
+    const WindowRecord& window = s.manifest.window;
+    const bool mid_window = s.manifest.window.collecting;
     apply.push_back([&acc, window] {
       acc.gradients_.restore({window.length, window.position, window.collecting});
     });
@@ -683,10 +745,18 @@ struct CheckpointIO<Accel, void> {
       }
       apply.push_back([&strategy, gradients] { strategy.restore_flat_gradients(gradients); });
     }
+  }
 
-    // The precision's state, read by its own from_json and checked by it; a checkpoint of a
-    // precision with nothing to save ({}) leaves this one's as it was constructed. Then the step
-    // count and the registered objects.
+  // The precision's state, read by its own from_json and checked by it; a checkpoint of a
+  // precision with nothing to save ({}) leaves this one's as it was constructed. Then the step
+  // count and the registered objects.
+  static void stage_precision_and_objects(Staging& s) {
+    Accel& acc = s.acc;
+    const Manifest& manifest = s.manifest;
+    const SliceCatalog& catalog = s.catalog;
+    const std::string& where = s.where;
+    const Path& folder = s.folder;
+    auto& apply = s.apply;
     if (const auto& saved = manifest.precision_state; !saved.empty()) {
       using State = typename std::remove_cvref_t<decltype(acc.precision())>::state_type;
       auto state = saved.template get<State>();
@@ -703,7 +773,6 @@ struct CheckpointIO<Accel, void> {
       apply.push_back(acc.custom_objects_[i].stage(
           detail::tensor_bytes(catalog.whole(custom_object_name(i))),
           fmt::format("registered object #{} in '{}'", i, folder.string())));
-    return apply;
   }
 };
 

@@ -66,6 +66,8 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
   std::unordered_map<const void*, int> references;
   const auto all = module.named_parameters();
   for (const auto& item : all) ++references[item.value().unsafeGetTensorImpl()];
+  // Counted now: each unit is put to rest as it is made, its parameters then zero-element.
+  const std::int64_t total = total_numel(all);
 
   Model& model = models_.emplace_back();
   model.module = &module;
@@ -91,7 +93,7 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
   for (const auto& item : all)
     if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
       rest.emplace_back(item.key(), item.value());
-  warn_if_mostly_root(rest, total_numel(all), label);
+  warn_if_mostly_root(rest, total, label);
   model.root = add_unit(rest, label);
   if (model.root != no_unit) {
     model.units.push_back(model.root);
