@@ -26,4 +26,15 @@ inline double max_relative_difference(torch::nn::Module& a, torch::nn::Module& b
   return worst;
 }
 
+// The message of the accel::Error `run` throws ("" if none).
+template <class Run>
+std::string error_of(Run&& run) {
+  try {
+    run();
+  } catch (const accel::Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
 }  // namespace accel_test

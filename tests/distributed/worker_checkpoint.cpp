@@ -503,15 +503,7 @@ void expect_same_files(const fs::path& a, const fs::path& b) {
   for (const auto& name : names_a) EXPECT(file_text(a / name) == file_text(b / name));
 }
 
-template <class F>
-std::string error_of(F&& call) {
-  try {
-    call();
-  } catch (const accel::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using accel_test::error_of;
 
 bool contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return true;

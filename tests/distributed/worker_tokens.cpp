@@ -152,16 +152,7 @@ void token_weighted_matches_one_batch(double clip = 0) {
   if (clip > 0) EXPECT(*std::max_element(norms.begin(), norms.end()) > clip);  // it clipped
 }
 
-// The message of the accel::Error `run` throws ("" if none).
-template <class Run>
-std::string error_of(Run&& run) {
-  try {
-    run();
-  } catch (const accel::Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using accel_test::error_of;
 
 // The errors, on every rank alike: a window of mean and token-sum losses (either order), a
 // negative count, a token sum after the window was divided, a window without a token on any

@@ -61,9 +61,6 @@ class SliceCatalog {
   };
   ACCEL_DECL Coverage coverage(const std::string& tensor) const;
 
-  // Every name stored as slices (their part before '@'), in order.
-  std::vector<std::string> sliced() const { return sliced_under(""); }
-
  private:
   struct Slice {
     std::size_t file;
