@@ -1,5 +1,10 @@
 // accel::Accelerator<Par, Prec, Acc>: the one class a training loop talks to.
 //
+// Longer than accel's headers should be: it is the public surface (prepare, backward, the
+// collectives, trackers, profiling, checkpoints' entry points) of one class template, and its
+// policy-independent state and start-up already live in accelerator_core.hpp; moving the handle
+// protocol prepared.hpp calls out of it is issue 30's item 5, not done yet.
+//
 //   using Strategy = accel::Accelerator<accel::Ddp, accel::Bf16, accel::GradAccum<4>>;
 //   Strategy acc;
 //   auto [model, optimizer, loader] = acc.prepare(net, adam, train_loader);
