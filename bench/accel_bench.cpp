@@ -82,6 +82,7 @@ struct Config {
   bool pin = false;
   bool plain = false;
   std::string checkpoint;  // a folder: time save_state / load_state after training
+  bool save_model = false;  // with it: then save_model into DIR/model, timed
   bool activation_checkpointing = false;  // xfmr: each block through accel::checkpoint
   std::int64_t checkpoint_blocks = -1;    // with it: only the first N blocks (-1: all)
   std::string checkpoint_part = "block";  // or "attention": only each block's attention half
@@ -100,6 +101,10 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
   --nproc N              worker processes, through accel::launch() (default 1, or ACCEL_NPROC)
   --checkpoint DIR       after training, time save_state and load_state into DIR/state and
                          print checkpoint: save_s=<x> load_s=<y> bytes=<z>
+  --save-model           with --checkpoint: after load_state, time save_model into DIR/model
+                         (what merging a checkpoint with the training program costs; against
+                         `accel-launch checkpoint merge`: bench/checkpoint.sh --merge) and add
+                         save_model_s=<m> to that line
   --strategy S           ddp (default) | zero2 | zero3 | fsdp (Fsdp<FullShard>, which is zero3)
   --optimizer O          sgd (default, lr 0.01) | adam (lr 0.001): Adam's 8 bytes of state per
                          parameter are what the sharded strategies split | adamw (gpt's and
@@ -190,6 +195,10 @@ Config parse(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
+    }
+    if (flag == "--save-model") {
+      c.save_model = true;
+      continue;
     }
     if (flag == "--activation-checkpointing" || flag == "--alternate-checkpointing") {
       (flag == "--activation-checkpointing" ? c.activation_checkpointing
@@ -339,6 +348,7 @@ Config parse(int argc, char** argv) {
   if (c.checkpoint_part == "attention" && (c.strategy == "zero3" || c.strategy == "fsdp"))
     usage_error("--checkpoint-part attention checkpoints half a block, outside its Zero3/Fsdp unit; "
                 "use --checkpoint-part block with --strategy " + c.strategy);
+  if (c.save_model && c.checkpoint.empty()) usage_error("--save-model goes with --checkpoint DIR");
   if (c.alternate_checkpointing && c.steps < 2)
     usage_error("--alternate-checkpointing needs --steps 2 or more (one of each kind)");
   if (c.activation_checkpointing && c.model != "xfmr")
@@ -784,8 +794,18 @@ int train(const Config& c) {
       const double load_s = seconds(Clock::now() - load_start);
       std::uintmax_t bytes = 0;
       for (const auto& entry : std::filesystem::directory_iterator(folder)) bytes += entry.file_size();
+      // The consolidated weights from the state just loaded, as a program merges a checkpoint:
+      // every rank gathers, the main process writes.
+      std::string save_model;
+      if (c.save_model) {
+        const auto save_model_start = Clock::now();
+        acc.save_model(net, std::filesystem::path(c.checkpoint) / "model");
+        acc.wait_for_everyone();
+        save_model = fmt::format(" save_model_s={:.3f}", seconds(Clock::now() - save_model_start));
+      }
       if (rank == 0)
-        fmt::print("checkpoint: save_s={:.3f} load_s={:.3f} bytes={}\n", save_s, load_s, bytes);
+        fmt::print("checkpoint: save_s={:.3f} load_s={:.3f} bytes={}{}\n", save_s, load_s, bytes,
+                   save_model);
     }
     if (rank == 0 && (c.model == "xfmr" || c.model == "gpt")) {
       // Model FLOPs (PaLM's appendix B): 6 per parameter per token for forward and backward,

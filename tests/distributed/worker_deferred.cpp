@@ -2,13 +2,22 @@
 // Fsdp<FullShard> and Fsdp<HybridShard> (one node: its shards are FullShard's) only the shards are
 // made, and the parameters gathered after prepare are bitwise those of building eagerly; three
 // Adam steps later they still are. Ddp and Zero2 take the eager path (the whole model replayed on
-// every rank), with the same result.
+// every rank), with the same result. And the two together (issue 33): a model larger than what a
+// rank may hold, built empty and filled from a weights folder (load_model), trains under Zero3
+// as the eager build it was saved from.
 #include <accel/accelerator.hpp>
+#include <accel/checkpoints.hpp>
 #include <accel/memory.hpp>
 
+#include <stdlib.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "scenario.hpp"
 
@@ -47,6 +56,124 @@ struct NetImpl : torch::nn::Module {
   }
 };
 TORCH_MODULE(Net);
+
+// Sixteen blocks of 256 -> 768 -> 256 (6.3M parameters, 25 MB): each tensor a small part of the
+// model, as in a real one, so that the replay's few tensors alive at once stay small beside it.
+struct WideBlockImpl : torch::nn::Module {
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear up{nullptr}, down{nullptr};
+  WideBlockImpl()
+      : norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({256})))),
+        up(register_module("up", torch::nn::Linear(256, 768))),
+        down(register_module("down", torch::nn::Linear(768, 256))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return x + down(torch::gelu(up(norm(x)))); }
+};
+TORCH_MODULE(WideBlock);
+
+struct LargeNetImpl : torch::nn::Module {
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::Sequential body{nullptr};
+  torch::nn::Linear head{nullptr};
+  torch::Tensor frozen;
+  LargeNetImpl() {
+    embed = register_module("embed", torch::nn::Embedding(64, 256));
+    body = register_module("body", torch::nn::Sequential());
+    for (int i = 0; i < 16; ++i) body->push_back(WideBlock());
+    head = register_module("head", torch::nn::Linear(256, 16));
+    frozen = register_parameter("frozen", torch::rand({16}), /*requires_grad=*/false);
+    register_buffer("offsets", torch::arange(16).to(torch::kFloat) / 10);
+    torch::NoGradGuard no_grad;
+    for (auto& module : modules(/*include_self=*/false))
+      if (auto* linear = module->as<torch::nn::Linear>()) linear->weight.normal_(0, 0.02);
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    return head(body->forward(embed(tokens))) + named_buffers()["offsets"] + frozen;
+  }
+};
+TORCH_MODULE(LargeNet);
+
+// This process's line `key` of /proc/self/status ("VmHWM:"), in bytes.
+std::int64_t status_bytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(key.size())) * 1024;
+  return -1;
+}
+
+// Three Adam steps on data of this rank's own; the losses.
+template <class Acc, class Model, class Optimizer>
+std::vector<float> train_large(Acc& acc, Model& model, Optimizer& optimizer) {
+  std::vector<float> losses;
+  torch::manual_seed(11 + acc.process_index());
+  for (int step = 0; step < 3; ++step) {
+    const auto tokens = torch::randint(0, 64, {4, 8});
+    const auto target = torch::randn({4, 8, 16});
+    optimizer.zero_grad();
+    const torch::Tensor loss = torch::mse_loss(model(tokens), target);
+    acc.backward(loss);
+    optimizer.step();
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+
+// Issue 33, "Together": the eager build saved (save_model) and trained; then, in the same
+// process with its peak RSS reset, an empty build (seeded otherwise: every value must come from
+// the folder) prepared and filled by load_model, which must peak below 3/4 of the model's bytes
+// above the process without a model (2 ranks hold half the model each, 3 a third: shards, plus
+// the replay's and the load's one tensor at a time), then trained: the same losses and
+// parameters, bitwise.
+void load_into_empty_build() {
+  using Acc = accel::Accelerator<accel::Zero3>;
+  std::filesystem::path folder;
+  std::vector<float> eager_losses;
+  std::uint64_t eager_digest = 0;
+  std::int64_t model_bytes = 0;
+  {
+    Acc acc(accel_test::test_options());
+    std::string made;
+    if (acc.is_main_process()) {
+      const char* base = std::getenv("TMPDIR");
+      made = std::string(base && *base ? base : "/tmp") + "/accel-dist-weights-XXXXXX";
+      EXPECT(::mkdtemp(made.data()) != nullptr);
+    }
+    folder = acc.gather_object(made)[0];
+    torch::manual_seed(5);
+    LargeNet net;
+    for (const auto& p : net->parameters()) model_bytes += p.numel() * p.element_size();
+    for (const auto& b : net->buffers()) model_bytes += b.numel() * b.element_size();
+    torch::optim::Adam adam(net->parameters(), 0.01);
+    auto [model, optimizer] = acc.prepare(net, adam);
+    acc.save_model(net, folder);
+    eager_losses = train_large(acc, model, optimizer);
+    const auto full = acc.full_parameters(net);
+    eager_digest = accel::state::parameter_digest(*net);
+  }
+  Acc acc(accel_test::test_options());
+  // The baseline: this process, its accelerator, and no model. Writing 5 to clear_refs resets
+  // VmHWM to the current RSS (Linux 4.0).
+  accel::runtime::release_freed_cpu_memory();
+  EXPECT(static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5"));
+  const std::int64_t baseline = status_bytes("VmRSS:");
+  torch::manual_seed(77);
+  LargeNet net = accel::deferred_init([] { return LargeNet(); });
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  acc.load_model(net, folder);
+  const std::int64_t peak = status_bytes("VmHWM:");
+  fmt::print("rank {}: model {:.1f} MB; baseline {:.1f} MB, peak after prepare and load_model "
+             "{:.1f} MB: {:.2f}x the model above the baseline\n",
+             acc.process_index(), model_bytes / 1e6, baseline / 1e6, peak / 1e6,
+             static_cast<double>(peak - baseline) / static_cast<double>(model_bytes));
+  EXPECT(peak - baseline < model_bytes * 3 / 4);
+  EXPECT(train_large(acc, model, optimizer) == eager_losses);
+  {
+    const auto full = acc.full_parameters(net);
+    EXPECT(accel::state::parameter_digest(*net) == eager_digest);
+  }
+  acc.wait_for_everyone();
+  if (acc.is_main_process()) std::filesystem::remove_all(folder);
+}
 
 // The parameters gathered, after prepare and after three steps, of one build.
 template <class Acc>
@@ -145,6 +272,7 @@ int main(int argc, char** argv) {
       {"deferred_ddp", matches_eager<accel::Accelerator<accel::Ddp>>},
       {"deferred_zero2", matches_eager<accel::Accelerator<accel::Zero2>>},
       {"deferred_refusals", refusals},
+      {"deferred_load_zero3", load_into_empty_build},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

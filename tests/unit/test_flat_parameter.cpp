@@ -89,12 +89,22 @@ TEST_CASE("this rank's shard is cut into pieces along parameter boundaries") {
     FlatParameter flat(params, names(params.size()), 3, rank);
     CHECK(flat.shard().numel() == 10);
     CHECK(same_storage(flat.shard(), flat.flat()));
+    // The shard gradient is allocated when first asked for; the pieces' .grad then alias it,
+    // each at its own place in the shard.
+    CHECK(!flat.has_shard_gradient());
+    for (const auto& piece : flat.pieces()) CHECK(!piece.data.grad().defined());
+    const torch::Tensor shard_gradient = flat.shard_gradient();
+    CHECK(flat.has_shard_gradient());
+    CHECK(shard_gradient.numel() == 10);
+    CHECK(shard_gradient.abs().sum().item<float>() == 0);
     std::int64_t covered = 0;
     for (const auto& piece : flat.pieces()) {
       CHECK(piece.data.is_leaf());
       CHECK(same_storage(piece.data, flat.flat()));
       CHECK(piece.data.grad().defined());
-      CHECK(same_storage(piece.data.grad(), flat.shard_gradient()));
+      CHECK(same_storage(piece.data.grad(), shard_gradient));
+      CHECK(piece.data.grad().data_ptr<float>() - shard_gradient.data_ptr<float>() ==
+            piece.data.data_ptr<float>() - flat.shard().data_ptr<float>());
       // The piece holds the parameter's elements from `begin` on.
       const auto expected = params[piece.parameter].detach().reshape(-1).narrow(
           0, piece.begin, piece.data.numel());

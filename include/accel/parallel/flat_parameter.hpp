@@ -7,7 +7,11 @@
 // The gradients have the same layout. While a window collects gradients, each .grad is a view
 // into a full flat gradient buffer, so backward accumulates straight into it; the sharded
 // strategies reduce-scatter that buffer into this rank's shard gradient and then release it
-// (release_gradients): between steps a rank holds only its shard of the gradients.
+// (release_gradients): between steps a rank holds only its shard of the gradients. The shard
+// gradient itself is allocated (zeros) when first needed, by the first reduce-scatter into it
+// or whatever reads it (shard_gradient()), as PyTorch FSDP allocates its sharded gradient at
+// the first backward: until then a prepared model costs its shards only (docs/memory.md, "Empty
+// builds"), and the pieces' .grad are undefined.
 //
 // This rank's shard is cut along parameter boundaries into pieces: leaf tensors that alias the
 // shard (no copy), each with a .grad that aliases the shard gradient. An optimizer built over the
@@ -112,7 +116,7 @@ class FlatParameter {
       slot.copy_(parameters_[i].detach());
       parameters_[i].set_data(slot);
     }
-    shard_gradient_ = torch::zeros({layout_.shard_numel}, flat_.options());
+    gradient_options_ = flat_.options();
     shard_ = flat_.narrow(0, rank_ * layout_.shard_numel, layout_.shard_numel);
     if (residency_ == Residency::sharded) shard_ = shard_.clone();
     cut_pieces();
@@ -147,7 +151,8 @@ class FlatParameter {
     torch::Tensor shard = torch::empty({layout_.shard_numel}, host);
     shard.copy_(shard_);
     shard_ = shard;
-    shard_gradient_ = torch::zeros({layout_.shard_numel}, host);
+    gradient_options_ = host;
+    shard_gradient_ = torch::Tensor();  // allocated on the host when first needed
     cut_pieces();
   }
   // The shard where the full buffer is, for all-gathering into it: the shard itself, or a copy
@@ -194,8 +199,15 @@ class FlatParameter {
     return nullptr;
   }
 
-  // The averaged gradient of this rank's shard (what the pieces' .grad alias).
-  torch::Tensor& shard_gradient() { return shard_gradient_; }
+  // The averaged gradient of this rank's shard (what the pieces' .grad alias), allocated as zeros
+  // (and given to the pieces as their .grad) if it was not yet.
+  torch::Tensor& shard_gradient() {
+    if (!shard_gradient_.defined()) allocate_shard_gradient();
+    return shard_gradient_;
+  }
+  // Whether it is allocated; the tensor, undefined while not (for counting memory).
+  bool has_shard_gradient() const { return shard_gradient_.defined(); }
+  const torch::Tensor& allocated_shard_gradient() const { return shard_gradient_; }
 
   // Gives every parameter a .grad that is a view into the full flat gradient buffer, allocating
   // the buffer (zeros) if it was released. A .grad the user replaced is copied in first, so it
@@ -245,9 +257,20 @@ class FlatParameter {
     return result;
   }
 
+  // Zeros, aliased by the pieces' .grad (the same piece tensors: an optimizer built over them
+  // sees the gradients appear).
+  void allocate_shard_gradient() {
+    torch::NoGradGuard no_grad;
+    shard_gradient_ = torch::zeros({layout_.shard_numel}, gradient_options_);
+    const std::int64_t shard_begin = rank_ * layout_.shard_numel;
+    for (auto& piece : pieces_)
+      piece.data.mutable_grad() = shard_gradient_.narrow(
+          0, layout_.offsets[piece.parameter] + piece.begin - shard_begin, piece.data.numel());
+  }
+
   // This rank's shard cut along parameter boundaries: each piece a leaf aliasing the shard
   // (detach(): a leaf the optimizer accepts, still sharing its storage), its .grad aliasing the
-  // shard gradient.
+  // shard gradient once that is allocated.
   void cut_pieces() {
     pieces_.clear();
     const std::int64_t shard_begin = rank_ * layout_.shard_numel;
@@ -257,7 +280,8 @@ class FlatParameter {
       const std::int64_t end = std::min(shard_end, layout_.offsets[i] + c10::multiply_integers(shapes_[i]));
       if (begin >= end) continue;
       torch::Tensor data = shard_.narrow(0, begin - shard_begin, end - begin).detach();
-      data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
+      if (shard_gradient_.defined())
+        data.mutable_grad() = shard_gradient_.narrow(0, begin - shard_begin, end - begin);
       pieces_.push_back({i, begin - layout_.offsets[i], std::move(data)});
     }
   }
@@ -280,7 +304,7 @@ class FlatParameter {
       hollow.unsafeGetTensorImpl()->set_sizes_contiguous(shapes_[i]);
       accel::detail::adopt_value(parameters_[i], hollow);
     }
-    shard_gradient_ = torch::zeros({layout_.shard_numel}, options);
+    gradient_options_ = options;
     shard_ = torch::zeros({layout_.shard_numel}, options);
     cut_pieces();
   }
@@ -303,7 +327,8 @@ class FlatParameter {
   torch::Tensor shard_;
   bool at_rest_ = false;
   torch::Tensor gradient_;  // full, padded; defined while a window collects gradients
-  torch::Tensor shard_gradient_;
+  torch::Tensor shard_gradient_;  // undefined until first needed
+  torch::TensorOptions gradient_options_;  // the shard gradient's (on the host: offload)
   std::vector<Piece> pieces_;
 };
 

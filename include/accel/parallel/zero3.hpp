@@ -20,8 +20,10 @@
 //   backward         gradients accumulate into a unit's full flat gradient, allocated when its
 //                    backward starts; once every gradient of the unit has arrived, on the
 //                    micro-step that ends a window, the gradient is reduce-scattered (mean) into
-//                    this rank's shard gradient and released, and the unit's full parameters are
-//                    freed. Units no backward completed are finished after autograd, in order.
+//                    this rank's shard gradient (allocated by the first such reduce-scatter, or
+//                    the first step: prepare() allocates the shards alone) and released, and the
+//                    unit's full parameters are freed. Units no backward completed are finished
+//                    after autograd, in order.
 //   optimizer.step() the user's optimizer type over this rank's shard (detail/sharded_strategy.hpp);
 //                    nothing gathered: the next forward gathers the updated shards.
 //   offload          (Options::offload) parameters: the shards and their gradients live on the

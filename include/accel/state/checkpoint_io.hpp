@@ -219,15 +219,27 @@ struct CheckpointIO<Accel, void> {
   }
 
   // Each rank reads, by positioned reads (weights_reader.hpp), only what it keeps: under a
-  // sharded strategy its slices of the parameters (and the buffers), under Ddp all of it. The
-  // values are read and checked on every rank, the ranks agree, and only then are they copied in.
+  // sharded strategy its slices of the parameters (and the buffers), under Ddp all of it. Names,
+  // shapes and dtypes are checked on every rank (and the values that a check needs: a checked
+  // dtype conversion, BOOL bytes), the ranks agree, and only then are the other values read, one
+  // tensor at a time, each copied in as soon as it is read: a rank holds its shards and one
+  // slice, never its shards twice (an empty build filled from a weights folder, docs/memory.md).
+  // A read failing then (an I/O error: the sizes were checked when the folder was opened) leaves
+  // the model partly loaded; the ranks agree on that error too.
   static void load_model(Accel& acc, torch::nn::Module& model, const Path& folder, bool strict,
                          DtypeConversion conversion) {
     const runtime::ProcessGroup::Caller caller(acc.group_.get(), "load_model");
     auto& strategy = acc.strategy_;
-    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // into, from
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // checked values: into, from
+    struct Later {
+      const WeightsReader::Tensor* stored;
+      torch::Tensor into;
+      std::int64_t begin;
+    };
+    std::vector<Later> later;  // read once the ranks agree
+    std::optional<WeightsReader> opened;
     std::string error = detail::error_of([&] {
-      const WeightsReader weights(folder);
+      const WeightsReader& weights = opened.emplace(folder);
       std::vector<std::string> expected, names;
       for (const auto& item : model.named_parameters()) expected.push_back(item.key());
       for (const auto& item : model.named_buffers()) expected.push_back(item.key());
@@ -248,6 +260,13 @@ struct CheckpointIO<Accel, void> {
           accel::detail::fail("load_model: '{}' in '{}' has shape [{}], the model's is [{}]", name,
                               folder.string(), accel::detail::shape_text(found->entry.shape),
                               accel::detail::shape_text(shape));
+        const auto stored = safetensors::to_scalar_type(found->entry.dtype);
+        const bool check_values = !stored || found->entry.dtype == safetensors::Dtype::BOOL ||
+                                  (conversion == DtypeConversion::checked && *stored != dtype);
+        if (!check_values) {
+          later.push_back({found, into, begin});
+          return;
+        }
         torch::Tensor value = weights.read(*found, begin, into.numel());
         if (conversion == DtypeConversion::checked) check_conversion(name, folder, value, dtype);
         copies.emplace_back(into, std::move(value));
@@ -264,8 +283,14 @@ struct CheckpointIO<Accel, void> {
       }
     });
     detail::agree(acc.group_.get(), error, "load_model");
-    torch::NoGradGuard no_grad;
-    for (auto& [into, from] : copies) into.copy_(from);
+    error = detail::error_of([&] {
+      torch::NoGradGuard no_grad;
+      for (auto& [into, from] : copies) into.copy_(from);
+      copies.clear();
+      for (const auto& item : later)
+        item.into.copy_(opened->read(*item.stored, item.begin, item.into.numel()));
+    });
+    detail::agree(acc.group_.get(), error, "load_model: reading the values");
     strategy.after_state_loaded();
   }
 

@@ -98,7 +98,8 @@ class ShardedStrategy {
     if (group_ == nullptr) return;
     torch::NoGradGuard no_grad;
     for (const auto& pieces : index(optimizer).pieces)
-      for (const auto& piece : pieces) piece.mutable_grad().zero_();
+      for (const auto& piece : pieces)  // a shard gradient not allocated yet is zeros already
+        if (piece.grad().defined()) piece.mutable_grad().zero_();
   }
 
   // What clip_grad_norm scales: once a window's gradients are reduce-scattered, this rank's
@@ -272,6 +273,9 @@ class ShardedStrategy {
     // The user's options as they are now: a scheduler, or the user, may have changed them.
     for (std::size_t g = 0; g < groups.size(); ++g)
       shard_groups[g].set_options(groups[g].options().clone());
+    // Every piece steps with a gradient, zeros where none arrived (the shard gradients are
+    // allocated when first needed): what the optimizer did when they were allocated at prepare.
+    for (const std::size_t f : sharded.flats) flats_[f]->shard_gradient();
     step_optimizer(sharded);
     derived().after_shard_step(sharded.flats);
   }

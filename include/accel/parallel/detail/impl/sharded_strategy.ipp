@@ -37,8 +37,11 @@ std::vector<torch::Tensor> ShardedStrategy<Derived>::gradients_to_clip(
   for (const auto& p : parameters) {
     const auto found = where_.find(p.unsafeGetTensorImpl());
     if (found != where_.end()) {
-      const auto* piece = flats_[found->second.flat]->piece_of(found->second.index);
-      if (piece != nullptr) grads.push_back(piece->data.grad());
+      FlatParameter& flat = *flats_[found->second.flat];
+      const auto* piece = flat.piece_of(found->second.index);
+      if (piece == nullptr) continue;
+      flat.shard_gradient();  // zeros where no gradient reached it yet
+      grads.push_back(piece->data.grad());
     } else if (p.grad().defined() && shard_group_->rank() == 0) {
       // Not sharded (not in a prepared model): counted once, on the shard group's rank 0, for
       // the sum and the maximum alike.
@@ -55,7 +58,8 @@ std::vector<torch::Tensor> ShardedStrategy<Derived>::gradients_of(
   if (group_ == nullptr || !sharded_ || sharded == nullptr)
     return ReplicatedGradients::gradients_of(optimizer);
   std::vector<torch::Tensor> grads;
-  for (const auto& pieces : index_pieces(*sharded, optimizer).pieces)
+  for (const std::size_t f : index_pieces(*sharded, optimizer).flats) flats_[f]->shard_gradient();
+  for (const auto& pieces : sharded->pieces)
     for (const auto& piece : pieces) grads.push_back(piece.grad());
   return grads;
 }
@@ -81,11 +85,11 @@ void ShardedStrategy<Derived>::count_memory(state::MemoryCounter& counter) const
   for (const auto& flat : flats_) {
     if (offload_.parameters) {
       counter.offloaded(flat->shard());
-      counter.offloaded(flat->shard_gradient());
+      counter.offloaded(flat->allocated_shard_gradient());
     }
     counter.parameter(flat->shard());
     counter.parameter(flat->flat());  // 0 bytes while a Zero3 unit is not gathered
-    counter.gradient(flat->shard_gradient());
+    counter.gradient(flat->allocated_shard_gradient());  // none before it is first needed
     counter.gradient(flat->gradient());
   }
   for (const auto& sharded : optimizers_) {
