@@ -76,6 +76,7 @@ struct Config {
   bool tune_heap = accel::Options{}.tune_cpu_heap;
   double heap_mmap_mb = 0;  // 0: the Accelerator's default
   bool prefetch = accel::Options{}.prefetch_units;
+  bool fused_optimizer = accel::Options{}.fused_optimizer;
   std::string offload = "none";
   bool breakdown = false;
   bool timeline = false;  // Options::timeline on, logged to a run under $TMPDIR
@@ -155,6 +156,8 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
                          and given back when freed (default: 8 under zero3/fsdp, else 32)
   --prefetch             zero3, fsdp: Options::prefetch_units = true (the next unit gathered
                          beside this one's compute, not when it is needed)
+  --no-fused-optimizer   Options::fused_optimizer = false: libtorch's own optimizer step
+                         instead of accel's fused one (--fused-optimizer says so explicitly)
   --offload O            none (default) | optimizer | parameters: Options::offload (zero2, zero3,
                          fsdp*): optimizer state and its step on CPU copies; parameters (zero3,
                          fsdp): the parameter shards too
@@ -211,6 +214,10 @@ Config parse(int argc, char** argv) {
     }
     if (flag == "--prefetch") {
       c.prefetch = true;
+      continue;
+    }
+    if (flag == "--fused-optimizer" || flag == "--no-fused-optimizer") {
+      c.fused_optimizer = flag == "--fused-optimizer";
       continue;
     }
     if (flag == "--bucket-views" || flag == "--no-bucket-views") {
@@ -582,6 +589,7 @@ int train(const Config& c) {
                                                           c.heap_mmap_mb * double(1 << 20))
                                                     : std::nullopt,
       .prefetch_units = c.prefetch,
+      .fused_optimizer = c.fused_optimizer,
       .ddp = {.bucket_mb = c.bucket_mb,
               .gradients_as_bucket_views = c.bucket_views,
               .small_bucket_kb = c.small_bucket_kb},

@@ -153,6 +153,15 @@ struct Options {
   // rank it cost steps/s and a unit's memory (docs/benchmarks.md, "Zero3 prefetch").
   bool prefetch_units = false;
 
+  // optimizer.step() of a prepared torch::optim::SGD, Adam or AdamW runs accel's fused step
+  // (parallel/fused_step.hpp): one pass over each parameter, its gradient and its state instead
+  // of libtorch's several kernels, with libtorch's own arithmetic (bitwise its result where
+  // measured, at most 1 ulp per step by contract) and its own state objects, so checkpoints and
+  // optimizer.state() are unchanged. Where it does not apply (amsgrad, CUDA, a parameter that is
+  // not a contiguous fp32 CPU tensor, another optimizer type) libtorch's step() runs, as with
+  // false here.
+  bool fused_optimizer = true;
+
   // Prepared loaders: every rank gets the same number of batches per epoch, the last round
   // completed by wrapping around to the epoch's first batches (gather_for_metrics drops the
   // duplicates). Off: ranks may get one batch fewer.

@@ -37,6 +37,7 @@
 #include "../parallel/detail/impl/reducer.ipp"
 #include "../parallel/detail/impl/sharded_strategy.ipp"
 #include "../parallel/impl/ddp.ipp"
+#include "../parallel/impl/fused_step.ipp"
 #include "../parallel/impl/zero2.ipp"
 #include "../parallel/impl/zero3.ipp"
 #include "../profiling/impl/profile_scope.ipp"

@@ -19,6 +19,7 @@
 #include "../runtime/process_group.hpp"
 #include "detail/broadcast.hpp"
 #include "detail/reducer.hpp"
+#include "fused_step.hpp"
 #include "replicated.hpp"
 
 namespace accel::parallel {
@@ -43,10 +44,11 @@ struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint 
   void before_backward(bool sync);
   void after_backward(bool sync);
 
-  // The gradients are averaged by the time backward returns: each rank steps its own replica.
+  // The gradients are averaged by the time backward returns: each rank steps its own replica
+  // (fused where it applies: fused_step.hpp).
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer) {
-    optimizer.step();
+    step_optimizer(optimizer, fused_optimizer_);
   }
   template <class Optimizer>
   void zero_grad(Optimizer& optimizer) {
@@ -59,6 +61,7 @@ struct DdpStrategy : ReplicatedGradients, WholeParameters, ReplicatedCheckpoint 
 
   runtime::ProcessGroup* group_ = nullptr;
   DdpOptions options_;
+  bool fused_optimizer_ = true;  // Options::fused_optimizer
   std::vector<std::unique_ptr<detail::Reducer<Hook>>> reducers_;
 
  protected:

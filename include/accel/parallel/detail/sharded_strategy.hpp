@@ -51,6 +51,7 @@
 #include "../../runtime/process_group.hpp"
 #include "../replicated.hpp"
 #include "../flat_parameter.hpp"
+#include "../fused_step.hpp"
 #include "shardable_optimizer.hpp"
 
 namespace accel::parallel::detail {
@@ -243,6 +244,7 @@ class ShardedStrategy {
   std::vector<ShardedOptimizer> optimizers_;
   bool sharded_ = false;  // the gradients live in the shards (after a window's reduce-scatter)
   OffloadOptions offload_;
+  bool fused_optimizer_ = true;  // Options::fused_optimizer
   // Where flat parameters of an empty build's (meta) parameters are made.
   torch::Device build_device_ = torch::kCPU;
 
@@ -255,7 +257,7 @@ class ShardedStrategy {
   template <class Optimizer>
   void step_shard(Optimizer& optimizer) {
     if (group_ == nullptr && !steps_host_copies()) {
-      optimizer.step();  // one process: nothing is flattened
+      step_optimizer(optimizer, fused_optimizer_);  // one process: nothing is flattened
       return;
     }
     // The shards are cut from the param groups as they are at the first step.
@@ -276,15 +278,16 @@ class ShardedStrategy {
     // Every piece steps with a gradient, zeros where none arrived (the shard gradients are
     // allocated when first needed): what the optimizer did when they were allocated at prepare.
     for (const std::size_t f : sharded.flats) flats_[f]->shard_gradient();
-    step_optimizer(sharded);
+    step_shard_optimizer(sharded);
     derived().after_shard_step(sharded.flats);
   }
 
   // The shard optimizer's step. Under offload.optimizer the pieces' gradients go to the CPU
   // copies first (a piece without one this step leaves its copy without one, so the optimizer
   // skips it as it would the parameter), and the updated values come back after it. Blocking
-  // copies: the step needs the gradients, and the next forward the values.
-  static void step_optimizer(ShardedOptimizer& sharded);
+  // copies: the step needs the gradients, and the next forward the values. The step itself is
+  // fused where it applies (../fused_step.hpp, Options::fused_optimizer).
+  void step_shard_optimizer(ShardedOptimizer& sharded);
 
   // The optimizer over this rank's shard, built from the param groups as they are now unless it
   // exists already.

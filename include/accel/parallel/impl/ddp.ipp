@@ -13,6 +13,7 @@ template <class Hook>
 void DdpStrategy<Hook>::attach(runtime::ProcessGroup* process_group, const Options& options) {
   group_ = process_group;
   options_ = options.ddp;
+  fused_optimizer_ = options.fused_optimizer;
 }
 
 template <class Hook>

@@ -21,6 +21,7 @@ void ShardedStrategy<Derived>::attach(runtime::ProcessGroup* process_group,
   group_ = process_group;
   shard_group_ = process_group;
   offload_ = options.offload;
+  fused_optimizer_ = options.fused_optimizer;
   if (offload_.parameters && group_ == nullptr)
     accel::detail::fail("{}: Options::offload.parameters keeps this rank's parameter shards on "
                         "the CPU, and on one process nothing is sharded (the model stays whole "
@@ -311,7 +312,7 @@ std::size_t ShardedStrategy<Derived>::count_parameters(const torch::optim::Optim
 }
 
 template <class Derived>
-void ShardedStrategy<Derived>::step_optimizer(ShardedOptimizer& sharded) {
+void ShardedStrategy<Derived>::step_shard_optimizer(ShardedOptimizer& sharded) {
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < sharded.host.size(); ++g)
     for (std::size_t j = 0; j < sharded.host[g].size(); ++j) {
@@ -324,7 +325,7 @@ void ShardedStrategy<Derived>::step_optimizer(ShardedOptimizer& sharded) {
       if (!copy.grad().defined()) copy.mutable_grad() = torch::empty_like(copy);
       copy.mutable_grad().copy_(gradient);
     }
-  sharded.shard->step();
+  step_optimizer(*sharded.shard, fused_optimizer_);
   for (std::size_t g = 0; g < sharded.host.size(); ++g)
     for (std::size_t j = 0; j < sharded.host[g].size(); ++j)
       sharded.pieces[g][j].copy_(sharded.host[g][j]);
