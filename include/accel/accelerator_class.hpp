@@ -75,6 +75,7 @@
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
 #include "runtime/same_model.hpp"
+#include "state/checkpoint_view.hpp"
 #include "state/custom_objects.hpp"
 #include "state/dtype_conversion.hpp"
 #include "state/writable_folder.hpp"
@@ -333,14 +334,14 @@ class Accelerator
   // next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
   // Returns the folder written.
   std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::save_state(*this, folder);
+    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder);
   }
   // Loads what save_state() wrote; every file is read and checked before any object changes, so
   // on an error the objects are as they were and the message names the file (and tensor).
   // Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
   // Returns the folder loaded.
   std::filesystem::path load_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::load_state(*this, folder);
+    return state::CheckpointIO<Accelerator>::load_state(checkpoint_view(), folder);
   }
   // Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
   // process writes), split into files of at most max_shard_bytes with an index, as the
@@ -349,7 +350,7 @@ class Accelerator
   void save_model(Model& model, const std::filesystem::path& folder,
                   std::uint64_t max_shard_bytes = 10ULL << 30) {
     state::CheckpointIO<Accelerator>::save_model(
-        *this, static_cast<torch::nn::Module&>(*model), folder, max_shard_bytes);
+        checkpoint_view(), static_cast<torch::nn::Module&>(*model), folder, max_shard_bytes);
   }
   // Weights from such a folder (or one other tools wrote) into a prepared model. strict: every
   // parameter and buffer must be there and nothing else (the error lists what is missing and
@@ -358,8 +359,8 @@ class Accelerator
   template <class Model>
   void load_model(Model& model, const std::filesystem::path& folder, bool strict = true,
                   DtypeConversion conversion = DtypeConversion::checked) {
-    state::CheckpointIO<Accelerator>::load_model(*this, static_cast<torch::nn::Module&>(*model),
-                                                 folder, strict, conversion);
+    state::CheckpointIO<Accelerator>::load_model(
+        checkpoint_view(), static_cast<torch::nn::Module&>(*model), folder, strict, conversion);
   }
   // An object of yours saved with every checkpoint (by the main process) and loaded on every
   // rank: anything with torch's save(OutputArchive&) / load(InputArchive&), or a trivially
@@ -814,11 +815,24 @@ class Accelerator
                                           static_cast<double>(tokens));
   }
 
+  // What the checkpoint calls above hand to state::CheckpointIO (state/checkpoint_view.hpp): the
+  // references a checkpoint reads and sets, and nothing else of this class's private state.
+  state::CheckpointView<Accelerator, parallel::Strategy<parallelism_policy>> checkpoint_view() {
+    return {.accelerator = *this,
+            .strategy = strategy_,
+            .models = models_,
+            .optimizers = optimizers_,
+            .schedulers = schedulers_,
+            .loaders = loaders_,
+            .custom_objects = custom_objects_,
+            .window = gradients_,
+            .completed_steps = completed_steps_,
+            .save_state_pre_hooks = save_state_pre_hooks_,
+            .load_state_pre_hooks = load_state_pre_hooks_};
+  }
+
   parallel::Strategy<parallelism_policy> strategy_;
   precision::Precision<precision_policy> precision_;
-
-  template <class, class>
-  friend struct state::CheckpointIO;
 };
 
 }  // namespace accel

@@ -10,7 +10,7 @@
 //   MemoryAccounting  can_offload, count_memory (Accelerator::memory_use), gather_full and
 //                     release_full (Accelerator::full_parameters)
 //   CheckpointSlices  how parameters and optimizer state map onto a checkpoint's flattened
-//                     slices (state/checkpoint_io.hpp): parameter_shape, saved_slice, loaded_slice,
+//                     slices (state/components/): parameter_shape, saved_slice, loaded_slice,
 //                     state_slots, is_flattened, flat_gradients, restore_flat_gradients,
 //                     after_state_loaded
 //
