@@ -19,6 +19,10 @@
 // `accel:` errors naming the file, the line and the key. `accel-launch config` writes such a file
 // from flags.
 //
+// Longer than accel's headers should be: the keys' table, reading them with their checks, and
+// writing them back (`accel-launch config`) stay in one place, so that each key is written once.
+// Only accel-launch includes it (yaml-cpp is no dependency of a training program).
+//
 // Only accel-launch includes this header (it needs yaml-cpp); the rest of the launcher does not.
 #pragma once
 

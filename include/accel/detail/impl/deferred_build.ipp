@@ -1,5 +1,7 @@
 // DeferredBuild's recording (the dispatcher fallback), replay and registry (deferred_build.hpp
 // includes this file in header-only mode; compiled once with ACCEL_SEPARATE_COMPILATION).
+// Longer than accel's files should be: the dispatcher fallback that records, the replay and the
+// registry are one mechanism sharing private types (the recorded operations, the made tensors).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,4 +1,6 @@
 // Supervisor and launch_workers(); supervisor.hpp includes it in header-only mode.
+// Longer than accel's files should be: the members of one class (supervisor.hpp), one state
+// machine over the workers (start, exits, signals, restarts, output, the report).
 #pragma once
 
 #include "../supervisor.hpp"

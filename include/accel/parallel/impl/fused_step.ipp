@@ -1,4 +1,7 @@
 // fused_step() and fused_step_refusal(); fused_step.hpp includes this file in header-only mode.
+// Longer than accel's files should be: three optimizers' kernels, each in two roundings, with
+// their scalars and their checks, kept in one file so that the one pragma that fixes their
+// rounding (below) covers them all and nothing else.
 //
 // The kernels are plain float loops over __restrict pointers, which GCC vectorizes, compiled
 // with -ffp-contract=off (the pragma below): a multiply and an add that libtorch rounds apart

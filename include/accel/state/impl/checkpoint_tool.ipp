@@ -1,4 +1,6 @@
 // accel-launch checkpoint; checkpoint_tool.hpp includes it in header-only mode.
+// Longer than accel's files should be: the four subcommands (inspect, verify, merge, diff) and
+// the command line that picks them, over the same reading of a checkpoint folder.
 #pragma once
 
 #include <fmt/format.h>

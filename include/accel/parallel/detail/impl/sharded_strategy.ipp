@@ -2,6 +2,9 @@
 // includes this file in header-only mode). With ACCEL_SEPARATE_COMPILATION, accel's separately
 // compiled part instantiates them for both strategies, once: impl/zero2.ipp and impl/zero3.ipp
 // hold the explicit instantiations, and zero2.hpp and zero3.hpp declare them extern.
+// About 400 lines: the members of one class template (detail/sharded_strategy.hpp), kept
+// together until the sharded strategies are split by role (shard optimizers, flat parameters
+// and their hooks, reduce-scatter).
 #pragma once
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
