@@ -6,6 +6,7 @@
 // measured it is bitwise, which a warning would say otherwise), the step counters are equal, and
 // the state is libtorch's own objects: a libtorch optimizer loaded from a fused one's archive, or
 // a fused optimizer handed to libtorch's step(), goes on as if libtorch had stepped throughout.
+#include <accel/detail/torch_compat.hpp>
 #include <accel/parallel/fused_step.hpp>
 #include <doctest/doctest.h>
 
