@@ -72,8 +72,10 @@ struct CheckpointIO<Accel, void> {
   using Path = std::filesystem::path;
   using View = CheckpointView<Accel, parallel::Strategy<typename Accel::parallelism_policy>>;
 
+  // A check on accel's own components, which no user code reaches: not one of the `accel:`
+  // messages (docs/policies.md) a program can meet.
   static_assert(components::all_components<CheckpointComponents, View>,
-                "accel: a checkpoint component lacks add_tensors, describe, check or stage "
+                "internal: a checkpoint component lacks add_tensors, describe, check or stage "
                 "(state/components/component.hpp)");
 
   // --- save_state ----------------------------------------------------------------------------
