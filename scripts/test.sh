@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
 # Sets up the machine (Debian packages only; idempotent), builds accel's tests, examples and
 # benchmarks, and runs the whole test suite, on one or both libtorch legs:
-#   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/,
-#                                    accel's programs in the separately compiled mode
-#                                    (-DACCEL_USE_COMPILED=ON; the Debian 13 leg header-only)
+#   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/
 #   scripts/test.sh --leg debian13   libtorch 2.6, in a Debian 13 root (debootstrap + chroot),
 #                                    in build-debian13/, without the benchmarks and the
 #                                    compile-fail twins (the host leg has both; see
-#                                    tests/CMakeLists.txt for why the twins need one leg), and
-#                                    with the examples' whole policy matrix
-#                                    (-DACCEL_ALL_VARIANTS=ON; the host leg builds the default
-#                                    subset, so between them both are built)
+#                                    tests/CMakeLists.txt for why the twins need one leg)
 #   scripts/test.sh --leg all        both, the host first; the Debian 13 root is made while the
 #                                    host leg builds and tests (downloads and unpacking wait on
 #                                    the network and the disk, the build on the CPU)
@@ -46,9 +41,12 @@ run_host() {
   configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$host_options" "$@"
 }
 
-# The host leg links accel's programs to accel::compiled (the separately compiled mode: accel's
-# non-template code compiled once, a fifth less compile time per TU); the Debian 13 leg keeps
-# them header-only, so the suite runs in both modes.
+# Both legs link accel's programs to accel::compiled (the separately compiled mode: accel's
+# non-template code compiled once, a fifth less compile time per TU, more under libtorch 2.6's
+# headers). The header-only mode is what the package tests build on both legs: a consumer through
+# find_package and add_subdirectory, and accel_add_variants' programs (tests/package/).
+# Each leg builds the examples' default policy subset and checks that the whole matrix compiles
+# (example.all_variants, -fsyntax-only).
 host_options="-DACCEL_USE_COMPILED=ON"
 
 # The root sees the repo at /src; its build folder is separate from the host's. Compiled at -O1
@@ -57,7 +55,7 @@ host_options="-DACCEL_USE_COMPILED=ON"
 # examples and benchmarks at -O3, as users do.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"-DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_ALL_VARIANTS=ON -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS=-DNDEBUG\" \"\$@\"" \
+    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"-DACCEL_USE_COMPILED=ON -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS=-DNDEBUG\" \"\$@\"" \
     configure_build_test "$@"
 }
 

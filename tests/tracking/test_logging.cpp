@@ -12,6 +12,10 @@
 #include "../unit/helpers.hpp"
 #include "files.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace tracking_logging {
+
 namespace fs = std::filesystem;
 using accel::logging::Level;
 using tracking_test::read_lines;
@@ -133,3 +137,5 @@ TEST_CASE("logger: lines go to the run's log.txt while its run is open, on the m
         "INFO: before the run\nINFO: step 1\nWARNING data: from another logger\n"
         "INFO: after the run\n");
 }
+
+}  // namespace tracking_logging

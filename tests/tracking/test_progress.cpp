@@ -11,6 +11,10 @@
 
 #include "../unit/helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace tracking_progress {
+
 namespace {
 
 // A FILE* into memory, read back with text().
@@ -147,3 +151,5 @@ TEST_CASE("clock_text writes minutes:seconds, and hours when there are some") {
   CHECK(accel::tracking::clock_text(75) == "1:15");
   CHECK(accel::tracking::clock_text(3725) == "1:02:05");
 }
+
+}  // namespace tracking_progress

@@ -20,6 +20,10 @@
 #include "../unit/helpers.hpp"
 #include "files.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace tracking_tracking {
+
 namespace fs = std::filesystem;
 using tracking_test::read_lines;
 using tracking_test::read_text;
@@ -573,3 +577,5 @@ TEST_CASE("log_text: metrics.jsonl only, checked like log()'s names") {
   CHECK(without_time(jsonl[1]) == R"({"step": 1, "time": T, "note": "line\none"})");
   CHECK(read_lines(run / "metrics.csv").size() == 2);  // the header and the one metric row
 }
+
+}  // namespace tracking_tracking

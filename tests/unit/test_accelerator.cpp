@@ -5,6 +5,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_accelerator {
+
 TEST_CASE("prepare takes objects in any order and returns them in that order") {
   accel::Accelerator<accel::Ddp> accelerator;
   auto net = accel_test::seeded_mlp();
@@ -158,3 +162,5 @@ TEST_CASE("the parameter digest sees every bit") {
   }
   CHECK(accel::state::parameter_digest(*a) != accel::state::parameter_digest(*b));
 }
+
+}  // namespace unit_accelerator

@@ -13,6 +13,10 @@
 #include "../loss_scaled_fp32.hpp"
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_accumulation {
+
 using accel_test::Regression;
 
 namespace {
@@ -465,3 +469,5 @@ TEST_CASE("backward(loss_sum, tokens): the errors") {
                              "counted 0 tokens on 1 rank(s)"));
   }
 }
+
+}  // namespace unit_accumulation

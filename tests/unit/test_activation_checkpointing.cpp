@@ -10,6 +10,10 @@
 #include <utility>
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_activation_checkpointing {
+
 namespace {
 
 // A block of several ops with dropout: what checkpointing is for.
@@ -313,3 +317,5 @@ TEST_CASE("activation checkpointing: a tensor with history read without being an
                         "began before the checkpoint"),
       accel::Error);
 }
+
+}  // namespace unit_activation_checkpointing

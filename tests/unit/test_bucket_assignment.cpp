@@ -3,6 +3,10 @@
 #include <accel/parallel/detail/bucket_assignment.hpp>
 #include <doctest/doctest.h>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_bucket_assignment {
+
 namespace {
 
 using accel::parallel::detail::assign_buckets;
@@ -47,3 +51,5 @@ TEST_CASE("parameters that do not require a gradient are in no bucket") {
   for (auto& p : params) p.requires_grad_(false);
   CHECK(assign_buckets(params, {}).empty());
 }
+
+}  // namespace unit_bucket_assignment

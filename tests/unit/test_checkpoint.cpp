@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_checkpoint {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -605,3 +609,5 @@ TEST_CASE("checkpoint: each policy goes by one full name, so a mid-window checkp
                                       "Fsdp<FullShard> on 1 processes"));
   fs::remove_all(folder);
 }
+
+}  // namespace unit_checkpoint

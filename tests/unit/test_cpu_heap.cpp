@@ -9,6 +9,13 @@
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+#endif
+
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_cpu_heap {
+
+#if defined(__GLIBC__)
 
 namespace {
 // Whether glibc served a block of this size with its own mmap (counted in hblks).
@@ -34,3 +41,5 @@ TEST_CASE("keep_freed_cpu_memory: blocks below 32 MiB come from the heap") {
   CHECK(mmapped(64u << 20));  // above the threshold: still its own mapping
 }
 #endif
+
+}  // namespace unit_cpu_heap

@@ -13,6 +13,10 @@
 #include <tuple>
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_data {
+
 namespace {
 
 struct Inner {
@@ -359,3 +363,5 @@ TEST_CASE("bad worker and pinning options are refused, naming the value") {
     for (const auto& batch : pinned) CHECK(batch.value.is_pinned());
   }
 }
+
+}  // namespace unit_data

@@ -6,6 +6,10 @@
 
 #include <limits>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_delayed_scaling {
+
 namespace {
 
 using accel::AmaxAlgorithm;
@@ -103,3 +107,5 @@ TEST_CASE("delayed scaling: the state a checkpoint saves comes back whole") {
                                          "Options::fp8.amax_history_len is 2"),
                        accel::Error);
 }
+
+}  // namespace unit_delayed_scaling

@@ -9,6 +9,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_environment {
+
 namespace {
 
 constexpr const char* kAllVariables[] = {
@@ -106,3 +110,5 @@ TEST_CASE("a store folder replaces the master address") {
   Env env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ACCEL_STORE_DIR", "/tmp/x"}});
   CHECK(read_environment().store_dir == "/tmp/x");
 }
+
+}  // namespace unit_environment

@@ -6,6 +6,10 @@
 
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_flat_parameter {
+
 namespace {
 
 using accel::parallel::FlatLayout;
@@ -167,3 +171,5 @@ TEST_CASE("one flat parameter holds one dtype") {
   CHECK_THROWS_WITH(FlatParameter(params, {"a", "b"}, 2, 0),
                     doctest::Contains("accel: FlatParameter: parameter 'b' is Double"));
 }
+
+}  // namespace unit_flat_parameter

@@ -7,6 +7,10 @@
 #include <limits>
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_float8 {
+
 namespace {
 
 using accel::precision::Float8Format;
@@ -136,3 +140,5 @@ TEST_CASE("float8: the emulation gives the float8 dtypes' bits (libtorch 2.1 and
     }
   }
 }
+
+}  // namespace unit_float8

@@ -14,6 +14,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_fp8_training {
+
 namespace {
 
 using accel::precision::DelayedScaling;
@@ -290,3 +294,5 @@ TEST_CASE("Fp8: the scales are state, saved and loaded with a checkpoint, refuse
                        doctest::Contains("saved under Fp8 and this Accelerator is Bf16"), accel::Error);
   fs::remove_all(folder);
 }
+
+}  // namespace unit_fp8_training

@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_fused_step {
+
 namespace {
 
 using namespace torch::optim;
@@ -282,3 +286,5 @@ TEST_CASE("fused step: parameters without gradients get no state, as under libto
   CHECK(state_of(adam, q).step == 1);
   CHECK(state_of(adam, p).step == -1);
 }
+
+}  // namespace unit_fused_step

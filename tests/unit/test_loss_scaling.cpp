@@ -14,6 +14,10 @@
 #include "../loss_scaled_fp32.hpp"
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_loss_scaling {
+
 namespace {
 
 using accel::LossScalingOptions;
@@ -411,3 +415,5 @@ TEST_CASE("two optimizers in one micro-step: each unscaled once, one scale updat
   // 32 -> 64 after the clean window (one growth, not one per optimizer), then back to 32.
   CHECK(accelerator.precision_state() == LossScaleState{32.0f, 0});
 }
+
+}  // namespace unit_loss_scaling

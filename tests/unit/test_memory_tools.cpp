@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_memory_tools {
+
 namespace {
 
 struct WideBlockImpl : torch::nn::Module {
@@ -219,3 +223,5 @@ TEST_CASE("find_executable_batch_size: halves on a CPU allocation failure, other
   CHECK_THROWS_WITH_AS(accel::find_executable_batch_size(0, [](std::int64_t) {}),
                        doctest::Contains("the starting batch size is 0"), accel::Error);
 }
+
+}  // namespace unit_memory_tools

@@ -8,6 +8,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_precision {
+
 namespace {
 
 // Records the dtype its matmul ran in and whether autocast was on.
@@ -226,3 +230,5 @@ TEST_CASE("Fp8: what is not an fp8 Linear runs under bf16 autocast, outputs come
   CHECK(accel_test::dtype_name(out) == "Float");
   CHECK(accel_test::dtype_name(probe->linear->weight) == "Float");
 }
+
+}  // namespace unit_precision

@@ -19,6 +19,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_profiling {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -277,3 +281,5 @@ TEST_CASE("timeline, each step's phases reach the trackers and add up to the ste
   std::getline(csv, header);
   CHECK(header.find("timeline/rank0/backward") != std::string::npos);
 }
+
+}  // namespace unit_profiling

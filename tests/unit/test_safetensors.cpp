@@ -17,6 +17,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_safetensors {
+
 namespace {
 
 namespace st = accel::state::safetensors;
@@ -713,3 +717,5 @@ TEST_CASE("safetensors: compare_names lists missing and unexpected names, at mos
         "missing 15: \"p0\", \"p1\", \"p2\", \"p3\", \"p4\", \"p5\", \"p6\", \"p7\", \"p8\", "
         "\"p9\" and 5 more");
 }
+
+}  // namespace unit_safetensors

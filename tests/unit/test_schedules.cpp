@@ -20,6 +20,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_schedules {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -368,3 +372,5 @@ TEST_CASE("schedule: bad arguments are refused, naming the value and the fix") {
                                          "schedule after the last add_param_group"),
                        accel::Error);
 }
+
+}  // namespace unit_schedules

@@ -5,6 +5,10 @@
 
 #include "helpers.hpp"
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_timeouts {
+
 using namespace std::chrono_literals;
 
 TEST_CASE("a timeout of zero or less is refused, naming the option") {
@@ -63,3 +67,5 @@ TEST_CASE("a mean of integers is refused on one process too") {
                        doctest::Contains("a mean over the ranks of a Int tensor"), accel::Error);
   CHECK(torch::equal(accelerator.reduce(torch::ones({2}, torch::kInt)), torch::ones({2}, torch::kInt)));
 }
+
+}  // namespace unit_timeouts

@@ -5,6 +5,10 @@
 
 #include <vector>
 
+// Everything below in a namespace of its own: the test binaries compile as unity builds
+// (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
+namespace unit_torch_compat {
+
 namespace {
 template <class Op>
 bool works(Op&& op) {
@@ -48,3 +52,5 @@ TEST_CASE("autocast API: the guard's settings are what autocast reports") {
   CHECK((accel::detail::autocast_dtype(torch::kCPU) == torch::kBFloat16));
   CHECK((torch::matmul(torch::ones({2, 2}), torch::ones({2, 2})).scalar_type() == torch::kBFloat16));
 }
+
+}  // namespace unit_torch_compat
