@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker {
+
 namespace {
 
 using accel_test::Ddp;
@@ -232,7 +236,7 @@ void different_models() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"ddp", ddp_matches_single_process<Ddp>},
       {"ddp_accum",
@@ -260,3 +264,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker

@@ -43,6 +43,10 @@
 #include <set>
 #include <string>
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_checkpoint {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -600,7 +604,7 @@ void checkpoint_tool() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using accel::Ddp, accel::Zero2, accel::Zero3;
   return accel_test::run_scenario(
       argc, argv,
@@ -624,3 +628,5 @@ int main(int argc, char** argv) {
        {"kill_in_save", kill_in_save},
        {"after_kill", after_kill}});
 }
+
+}  // namespace dist_worker_checkpoint

@@ -17,6 +17,10 @@
 #include <unistd.h>
 #include <vector>
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_collectives {
+
 namespace {
 
 using Ddp = accel::Accelerator<accel::Ddp, accel::Fp32>;
@@ -310,7 +314,7 @@ void save_in_main_process_only() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"collectives", collectives},
       {"gap_filling", gap_filling},
@@ -324,3 +328,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker_collectives

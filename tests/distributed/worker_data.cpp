@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_data {
+
 namespace {
 
 using accel_test::Ddp;
@@ -139,7 +143,7 @@ void split_uneven() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"metrics_even", [] { metrics(true); }},
       {"metrics_uneven", [] { metrics(false); }},
@@ -148,3 +152,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker_data

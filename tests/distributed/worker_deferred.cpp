@@ -21,6 +21,10 @@
 
 #include "scenario.hpp"
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_deferred {
+
 namespace {
 
 struct BlockImpl : torch::nn::Module {
@@ -264,7 +268,7 @@ void refusals() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"deferred_zero3", matches_eager<accel::Accelerator<accel::Zero3>>},
       {"deferred_fsdp_full_shard", matches_eager<accel::Accelerator<accel::Fsdp<accel::FullShard>>>},
@@ -276,3 +280,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker_deferred

@@ -14,6 +14,10 @@
 
 #include "scenario.hpp"
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_everyday {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -318,7 +322,7 @@ void timeline_every_rank() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"tracking_main_only", tracking_main_only},
       {"gather_empty_objects", gather_empty_objects},
@@ -330,3 +334,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker_everyday

@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <vector>
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_memory {
+
 namespace {
 
 using accel_test::test_options;
@@ -166,7 +170,7 @@ void executable_batch_size_agrees() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   return accel_test::run_scenario(
       argc, argv,
       {{"checkpointing_ddp", checkpointing_bitwise<accel::Ddp>},
@@ -178,3 +182,5 @@ int main(int argc, char** argv) {
        {"estimate_memory_zero3_sharded_blocks", estimate_matches<accel::Zero3, list_model>},
        {"executable_batch_size_agrees", executable_batch_size_agrees}});
 }
+
+}  // namespace dist_worker_memory

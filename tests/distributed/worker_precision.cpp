@@ -16,6 +16,10 @@
 
 #include "../loss_scaled_fp32.hpp"
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_precision {
+
 namespace {
 
 using accel_test::max_relative_difference;
@@ -311,7 +315,7 @@ void scaler_agreement() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"precision_matrix", precision_matrix},
       // accel::Sharded units in a ModuleList, against one process, under Fp32 and Bf16.
@@ -330,3 +334,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker_precision

@@ -23,6 +23,10 @@
 #include <tuple>
 #include <vector>
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_sharded {
+
 namespace {
 
 using accel_test::Ddp;
@@ -815,7 +819,7 @@ void fused_matches_libtorch(std::string_view name) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"fsdp_no_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::NoShard>>>},
       {"zero2", ddp_matches_single_process<Zero2>},
@@ -938,3 +942,5 @@ int main(int argc, char** argv) {
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
+
+}  // namespace dist_worker_sharded

@@ -15,6 +15,10 @@
 
 #include "../loss_scaled_fp32.hpp"
 
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_tokens {
+
 namespace {
 
 using accel_test::test_options;
@@ -225,7 +229,7 @@ void token_weighted_errors() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using accel::Ddp, accel::Zero2, accel::Zero3, accel::Fp32;
   using accel_test::LossScaledFp32;
   using ShardGradOp = accel::Fsdp<accel::ShardGradOp>;
@@ -246,3 +250,5 @@ int main(int argc, char** argv) {
        {"tokens_fsdp_hybrid_shard_accum", [] { token_weighted_matches_one_batch<HybridShard, Fp32, 2>(); }},
        {"tokens_errors", token_weighted_errors}});
 }
+
+}  // namespace dist_worker_tokens
