@@ -38,7 +38,7 @@ timed() {
 
 run_host() {
   timed "host setup" "$repo/scripts/setup-debian.sh"
-  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$host_options" "$@"
+  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$both_legs" "$@"
 }
 
 # Both legs link accel's programs to accel::compiled (the separately compiled mode: accel's
@@ -47,7 +47,7 @@ run_host() {
 # find_package and add_subdirectory, and accel_add_variants' programs (tests/package/).
 # Each leg builds the examples' default policy subset and checks that the whole matrix compiles
 # (example.all_variants, -fsyntax-only).
-host_options="-DACCEL_USE_COMPILED=ON"
+both_legs="-DACCEL_USE_COMPILED=ON"
 
 # The root sees the repo at /src; its build folder is separate from the host's. Compiled at -O1
 # (NDEBUG kept): a third less compile time than -O3 (38 s against 25 s for one test TU), and the
@@ -55,7 +55,7 @@ host_options="-DACCEL_USE_COMPILED=ON"
 # examples and benchmarks at -O3, as users do.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"-DACCEL_USE_COMPILED=ON -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS=-DNDEBUG\" \"\$@\"" \
+    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCMAKE_CXX_FLAGS=-DNDEBUG\" \"\$@\"" \
     configure_build_test "$@"
 }
 
@@ -72,7 +72,7 @@ run_all() {
   root_pid=$!
   # shellcheck disable=SC2064  # expand now: the trap must name this pid and log
   trap "kill $root_pid 2>/dev/null || true; rm -f '$root_log'" EXIT
-  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$host_options" "$@"
+  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$both_legs" "$@"
   local status=0
   wait "$root_pid" || status=$?
   sed 's/^/  /' "$root_log"
