@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -16,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #define EXPECT(condition)                                                                     \
   do {                                                                                        \
@@ -28,29 +31,76 @@ namespace accel_test {
 
 using Scenarios = std::map<std::string, std::function<void()>>;
 
+// One scenario on this rank: 0 when its checks pass, 1 naming the failed check otherwise.
+inline int run_one(const std::string& name, const std::function<void()>& run) {
+  const char* rank = std::getenv("RANK") ? std::getenv("RANK") : "0";
+  try {
+    run();
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "rank {}: {} FAILED: {}\n", rank, name, error.what());
+    return 1;
+  }
+  fmt::print("rank {}: {} passed\n", rank, name);
+  std::fflush(stdout);
+  return 0;
+}
+
+// --batch NAME,NAME...: the named scenarios one after the other in this process, each that
+// passes appended as a line "NAME passed" to $ACCEL_BATCH_RESULTS.rank<RANK>, stopping at the
+// first that fails (its peers may be waiting in a collective it left; the launcher ends them).
+// A group's ranks load libtorch once for all of its scenarios instead of once for each
+// (tests/batch.sh). Exits 64 (EX_USAGE), before running any, when a name is not in the table or
+// ACCEL_BATCH_RESULTS is not set.
+inline int run_batch(std::string_view names, const Scenarios& scenarios) {
+  const char* prefix = std::getenv("ACCEL_BATCH_RESULTS");
+  if (prefix == nullptr) {
+    fmt::print(stderr, "--batch: ACCEL_BATCH_RESULTS names no file prefix (tests/batch.sh)\n");
+    return 64;
+  }
+  std::vector<Scenarios::const_iterator> batch;
+  for (auto rest = names; !rest.empty();) {
+    const auto comma = std::min(rest.find(','), rest.size());
+    const auto found = scenarios.find(std::string(rest.substr(0, comma)));
+    if (found == scenarios.end()) {
+      fmt::print(stderr, "--batch: no scenario '{}' in this worker (--list names them)\n",
+                 rest.substr(0, comma));
+      return 64;
+    }
+    batch.push_back(found);
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  const char* rank = std::getenv("RANK") ? std::getenv("RANK") : "0";
+  const std::string results = fmt::format("{}.rank{}", prefix, rank);
+  for (const auto& scenario : batch) {
+    if (const int status = run_one(scenario->first, scenario->second); status != 0) return status;
+    std::FILE* file = std::fopen(results.c_str(), "a");
+    if (file == nullptr || std::fprintf(file, "%s passed\n", scenario->first.c_str()) < 0 ||
+        std::fclose(file) != 0) {
+      fmt::print(stderr, "--batch: cannot append to {}\n", results);
+      return 64;
+    }
+  }
+  return 0;
+}
+
 // Exits 0 when the scenario's checks pass on this rank; 1 naming the failed check otherwise;
 // 2 for an unknown scenario. With --list: prints the scenario names, one a line, and exits 0.
+// With --batch: run_batch.
 inline int run_scenario(int argc, char** argv, const Scenarios& scenarios) {
   if (argc == 2 && std::string_view(argv[1]) == "--list") {
     for (const auto& [name, run] : scenarios) fmt::print("{}\n", name);
     return 0;
   }
-  const char* rank = std::getenv("RANK") ? std::getenv("RANK") : "0";
+  if (argc == 3 && std::string_view(argv[1]) == "--batch") return run_batch(argv[2], scenarios);
   const auto found = argc == 2 ? scenarios.find(argv[1]) : scenarios.end();
   if (found == scenarios.end()) {
-    fmt::print(stderr, "usage: {} SCENARIO|--list (one of:", argc > 0 ? argv[0] : "worker");
+    fmt::print(stderr, "usage: {} SCENARIO|--list|--batch NAME,NAME... (one of:",
+               argc > 0 ? argv[0] : "worker");
     for (const auto& [name, run] : scenarios) fmt::print(stderr, " {}", name);
     fmt::print(stderr, ")\n");
     return 2;
   }
-  try {
-    found->second();
-  } catch (const std::exception& error) {
-    fmt::print(stderr, "rank {}: {} FAILED: {}\n", rank, argv[1], error.what());
-    return 1;
-  }
-  fmt::print("rank {}: {} passed\n", rank, argv[1]);
-  return 0;
+  return run_one(found->first, found->second);
 }
 
 }  // namespace accel_test
