@@ -1,3 +1,3 @@
-// The object that builds accel_library_pch, the precompiled header of torch and
-// <accel/accelerator.hpp> that the compile-fail cases and the distributed workers reuse
-// (tests/CMakeLists.txt).
+// The object that builds accel_library_pch, the precompiled header of torch,
+// <accel/accelerator.hpp>, doctest, PFR and fmt that every test TU with torch reuses: the test
+// binaries, the distributed workers and the compile-fail cases (tests/CMakeLists.txt).
