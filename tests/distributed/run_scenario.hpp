@@ -31,9 +31,12 @@ namespace accel_test {
 
 using Scenarios = std::map<std::string, std::function<void()>>;
 
+// This process's rank as the launcher gave it ("0" without one).
+inline const char* this_rank() { return std::getenv("RANK") ? std::getenv("RANK") : "0"; }
+
 // One scenario on this rank: 0 when its checks pass, 1 naming the failed check otherwise.
 inline int run_one(const std::string& name, const std::function<void()>& run) {
-  const char* rank = std::getenv("RANK") ? std::getenv("RANK") : "0";
+  const char* rank = this_rank();
   try {
     run();
   } catch (const std::exception& error) {
@@ -69,8 +72,7 @@ inline int run_batch(std::string_view names, const Scenarios& scenarios) {
     batch.push_back(found);
     rest.remove_prefix(std::min(comma + 1, rest.size()));
   }
-  const char* rank = std::getenv("RANK") ? std::getenv("RANK") : "0";
-  const std::string results = fmt::format("{}.rank{}", prefix, rank);
+  const std::string results = fmt::format("{}.rank{}", prefix, this_rank());
   for (const auto& scenario : batch) {
     if (const int status = run_one(scenario->first, scenario->second); status != 0) return status;
     std::FILE* file = std::fopen(results.c_str(), "a");
