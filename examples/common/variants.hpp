@@ -6,6 +6,7 @@
 #pragma once
 
 #include <accel/accelerator.hpp>
+#include <fmt/format.h>
 
 #include <cstddef>
 #include <string_view>
@@ -55,28 +56,37 @@ inline std::vector<std::string_view> precision_flags() {
 }
 inline std::vector<int> accumulation_values() { return values_of(Accumulations{}); }
 
+// Every combination of the lists above, as one accel::Variants: the dispatch a user's program
+// gets from accel_add_variants(), here over the examples' matrix.
+template <class Par, class Prec, int... N>
+auto with_accumulations(std::integer_sequence<int, N...>)
+    -> std::tuple<accel::Accelerator<Par, Prec, accel::GradAccum<N>>...>;
+template <class Par, class... Prec>
+auto with_precisions(std::tuple<Prec...>)
+    -> decltype(std::tuple_cat(with_accumulations<Par, Prec>(Accumulations{})...));
+template <class... Par>
+auto every_combination(std::tuple<Par...>)
+    -> decltype(std::tuple_cat(with_precisions<Par>(Precisions{})...));
+template <class... Strategies>
+auto as_variants(std::tuple<Strategies...>) -> accel::Variants<Strategies...>;
+using Matrix = decltype(as_variants(every_combination(Parallelisms{})));
+
+// The policy a command-line flag names, by its accel name ("fsdp": "Fsdp<FullShard>").
+template <class... T>
+std::string_view policy_name(std::string_view flag, std::type_identity<std::tuple<T...>>) {
+  std::string_view name;
+  ((Named<T>::flag == flag ? (void)(name = T::name) : void()), ...);
+  return name;
+}
+
 // Calls run(std::type_identity<Accelerator<Par, Prec, GradAccum<N>>>{}) for the one combination
 // these flag values name. The command line accepts only names and values from the lists above,
-// so there is always one; values from nowhere else would match none and run nothing.
+// so there is always one (a value from nowhere else would be Variants::run's error).
 template <class Fn>
 void run_variant(std::string_view strategy, std::string_view precision, int accum, Fn&& run) {
-  auto for_each_type = []<class Tuple>(std::type_identity<Tuple>, auto&& visit) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (visit(std::type_identity<std::tuple_element_t<I, Tuple>>{}), ...);
-    }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
-  };
-  for_each_type(std::type_identity<Parallelisms>{}, [&]<class Par>(std::type_identity<Par>) {
-    if (Named<Par>::flag != strategy) return;
-    for_each_type(std::type_identity<Precisions>{}, [&]<class Prec>(std::type_identity<Prec>) {
-      if (Named<Prec>::flag != precision) return;
-      [&]<int... N>(std::integer_sequence<int, N...>) {
-        ((N == accum
-              ? run(std::type_identity<accel::Accelerator<Par, Prec, accel::GradAccum<N>>>{})
-              : void()),
-         ...);
-      }(Accumulations{});
-    });
-  });
+  Matrix::run(fmt::format("{},{},{}", policy_name(strategy, std::type_identity<Parallelisms>{}),
+                          policy_name(precision, std::type_identity<Precisions>{}), accum),
+              run);
 }
 
 }  // namespace examples

@@ -107,8 +107,8 @@ TEST_CASE("estimate memory: the ZeRO formulas with accel's flat-parameter paddin
   // One process: nothing to shard, whatever the strategy.
   CHECK(estimate_flats(Sharding::everything, flat, 0, 1, 0, adam).parameters == 40);
   CHECK(accel::memory::state_tensors_per_parameter(accel::OptimizerKind::sgd) == 0);
-  CHECK(accel::memory::optimizer_kind("sgd-momentum") == accel::OptimizerKind::sgd_momentum);
-  CHECK(!accel::memory::optimizer_kind("lamb"));
+  CHECK(accel::optimizer_kind("sgd-momentum") == accel::OptimizerKind::sgd_momentum);
+  CHECK(!accel::optimizer_kind("lamb"));
 }
 
 TEST_CASE("estimate memory: within 5% of memory_use() on one process, Ddp, Zero2 and Zero3") {

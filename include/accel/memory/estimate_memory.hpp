@@ -209,5 +209,4 @@ namespace accel {
 using memory::estimate_memory;
 using memory::EstimateOptions;
 using memory::MemoryEstimate;
-using memory::OptimizerKind;
 }  // namespace accel

@@ -30,11 +30,11 @@
 #include <string_view>
 #include <vector>
 
+#include "../optimizer_kind.hpp"
+
 namespace accel::memory {
 
-// The optimizer whose state is estimated: how many state tensors of a parameter's size it keeps.
-enum class OptimizerKind { sgd, sgd_momentum, adam, adamw, adagrad, rmsprop };
-
+// How many state tensors of a parameter's size the optimizer keeps (none known for `other`).
 inline constexpr int state_tensors_per_parameter(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::sgd: return 0;           // plain SGD keeps nothing
@@ -43,18 +43,9 @@ inline constexpr int state_tensors_per_parameter(OptimizerKind kind) {
     case OptimizerKind::adamw: return 2;         // exp_avg, exp_avg_sq (3 with amsgrad)
     case OptimizerKind::adagrad: return 1;       // sum
     case OptimizerKind::rmsprop: return 1;       // square_avg (+1 momentum, +1 centered)
+    case OptimizerKind::other: break;
   }
   return 0;
-}
-
-inline constexpr std::optional<OptimizerKind> optimizer_kind(std::string_view name) {
-  if (name == "sgd") return OptimizerKind::sgd;
-  if (name == "sgd-momentum" || name == "sgd_momentum") return OptimizerKind::sgd_momentum;
-  if (name == "adam") return OptimizerKind::adam;
-  if (name == "adamw") return OptimizerKind::adamw;
-  if (name == "adagrad") return OptimizerKind::adagrad;
-  if (name == "rmsprop") return OptimizerKind::rmsprop;
-  return std::nullopt;
 }
 
 // What a strategy shards: Ddp and Fsdp<NoShard> nothing, Zero2 and Fsdp<ShardGradOp> gradients

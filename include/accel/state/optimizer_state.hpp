@@ -20,10 +20,9 @@
 
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
+#include "../optimizer_kind.hpp"
 
 namespace accel::state {
-
-enum class OptimizerKind { sgd, adam, adamw, adagrad, rmsprop, other };
 
 ACCEL_DECL OptimizerKind kind_of(const torch::optim::Optimizer& optimizer);
 
@@ -46,7 +45,8 @@ void visit_state(OptimizerKind kind, torch::optim::OptimizerParamState& state, T
                  Step&& step) {
   using namespace torch::optim;
   switch (kind) {
-    case OptimizerKind::sgd: {
+    case OptimizerKind::sgd:
+    case OptimizerKind::sgd_momentum: {
       auto& s = static_cast<SGDParamState&>(state);
       f("momentum_buffer", s.momentum_buffer());
       return;
@@ -80,7 +80,8 @@ template <class F>
 void visit_options(OptimizerKind kind, torch::optim::OptimizerOptions& options, F&& f) {
   using namespace torch::optim;
   switch (kind) {
-    case OptimizerKind::sgd: {
+    case OptimizerKind::sgd:
+    case OptimizerKind::sgd_momentum: {
       auto& o = static_cast<SGDOptions&>(options);
       f("lr", o.lr()), f("momentum", o.momentum()), f("dampening", o.dampening());
       f("weight_decay", o.weight_decay()), f("nesterov", o.nesterov());

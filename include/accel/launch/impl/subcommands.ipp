@@ -96,7 +96,7 @@ ACCEL_DECL int estimate_memory(int argc, const char* const* argv) {
              "' is not a process count >= 1");
     }
     if (arg == "--optimizer") {
-      if (!memory::optimizer_kind(value))
+      if (!optimizer_kind(value))
         fail("accel-launch estimate-memory: --optimizer '" + value + "' is none of adam, adamw, "
              "sgd, sgd-momentum, adagrad, rmsprop");
       optimizer = value;
@@ -129,7 +129,7 @@ ACCEL_DECL int estimate_memory(int argc, const char* const* argv) {
                            ? memory::buckets_of_count(params, bytes_per_param, 1.0, 25.0)
                            : std::vector<memory::FlatGroup>{{params, bytes_per_param, 0}};
     const auto e = memory::estimate_flats(sharding, flats, 0, sharded_over, 0,
-                                          *memory::optimizer_kind(optimizer));
+                                          *optimizer_kind(optimizer));
     std::printf("%-20s %14s %14s %16s %14s %18s\n", name.c_str(), bytes_text(e.parameters).c_str(),
                 bytes_text(e.gradients).c_str(), bytes_text(e.optimizer_state).c_str(),
                 bytes_text(e.total()).c_str(), bytes_text(e.backward_extra).c_str());

@@ -17,7 +17,8 @@ ACCEL_DECL OptimizerKind kind_of(const torch::optim::Optimizer& optimizer) {
 
 ACCEL_DECL std::string_view kind_name(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::sgd: return "torch::optim::SGD";
+    case OptimizerKind::sgd:
+    case OptimizerKind::sgd_momentum: return "torch::optim::SGD";
     case OptimizerKind::adam: return "torch::optim::Adam";
     case OptimizerKind::adamw: return "torch::optim::AdamW";
     case OptimizerKind::adagrad: return "torch::optim::Adagrad";
@@ -34,7 +35,8 @@ namespace accel::state::detail {
 ACCEL_DECL std::unique_ptr<torch::optim::OptimizerParamState> empty_state(OptimizerKind kind) {
   using namespace torch::optim;
   switch (kind) {
-    case OptimizerKind::sgd: return std::make_unique<SGDParamState>();
+    case OptimizerKind::sgd:
+    case OptimizerKind::sgd_momentum: return std::make_unique<SGDParamState>();
     case OptimizerKind::adam: return std::make_unique<AdamParamState>();
     case OptimizerKind::adamw: return std::make_unique<AdamWParamState>();
     case OptimizerKind::adagrad: return std::make_unique<AdagradParamState>();
