@@ -1,10 +1,5 @@
 // accel::Accelerator<Par, Prec, Acc>: the one class a training loop talks to.
 //
-// Longer than accel's headers should be: it is the public surface (prepare, backward, the
-// collectives, trackers, profiling, checkpoints' entry points) of one class template, and its
-// policy-independent state and start-up already live in accelerator_core.hpp; moving the handle
-// protocol prepared.hpp calls out of it is issue 30's item 5, not done yet.
-//
 //   using Strategy = accel::Accelerator<accel::Ddp, accel::Bf16, accel::GradAccum<4>>;
 //   Strategy acc;
 //   auto [model, optimizer, loader] = acc.prepare(net, adam, train_loader);
@@ -22,10 +17,14 @@
 // training program uses (the launcher, parameter digests, the version); include this one alone
 // where a translation unit needs only the class.
 //
-// Longer than accel's headers should be because it is one class: each step of the loop reads as
-// calls into the strategy, the precision and the gradient state, and what is not the class's own
+// Longer than accel's headers should be because it is one class template: its public surface
+// (prepare, backward, the collectives, trackers, profiling, the checkpoints' entry points) and
+// the private handle protocol that only prepared.hpp's handles call (forward, optimizer_step,
+// optimizer_zero_grad, the loaders' epoch and batch calls). Each step of the loop reads as calls
+// into the strategy, the precision and the gradient state; what is not the class's own
 // orchestration lives beside it (accelerator_core.hpp: the state and start-up that do not depend
-// on the policies; runtime/same_model.hpp, parallel/detail/clip.hpp, state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
+// on the policies; runtime/collectives.hpp, runtime/same_model.hpp, parallel/detail/clip.hpp,
+// state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
 // parallel/contract.hpp and precision/contract.hpp.
 #pragma once
 
@@ -511,21 +510,7 @@ class Accelerator
   // shares differ by at most one item, the first ranks taking the extra ones.
   template <class T>
   T split_between_processes(const T& items) {
-    const std::int64_t n = static_cast<std::int64_t>(
-        [&] {
-          if constexpr (std::is_same_v<T, torch::Tensor>)
-            return items.size(0);
-          else
-            return items.size();
-        }());
-    const std::int64_t world = num_processes(), rank = process_index();
-    const std::int64_t base = n / world, extra = n % world;
-    const std::int64_t begin = rank * base + std::min(rank, extra);
-    const std::int64_t count = base + (rank < extra ? 1 : 0);
-    if constexpr (std::is_same_v<T, torch::Tensor>)
-      return items.narrow(0, begin, count);
-    else
-      return T(items.begin() + begin, items.begin() + begin + count);
+    return runtime::split_between_processes(group_.get(), items);
   }
 
   // A flag any rank may raise (for example on a diverging loss) and every rank then sees at its

@@ -21,9 +21,8 @@
 //
 // Longer than accel's headers should be: the keys' table, reading them with their checks, and
 // writing them back (`accel-launch config`) stay in one place, so that each key is written once.
-// Only accel-launch includes it (yaml-cpp is no dependency of a training program).
-//
-// Only accel-launch includes this header (it needs yaml-cpp); the rest of the launcher does not.
+// Only accel-launch includes it (yaml-cpp is no dependency of a training program); the rest of
+// the launcher does not.
 #pragma once
 
 #include <sys/stat.h>

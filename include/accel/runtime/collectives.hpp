@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../data/tensor_tree.hpp"
@@ -84,6 +85,28 @@ std::vector<T> gather_object(ProcessGroup* group, const T& value) {
   for (const std::string& bytes : group->allgather_bytes(detail::to_bytes(value)))
     result.push_back(detail::from_bytes<T>(bytes));
   return result;
+}
+
+// This rank's contiguous share of `items` (a std::vector or a tensor's first dimension): shares
+// differ by at most one item, the first ranks taking the extra ones. No communication: every
+// rank computes its own share from the same items.
+template <class T>
+T split_between_processes(ProcessGroup* group, const T& items) {
+  const std::int64_t n = static_cast<std::int64_t>([&] {
+    if constexpr (std::is_same_v<T, torch::Tensor>)
+      return items.size(0);
+    else
+      return items.size();
+  }());
+  const std::int64_t world = group != nullptr ? group->size() : 1;
+  const std::int64_t rank = group != nullptr ? group->rank() : 0;
+  const std::int64_t base = n / world, extra = n % world;
+  const std::int64_t begin = rank * base + std::min(rank, extra);
+  const std::int64_t count = base + (rank < extra ? 1 : 0);
+  if constexpr (std::is_same_v<T, torch::Tensor>)
+    return items.narrow(0, begin, count);
+  else
+    return T(items.begin() + begin, items.begin() + begin + count);
 }
 
 }  // namespace accel::runtime
