@@ -163,9 +163,12 @@ EOF
   exit 1
 fi
 
-if [ ! -f "$build_dir/build.ninja" ] && [ ! -f "$build_dir/Makefile" ]; then
-  cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
+# Release at -O3, as users build: also in a folder scripts/test.sh built (ACCEL_QUICK_PROGRAMS
+# there), whose other settings stay.
+generator=()
+[ -f "$build_dir/CMakeCache.txt" ] || generator=(-G Ninja)
+cmake -S "$repo" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DACCEL_QUICK_PROGRAMS=OFF >/dev/null
 # accel_overhead goes with the mlp / xfmr / tiny table only.
 targets=(accel_bench)
 [ -n "$(printf '%s\n' $models | grep -vx gpt)" ] && targets+=(accel_overhead)

@@ -12,6 +12,7 @@ case ${1:-} in
 esac
 
 "$repo/scripts/setup-debian.sh"
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# -O3, as users build it, also in a folder scripts/test.sh built (ACCEL_QUICK_PROGRAMS there).
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DACCEL_QUICK_PROGRAMS=OFF
 cmake --build "$build" -j"$(nproc)" --target "$example"
 "$build/examples/$example/$example" "$@"
