@@ -34,6 +34,11 @@ static_assert(none_polymorphic<parallel::detail::Reducer<parallel::detail::Allre
                                parallel::detail::AllreduceHook, parallel::detail::CompressHook,
                                parallel::detail::BucketCaps>);
 
+// And the parts the sharded strategies are composed of (detail/sharded_strategy.hpp).
+static_assert(none_polymorphic<parallel::detail::FlatParameterSet,
+                               parallel::detail::ShardOptimizers,
+                               parallel::detail::GradientReduceScatter>);
+
 // What a unit marked with accel::Sharded adds to the module (its own forward calls through it).
 static_assert(none_polymorphic<parallel::detail::MarkedUnit, parallel::detail::UnitRoute>);
 

@@ -50,8 +50,7 @@ struct Strategy<Fsdp<HybridShard>> : FullyShardedStrategy {
     check_nodes(*group);
     node_ = group->split("node", group->rank() / group->local_size(), /*same_host=*/true);
     across_ = group->split("replica", group->local_rank(), /*same_host=*/false);
-    shard_group_ = node_.get();
-    replica_group_ = across_.get();
+    shard_within(node_.get(), across_.get());
   }
 
   // The ranks that share this rank's shards (its node), and the other nodes' ranks holding the

@@ -18,7 +18,7 @@
 //                       reach sends zeros). Other micro-steps: no communication, the full
 //                       gradients accumulate.
 //   optimizer.step()    an optimizer of the user's type steps this rank's shards
-//                       (detail/sharded_strategy.hpp); the updated shards are all-gathered back
+//                       (detail/shard_optimizers.hpp); the updated shards are all-gathered back
 //                       into every rank's buffers. With Options::offload.optimizer it steps CPU
 //                       copies of them, and the updated values come back to the device first.
 //
@@ -47,6 +47,7 @@ namespace accel::parallel {
 
 class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientStrategy> {
   using Base = detail::ShardedStrategy<ShardedGradientStrategy>;
+  // The base calls back gradient_arrived and after_shard_step (CRTP), and nothing else here.
   friend Base;
 
  public:

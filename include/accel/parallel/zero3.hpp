@@ -24,12 +24,12 @@
 //                    the first step: prepare() allocates the shards alone) and released, and the
 //                    unit's full parameters are freed. Units no backward completed are finished
 //                    after autograd, in order.
-//   optimizer.step() the user's optimizer type over this rank's shard (detail/sharded_strategy.hpp);
+//   optimizer.step() the user's optimizer type over this rank's shard (detail/shard_optimizers.hpp);
 //                    nothing gathered: the next forward gathers the updated shards.
 //   offload          (Options::offload) parameters: the shards and their gradients live on the
 //                    CPU; a gather copies the shard to the device first, and the step runs on
 //                    the CPU. optimizer alone: the shards stay on the device, the optimizer steps
-//                    CPU copies of them (detail/sharded_strategy.hpp).
+//                    CPU copies of them (detail/shard_optimizers.hpp).
 //
 // Under GradAccum the full gradients of every unit collect through the window (no
 // communication) and are reduce-scattered at its end, as Zero2 does.
@@ -54,6 +54,7 @@ namespace accel::parallel {
 
 class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy> {
   using Base = detail::ShardedStrategy<FullyShardedStrategy>;
+  // The base calls back gradient_arrived and after_shard_step (CRTP), and nothing else here.
   friend Base;
 
  public:

@@ -50,12 +50,12 @@ ACCEL_DECL void ShardedGradientStrategy::prepare_model(torch::nn::Module& module
   Named frozen;
   for (const auto& entry : unique)
     if (!entry.second.requires_grad()) frozen.push_back(entry);
-  flatten(frozen, label, Residency::replicated);  // recorded, not flattened
+  flats_.flatten(frozen, label, Residency::replicated);  // recorded, not flattened
   Model& model = models_.emplace_back();
   for (const auto& members : detail::assign_buckets(parameters, caps_)) {
     Named bucket;
     for (const std::size_t k : members) bucket.push_back(unique[k]);
-    for (const std::size_t f : flatten(bucket, label, Residency::replicated)) {
+    for (const std::size_t f : flats_.flatten(bucket, label, Residency::replicated)) {
       model.flats.push_back(f);
       model_of_.resize(f + 1, 0);
       model_of_[f] = models_.size() - 1;
@@ -72,35 +72,35 @@ ACCEL_DECL void ShardedGradientStrategy::before_backward(bool sync) {
     model.launched = 0;
     model.reached = false;
   }
-  for (std::size_t f = 0; f < flats_.size(); ++f) waiting_[f] = flats_[f]->parameters().size();
+  for (std::size_t f = 0; f < flats_.size(); ++f) waiting_[f] = flats_[f].parameters().size();
 }
 
 ACCEL_DECL void ShardedGradientStrategy::after_backward(bool sync) {
   if (group_ == nullptr || !sync) return;
   for (auto& model : models_) {
     if (!takes_part(model)) {
-      for (const std::size_t f : model.flats) flats_[f]->release_gradients();
+      for (const std::size_t f : model.flats) flats_[f].release_gradients();
       continue;
     }
     while (model.launched < model.flats.size()) {
       const std::size_t f = model.flats[model.launched++];
-      flats_[f]->attach_gradients();  // zeros where no gradient arrived
+      flats_[f].attach_gradients();  // zeros where no gradient arrived
       launch(f);
     }
   }
   while (!in_flight_.empty()) land_oldest();
-  sharded_ = true;
+  reduce_scatter_.set_in_shards(true);
 }
 
 ACCEL_DECL bool ShardedGradientStrategy::takes_part(const Model& model) const {
   if (model.reached) return true;
   for (const std::size_t f : model.flats)
-    if (pending_[f] != 0) return true;
+    if (flats_.pending(f)) return true;
   return false;
 }
 
 ACCEL_DECL void ShardedGradientStrategy::gradient_arrived(std::size_t f, std::size_t i) {
-  flats_[f]->attach_gradient(i);
+  flats_[f].attach_gradient(i);
   if (!sync_) return;
   Model& model = models_[model_of_[f]];
   model.reached = true;
@@ -111,8 +111,8 @@ ACCEL_DECL void ShardedGradientStrategy::gradient_arrived(std::size_t f, std::si
 }
 
 ACCEL_DECL void ShardedGradientStrategy::launch(std::size_t f) {
-  pending_[f] = 1;
-  in_flight_.push_back({f, start_reduce_scatter(f)});
+  flats_.mark_pending(f);
+  in_flight_.push_back({f, reduce_scatter_.start(f)});
   while (in_flight_.size() > max_in_flight_) land_oldest();
 }
 
@@ -120,14 +120,14 @@ ACCEL_DECL void ShardedGradientStrategy::land_oldest() {
   InFlight landed = std::move(in_flight_.front());
   in_flight_.pop_front();
   landed.reduce_scatter.wait();
-  add_to_shard(landed.flat, landed.reduce_scatter.result);
-  flats_[landed.flat]->release_gradients();
+  reduce_scatter_.add_to_shard(landed.flat, landed.reduce_scatter.result);
+  flats_[landed.flat].release_gradients();
 }
 
 ACCEL_DECL void ShardedGradientStrategy::after_shard_step(const std::vector<std::size_t>& flats) {
   torch::NoGradGuard no_grad;
   for (const std::size_t f : flats) {
-    FlatParameter& flat = *flats_[f];
+    FlatParameter& flat = flats_[f];
     shard_group_->allgather_into(flat.flat(), flat.shard());
   }
 }

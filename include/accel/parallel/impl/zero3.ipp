@@ -44,20 +44,19 @@ ACCEL_DECL void FullyShardedStrategy::prepare_deferred_model(
   };
   for (const auto& p : module.parameters()) add(p);
   for (const auto& b : module.buffers()) add(b);
-  build_device_ = device;
+  flats_.build_on(device);
   cut_into_units(module, label);
-  build_device_ = torch::kCPU;
+  flats_.build_on(torch::kCPU);
   build.replay(
       targets,
       [&](std::size_t k, const torch::Tensor& value) {
-        const auto found = where_.find(tensors[k].unsafeGetTensorImpl());
-        if (found != where_.end())
-          flats_[found->second.flat]->fill_piece(found->second.index, value);
+        if (const auto* location = flats_.find(tensors[k]))
+          flats_[location->flat].fill_piece(location->index, value);
         else  // frozen, or a buffer: whole, as every strategy keeps them
           accel::detail::adopt_value(tensors[k], device.is_cpu() ? value : value.to(device));
       },
       generator_state);
-  copy_pieces_to_host();
+  optimizers_.copy_pieces_to_host();
 }
 
 ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
@@ -121,10 +120,10 @@ ACCEL_DECL void FullyShardedStrategy::after_backward(bool sync) {
   if (group_ == nullptr) return;
   for (std::size_t u = 0; u < units_.size(); ++u) {
     if (sync)
-      for (const std::size_t f : units_[u].flats) reduce_scatter_gradient(f);
+      for (const std::size_t f : units_[u].flats) reduce_scatter_.reduce_scatter(f);
     if (units_[u].reached) to_rest(u);
   }
-  if (sync) sharded_ = true;
+  if (sync) reduce_scatter_.set_in_shards(true);
 }
 
 ACCEL_DECL void FullyShardedStrategy::gather_full(torch::nn::Module& module) {
@@ -141,7 +140,7 @@ ACCEL_DECL void FullyShardedStrategy::release_full(torch::nn::Module& module) {
   for (const std::size_t u : model->units) {
     for (const std::size_t f : units_[u].flats) {
       gathering_[f].wait();
-      FlatParameter& flat = *flats_[f];
+      FlatParameter& flat = flats_[f];
       if (!flat.materialized()) continue;
       const auto& layout = flat.layout();
       flat.shard().copy_(flat.flat().narrow(0, flat.rank() * layout.shard_numel,
@@ -149,7 +148,7 @@ ACCEL_DECL void FullyShardedStrategy::release_full(torch::nn::Module& module) {
     }
     to_rest(u);
   }
-  copy_pieces_to_host();
+  optimizers_.copy_pieces_to_host();
 }
 
 ACCEL_DECL void FullyShardedStrategy::warn_if_mostly_root(const detail::NamedParameters& rest,
@@ -169,12 +168,12 @@ ACCEL_DECL void FullyShardedStrategy::warn_if_mostly_root(const detail::NamedPar
 
 ACCEL_DECL std::size_t FullyShardedStrategy::add_unit(const detail::NamedParameters& named,
                                                       const std::string& label) {
-  const auto flats = flatten(named, label, Residency::sharded);
+  const auto flats = flats_.flatten(named, label, Residency::sharded);
   if (flats.empty()) return no_unit;
   Unit& unit = units_.emplace_back();
   unit.flats = flats;
   for (const std::size_t f : flats) {
-    unit.parameters += flats_[f]->parameters().size();
+    unit.parameters += flats_[f].parameters().size();
     unit_of_.resize(f + 1, no_unit);
     unit_of_[f] = units_.size() - 1;
   }
@@ -194,7 +193,7 @@ ACCEL_DECL void FullyShardedStrategy::gather(std::size_t u) {
   units_[u].prefetched = false;
   for (const std::size_t f : units_[u].flats) {
     gathering_[f].wait();
-    FlatParameter& flat = *flats_[f];
+    FlatParameter& flat = flats_[f];
     if (flat.materialized()) continue;
     flat.materialize();
     shard_group_->allgather_into(flat.flat(), flat.shard_on_device());
@@ -207,7 +206,7 @@ ACCEL_DECL void FullyShardedStrategy::prefetch(std::size_t u) {
   units_[u].prefetched = true;
   ++prefetches_;
   for (const std::size_t f : units_[u].flats) {
-    FlatParameter& flat = *flats_[f];
+    FlatParameter& flat = flats_[f];
     if (flat.materialized()) continue;
     flat.materialize();
     gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard_on_device());
@@ -216,7 +215,7 @@ ACCEL_DECL void FullyShardedStrategy::prefetch(std::size_t u) {
 
 ACCEL_DECL bool FullyShardedStrategy::is_gathered(std::size_t u) const {
   for (const std::size_t f : units_[u].flats)
-    if (!flats_[f]->materialized()) return false;
+    if (!flats_[f].materialized()) return false;
   return true;
 }
 
@@ -224,7 +223,7 @@ ACCEL_DECL void FullyShardedStrategy::to_rest(std::size_t u) {
   units_[u].prefetched = false;
   for (const std::size_t f : units_[u].flats) {
     gathering_[f].wait();
-    flats_[f]->to_rest();
+    flats_[f].to_rest();
   }
 }
 
@@ -244,7 +243,7 @@ ACCEL_DECL void FullyShardedStrategy::leave(std::size_t u, bool was_gathered,
   if (!in_graph.empty()) hook_backward(in_graph, u);
   if (was_gathered) return;
   if (!in_graph.empty())
-    for (const std::size_t f : units_[u].flats) flats_[f]->free_full();
+    for (const std::size_t f : units_[u].flats) flats_[f].free_full();
   else
     to_rest(u);
 }
@@ -264,7 +263,7 @@ ACCEL_DECL void FullyShardedStrategy::prepare_backward(std::size_t u) {
   units_[u].reached = true;
   gather(u);
   prefetch(units_[u].previous);
-  for (const std::size_t f : units_[u].flats) flats_[f]->attach_gradients();
+  for (const std::size_t f : units_[u].flats) flats_[f].attach_gradients();
 }
 
 ACCEL_DECL void FullyShardedStrategy::gradient_arrived(std::size_t f, std::size_t /*index*/) {
@@ -272,8 +271,8 @@ ACCEL_DECL void FullyShardedStrategy::gradient_arrived(std::size_t f, std::size_
   unit.reached = true;
   if (unit.waiting == 0 || --unit.waiting != 0) return;
   for (const std::size_t g : unit.flats) {
-    if (sync_) reduce_scatter_gradient(g);
-    flats_[g]->free_full();
+    if (sync_) reduce_scatter_.reduce_scatter(g);
+    flats_[g].free_full();
   }
 }
 
@@ -281,7 +280,7 @@ ACCEL_DECL void FullyShardedStrategy::after_shard_step(const std::vector<std::si
   for (const std::size_t f : flats) {
     gathering_[f].wait();
     units_[unit_of_[f]].prefetched = false;
-    flats_[f]->to_rest();
+    flats_[f].to_rest();
   }
 }
 

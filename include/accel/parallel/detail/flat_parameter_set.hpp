@@ -1,0 +1,147 @@
+// The flat parameters of a sharded strategy (Zero2, Zero3 and their Fsdp names) and the hooks
+// that see their gradients arrive: one of the three parts of sharded_strategy.hpp, beside the
+// shard optimizers (shard_optimizers.hpp) and the reduce-scatter (gradient_reduce_scatter.hpp).
+//
+// Kept apart because every other part only reads it: the shard optimizers look their
+// parameters up here to find the pieces they step, the reduce-scatter moves the full gradients
+// of its flat parameters into their shards, and the strategies walk its flat parameters by
+// index. What it owns is fixed at prepare(): which parameters were flattened (and where each
+// went), which were frozen then, and the accumulator hooks, which must live as long as the
+// flat parameters they report on.
+//
+//   flatten()      trainable parameters of one group (a bucket for Zero2, a unit for Zero3),
+//                  by dtype and device, into flat parameters (../flat_parameter.hpp), cut into
+//                  as many shards as the shard group has ranks; the frozen ones recorded.
+//   the hooks      one on each flattened parameter's gradient accumulator: the flat parameter
+//                  is marked pending (a gradient arrived since its last reduce-scatter), then
+//                  the strategy is told, through the function it gave the constructor (a plain
+//                  function pointer: no virtual dispatch, and this class stays a non-template,
+//                  compiled once).
+//   trainability   freezing or unfreezing a parameter after prepare() is refused
+//                  (check_still_trainable), since the other ranks' collectives were laid out
+//                  with it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../../detail/separate_compilation.hpp"
+#include "../../runtime/process_group.hpp"
+#include "../../state/memory_use.hpp"
+#include "../contract.hpp"
+#include "../flat_parameter.hpp"
+
+namespace accel::parallel::detail {
+
+class FlatParameterSet {
+ public:
+  // Where a flattened parameter went: flat parameter `flat`, its parameter `index`.
+  struct Location {
+    std::size_t flat = 0;
+    std::size_t index = 0;
+  };
+  // Called on autograd's thread when parameter `index` of flat parameter `flat` has its
+  // gradient; `owner` is what the constructor was given.
+  using Arrived = void (*)(void* owner, std::size_t flat, std::size_t index);
+
+  // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>").
+  FlatParameterSet(std::string_view name, void* owner, Arrived arrived)
+      : name_(name), owner_(owner), arrived_(arrived) {}
+  FlatParameterSet(const FlatParameterSet&) = delete;
+  FlatParameterSet& operator=(const FlatParameterSet&) = delete;
+
+  // The ranks the shards split across (read when flattening); whether the shards live on the
+  // CPU (Options::offload.parameters).
+  void cut_across(const runtime::ProcessGroup* shards) { shards_ = shards; }
+  void keep_shards_on_host(bool on_host) { shards_on_host_ = on_host; }
+  // Where flat parameters of an empty build's (meta) parameters are made.
+  void build_on(torch::Device device) { build_device_ = device; }
+
+  // Flattens the trainable parameters among `named` (by dtype and device, in order; a parameter
+  // listed twice, or flattened earlier, once) and records the frozen ones. Returns the indices of
+  // the flat parameters made.
+  ACCEL_DECL std::vector<std::size_t> flatten(
+      const std::vector<std::pair<std::string, torch::Tensor>>& named, const std::string& label,
+      Residency residency);
+
+  // The flat parameters, in the order they were made.
+  const std::vector<std::unique_ptr<FlatParameter>>& all() const { return flats_; }
+  std::size_t size() const { return flats_.size(); }
+  FlatParameter& operator[](std::size_t f) { return *flats_[f]; }
+  const FlatParameter& operator[](std::size_t f) const { return *flats_[f]; }
+
+  bool is_flattened(const torch::Tensor& parameter) const {
+    return where_.count(parameter.unsafeGetTensorImpl()) != 0;
+  }
+  // Where `parameter` was flattened; null if it was not.
+  ACCEL_DECL const Location* find(const torch::Tensor& parameter) const;
+
+  // Per flat parameter: gradients arrived since its last reduce-scatter (or, restored from a
+  // checkpoint, collected before it). Written by autograd's thread during backward, read after
+  // it.
+  bool pending(std::size_t f) const { return pending_[f] != 0; }
+  void mark_pending(std::size_t f) { pending_[f] = 1; }
+  void clear_pending(std::size_t f) { pending_[f] = 0; }
+
+  // The part of a flattened parameter in this rank's shard, where it starts in the parameter.
+  ACCEL_DECL std::optional<ParameterSlice> this_ranks_piece(const Location& location) const;
+  // That part's gradient, the shard gradient allocated first (zeros where no gradient reached
+  // it yet); nothing where this rank's shard holds none of the parameter.
+  ACCEL_DECL std::optional<torch::Tensor> piece_gradient(const Location& location) const;
+
+  // Which parameters are sharded was fixed at prepare(), and the other ranks' collectives with
+  // it: freezing or unfreezing afterwards is refused.
+  ACCEL_DECL void check_still_trainable() const;
+
+  // Each flat parameter's full gradient (undefined where none is held), and how they are put
+  // back: copied in and marked pending, so that the window's reduce-scatter sends them.
+  ACCEL_DECL std::vector<torch::Tensor> full_gradients() const;
+  ACCEL_DECL void restore_full_gradients(const std::vector<torch::Tensor>& gradients);
+
+  // Flat buffers (while they have storage), shards, shard and full gradients.
+  ACCEL_DECL void count_memory(state::MemoryCounter& counter) const;
+
+ private:
+  struct Frozen {
+    torch::Tensor parameter;
+    std::string name;
+    std::string model;
+  };
+
+  // Marks flat parameter f pending and tells the owner when autograd has accumulated the
+  // gradient of its parameter i.
+  ACCEL_DECL void install_hook(const torch::Tensor& parameter, std::size_t f, std::size_t i);
+
+  [[noreturn]] ACCEL_DECL void fail_trainability(const std::string& parameter,
+                                                 const std::string& model,
+                                                 std::string_view change) const;
+
+  std::string_view name_;
+  void* owner_ = nullptr;
+  Arrived arrived_ = nullptr;
+  const runtime::ProcessGroup* shards_ = nullptr;
+  bool shards_on_host_ = false;
+  torch::Device build_device_ = torch::kCPU;
+  std::vector<std::unique_ptr<FlatParameter>> flats_;
+  std::vector<std::string> labels_;  // the model (or unit) of each flat parameter, for errors
+  // One byte each, so that autograd threads of different devices never share a word.
+  std::vector<char> pending_;
+  std::unordered_map<const void*, Location> where_;  // by TensorImpl
+  std::vector<Frozen> frozen_;
+  // The tensor holds its accumulator weakly: kept here, or the hook silently never fires.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+};
+
+}  // namespace accel::parallel::detail
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/flat_parameter_set.ipp"
+#endif

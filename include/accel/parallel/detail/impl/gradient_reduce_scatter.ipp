@@ -1,0 +1,42 @@
+// GradientReduceScatter's members (gradient_reduce_scatter.hpp includes this file in
+// header-only mode).
+#pragma once
+
+#include <cstdint>
+
+#include "../gradient_reduce_scatter.hpp"
+
+namespace accel::parallel::detail {
+
+ACCEL_DECL void GradientReduceScatter::reduce_scatter(std::size_t f) {
+  if (flats_.pending(f)) {
+    runtime::ProcessGroup::PendingCollective sent = start(f);
+    sent.wait();
+    add_to_shard(f, sent.result);
+  }
+  flats_[f].release_gradients();
+}
+
+ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start(std::size_t f) {
+  FlatParameter& flat = flats_[f];
+  const std::int64_t shard = flat.layout().shard_numel;
+  return shards_->reduce_scatter_async(flat.gradient(), runtime::ReduceOp::mean,
+                                       flat.gradient().narrow(0, flat.rank() * shard, shard));
+}
+
+ACCEL_DECL void GradientReduceScatter::add_to_shard(std::size_t f, torch::Tensor averaged) {
+  if (replicas_ != nullptr) replicas_->allreduce(averaged, runtime::ReduceOp::mean);
+  torch::NoGradGuard no_grad;
+  torch::Tensor& shard_gradient = flats_[f].shard_gradient();  // on the CPU: offload.parameters
+  shard_gradient.add_(averaged.to(shard_gradient.device()));
+  flats_.clear_pending(f);
+}
+
+ACCEL_DECL torch::Tensor GradientReduceScatter::reduce_norm(torch::Tensor local, bool is_max) {
+  if (shards_ == nullptr || !in_shards_) return local;
+  torch::Tensor combined = local.reshape({1}).clone();  // Gloo takes one-element tensors
+  shards_->allreduce(combined, is_max ? runtime::ReduceOp::max : runtime::ReduceOp::sum);
+  return combined;
+}
+
+}  // namespace accel::parallel::detail
