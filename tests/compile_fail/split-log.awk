@@ -52,9 +52,14 @@ function give(to, lines,    i) {
     give(owner, line)
   } else {
     # A line of context for the next error ("In file included from" and its "from" lines, "In
-    # instantiation of", "required from ..." and their excerpts), or a warning of its own.
+    # instantiation of", "required from ..." and their excerpts), or a warning of its own. What
+    # came before the first line that begins a new context ("required by the constraints of"
+    # and its notes) still explains the previous error.
+    if (!new_context && ($0 ~ /^In file included from / || $0 ~ /^[^ ]+: (In |At global scope)/)) {
+      give(owner, context)
+      context = ""; named = ""; new_context = 1
+    }
     context = context line
-    if ($0 ~ /^In file included from / || $0 ~ /^[^ ]+: (In |At global scope)/) new_context = 1
     found = case_named($0)
     if (found != "") named = found
   }
