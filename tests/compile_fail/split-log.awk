@@ -11,8 +11,8 @@
 # rather than letting one pass by mistake. A case's status is 1 when at least one error belongs
 # to it, else 0 (it compiled: its test says so).
 # GCC reports a failed instantiation once: two cases that fail in the same specialization leave
-# the second without its error, and its test fails ("compiled; it must fail"). Such a case is
-# compiled alone instead (tests/CMakeLists.txt names the rule).
+# the second without its error, and its test fails ("compiled; it must fail"): write such a case
+# so that it fails in a specialization of its own (a type of its own, say).
 BEGIN {
   count = split(cases, names, " ")
   for (i = 1; i <= count; ++i) { text[names[i]] = ""; failed[names[i]] = 0 }
