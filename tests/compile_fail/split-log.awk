@@ -1,5 +1,5 @@
-# Splits the compiler output of the combined compile-fail cases (one TU that includes each case
-# inside a namespace of its own, tests/CMakeLists.txt) into one log and status per case, as if
+# Splits the compiler output of the combined compile-fail cases (one TU that includes every case
+# that can share one, tests/CMakeLists.txt) into one log and status per case, as if
 # each case had been compiled alone, for run-case.cmake to judge:
 #   awk -v cases="a b c" -v logs=DIR -v prefix=accel_compile_fail_ -f split-log.awk COMBINED.log
 # GCC prints the context of an error before it ("In instantiation of", "required from here",
