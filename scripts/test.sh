@@ -47,8 +47,8 @@ run_host() {
 # find_package and add_subdirectory, and accel_add_variants' programs (tests/package/).
 # Each leg builds the examples' default policy subset and checks that the whole matrix compiles
 # (example.all_variants, -fsyntax-only).
-# The examples and benchmarks are compiled at -O1 as the tests are (ACCEL_QUICK_PROGRAMS): here
-# they are only checked; scripts/run-example.sh and bench/run.sh build them at -O3 again.
+# The tools, examples and benchmarks are compiled at -O1 as the tests are (ACCEL_QUICK_PROGRAMS):
+# here they are only checked; scripts/run-example.sh and bench/run.sh build them at -O3 again.
 both_legs="-DACCEL_USE_COMPILED=ON -DACCEL_QUICK_PROGRAMS=ON"
 
 # The root sees the repo at /src; its build folder is separate from the host's. Everything there
