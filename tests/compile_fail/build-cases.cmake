@@ -2,8 +2,8 @@
 # accel_compile_fail_cases, after removing the last run's logs (so that no case is judged on an
 # old compile). The cases' launcher (capture.sh) makes each compile succeed for the build; whether
 # it failed is in LOGS/<target>.status, judged by each case's own test (run-case.cmake). The
-# output of accel_compile_fail_combined, the cases that share one TU (COMBINED_CASES, separated by
-# spaces), is then split into one log and status per case (split-log.awk).
+# output of the cases that share one TU (COMBINED_LOG; COMBINED_CASES, separated by spaces) is
+# then split into LOGS/<CASE_PREFIX><case>.log and .status (split-log.awk).
 file(REMOVE_RECURSE "${LOGS}")
 file(MAKE_DIRECTORY "${LOGS}")
 execute_process(COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target accel_compile_fail_cases
@@ -14,8 +14,8 @@ if(NOT status EQUAL 0)
 endif()
 if(COMBINED_CASES)
   execute_process(
-    COMMAND awk -v "cases=${COMBINED_CASES}" -v "logs=${LOGS}" -v prefix=accel_compile_fail_
-            -f "${CMAKE_CURRENT_LIST_DIR}/split-log.awk" "${LOGS}/accel_compile_fail_combined.log"
+    COMMAND awk -v "cases=${COMBINED_CASES}" -v "logs=${LOGS}" -v "prefix=${CASE_PREFIX}"
+            -f "${CMAKE_CURRENT_LIST_DIR}/split-log.awk" "${COMBINED_LOG}"
     RESULT_VARIABLE status ERROR_VARIABLE output)
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "splitting the combined cases' output failed (${status}):\n${output}")
