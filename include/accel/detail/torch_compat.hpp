@@ -3,10 +3,11 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+// c10d's base classes only (ProcessGroup, on 2.x also Backend; Store, Work, ReduceOp): what
+// accel's declarations name. The Gloo backend and the stores are included by the .ipp files that
+// make them, so a training TU does not parse them (docs/benchmarks.md, "Compile cost").
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -17,7 +18,8 @@
 #include <type_traits>
 #include <utility>
 
-// c10d's Gloo header is empty without USE_C10D_GLOO, which torch's CMake target defines.
+// c10d's Gloo header (runtime/impl/) is empty without USE_C10D_GLOO, which torch's CMake target
+// defines.
 #ifndef USE_C10D_GLOO
 #error "accel: USE_C10D_GLOO is not defined; link the torch CMake target (find_package(Torch)) or define it"
 #endif

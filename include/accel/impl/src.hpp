@@ -43,6 +43,7 @@
 #include "../parallel/impl/fused_step.ipp"
 #include "../parallel/impl/zero2.ipp"
 #include "../parallel/impl/zero3.ipp"
+#include "../precision/impl/fp8_linear.ipp"
 #include "../profiling/impl/profile_scope.ipp"
 #include "../profiling/impl/recorder.ipp"
 #include "../profiling/impl/schedule.ipp"

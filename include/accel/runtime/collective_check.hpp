@@ -19,11 +19,12 @@
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
 #include "../detail/small_tensor.hpp"
-#include "c10d_transport.hpp"
 #include "collective_call.hpp"
 #include "store_text.hpp"
 
 namespace accel::runtime {
+
+class C10dTransport;  // c10d_transport.hpp, which impl/ includes
 
 class CollectiveCheck {
  public:

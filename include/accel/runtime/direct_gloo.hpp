@@ -20,7 +20,7 @@
 
 #include "../detail/separate_compilation.hpp"
 
-#include "../detail/torch_compat.hpp"  // c10d's Gloo header, with accel's check on USE_C10D_GLOO
+#include "../detail/torch_compat.hpp"  // c10d::Store
 
 namespace accel::runtime {
 

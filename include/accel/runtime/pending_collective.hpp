@@ -16,12 +16,12 @@
 
 #include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
-#include "../profiling/span.hpp"
-#include "c10d_transport.hpp"
-#include "collective_call.hpp"
-#include "shared_memory_path.hpp"
 
 namespace accel::runtime {
+
+// The transports, declared only: a training TU does not parse them (impl/ includes them).
+class C10dTransport;
+class SharedMemoryPath;
 
 // A sum all-reduce of a contiguous tensor (ProcessGroup::allreduce_async): after wait(), read
 // the tensor (the wire copy travelled where the dtype needed one, and is copied back).

@@ -29,24 +29,22 @@
 
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
-#include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
-#include "../profiling/span.hpp"
-#include "c10d_transport.hpp"
 #include "collective_call.hpp"
 #include "collective_check.hpp"
 #include "environment.hpp"
-#include "gloo_abort_handler.hpp"
 #include "group_settings.hpp"
-#include "group_store.hpp"
 #include "pending_collective.hpp"
 #include "reduce_op.hpp"
 #include "registered_allreduce.hpp"
-#include "shared_memory_path.hpp"
-#include "tensor_layout.hpp"
-#include "wire_fallbacks.hpp"
+#include "shm/elements.hpp"
 
 namespace accel::runtime {
+
+// The transports, the stores and Gloo are declared only: every training TU includes this header,
+// and only impl/process_group.ipp (compiled once in the separately compiled mode) parses them.
+class C10dTransport;
+class SharedMemoryPath;
 
 class ProcessGroup {
  public:
@@ -89,12 +87,7 @@ class ProcessGroup {
     ProcessGroup* group_;
   };
 
-  void barrier() {
-    const CollectiveCall call = check("barrier", torch::Tensor());
-    const profiling::Span span(profiling::Phase::communication, "barrier",
-                               static_cast<std::int64_t>(call.sequence));
-    c10d_->barrier(call);
-  }
+  ACCEL_DECL void barrier();
 
   // In place; mean divides the sum by the world size (Gloo has no AVG).
   ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum);
@@ -166,9 +159,7 @@ class ProcessGroup {
   ACCEL_DECL void join(c10::intrusive_ptr<c10d::Store> store, std::string id, bool same_host);
 
   // Numbers the collective and, with checking on, compares it across the ranks.
-  CollectiveCall check(std::string operation, const torch::Tensor& tensor) {
-    return calls_(std::move(operation), tensor, *c10d_);
-  }
+  ACCEL_DECL CollectiveCall check(std::string operation, const torch::Tensor& tensor);
 
   // The shared-memory path's type for a tensor it reduces, when the path is on.
   ACCEL_DECL std::optional<shm::DataType> reducible_in_shared_memory(const torch::Tensor& t) const;

@@ -12,13 +12,17 @@
 #include <utility>
 
 #include "../detail/separate_compilation.hpp"
-#include "../profiling/span.hpp"
-#include "c10d_transport.hpp"
-#include "collective_call.hpp"
-#include "collective_check.hpp"
-#include "shared_memory_path.hpp"
+
+// Declared only: a training TU does not parse Gloo or the transports (impl/ includes them).
+namespace gloo {
+class Algorithm;
+}
 
 namespace accel::runtime {
+
+class C10dTransport;
+class CollectiveCheck;
+class SharedMemoryPath;
 
 class RegisteredAllreduce {
  public:
@@ -27,6 +31,10 @@ class RegisteredAllreduce {
   // `path`: the group's shared-memory path, or null.
   ACCEL_DECL RegisteredAllreduce(CollectiveCheck& calls, C10dTransport& c10d,
                                  SharedMemoryPath* path, torch::Tensor flat);
+  // Out of line, where gloo::Algorithm is complete.
+  ACCEL_DECL RegisteredAllreduce(RegisteredAllreduce&&) noexcept;
+  ACCEL_DECL RegisteredAllreduce& operator=(RegisteredAllreduce&&) noexcept;
+  ACCEL_DECL ~RegisteredAllreduce();
 
   ACCEL_DECL void run();
 

@@ -17,13 +17,15 @@
 
 namespace accel::runtime {
 
-namespace detail {
+// Not a namespace `detail`: an accel::runtime::detail would hide accel::detail from the runtime
+// headers that follow this one.
+namespace model_layout_text {
 // One line per parameter and buffer, each ending with '\n': kind, name, dtype, shape, and
 // whether it is frozen.
 ACCEL_DECL std::string model_layout(const torch::nn::Module& module);
 
 ACCEL_DECL std::vector<std::string> lines_of(const std::string& layout);
-}  // namespace detail
+}  // namespace model_layout_text
 
 // Refuses, on every rank alike, a model whose layout differs from rank 0's, naming the first
 // line that differs. Nothing to check without a group (one process).

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../bootstrap.hpp"
+#include "../nccl.hpp"
 
 namespace accel::runtime {
 

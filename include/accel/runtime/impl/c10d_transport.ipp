@@ -1,6 +1,9 @@
 // C10dTransport, the collectives through c10d; c10d_transport.hpp includes it in header-only mode.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
 #include "../c10d_transport.hpp"
 
 namespace accel::runtime {

@@ -3,6 +3,7 @@
 
 #include <fmt/ranges.h>
 
+#include "../c10d_transport.hpp"
 #include "../collective_check.hpp"
 
 namespace accel::runtime {

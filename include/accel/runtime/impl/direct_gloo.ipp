@@ -1,6 +1,8 @@
 // DirectGloo; direct_gloo.hpp includes it in header-only mode.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
 #include "../direct_gloo.hpp"
 
 namespace accel::runtime {

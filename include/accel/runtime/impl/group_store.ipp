@@ -1,6 +1,8 @@
 // The group's store; group_store.hpp includes it in header-only mode.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+
 #include "../group_store.hpp"
 
 namespace accel::runtime {

@@ -1,7 +1,10 @@
 // The pending collectives' wait(); pending_collective.hpp includes it in header-only mode.
 #pragma once
 
+#include "../../profiling/span.hpp"
+#include "../c10d_transport.hpp"
 #include "../pending_collective.hpp"
+#include "../shared_memory_path.hpp"
 
 namespace accel::runtime {
 

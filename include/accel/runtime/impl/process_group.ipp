@@ -1,7 +1,17 @@
 // ProcessGroup, the router over the transports; process_group.hpp includes it in header-only mode.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "../../detail/small_tensor.hpp"
+#include "../../profiling/span.hpp"
+#include "../c10d_transport.hpp"
+#include "../gloo_abort_handler.hpp"
+#include "../group_store.hpp"
 #include "../process_group.hpp"
+#include "../shared_memory_path.hpp"
+#include "../tensor_layout.hpp"
+#include "../wire_fallbacks.hpp"
 
 namespace accel::runtime {
 
@@ -60,6 +70,17 @@ ACCEL_DECL ProcessGroup::Caller::Caller(ProcessGroup* group, std::string_view na
 
 ACCEL_DECL ProcessGroup::Caller::~Caller() {
   if (group_ != nullptr) group_->calls_.set_caller({});
+}
+
+ACCEL_DECL CollectiveCall ProcessGroup::check(std::string operation, const torch::Tensor& tensor) {
+  return calls_(std::move(operation), tensor, *c10d_);
+}
+
+ACCEL_DECL void ProcessGroup::barrier() {
+  const CollectiveCall call = check("barrier", torch::Tensor());
+  const profiling::Span span(profiling::Phase::communication, "barrier",
+                             static_cast<std::int64_t>(call.sequence));
+  c10d_->barrier(call);
 }
 
 ACCEL_DECL void ProcessGroup::allreduce(torch::Tensor& tensor, ReduceOp op) {

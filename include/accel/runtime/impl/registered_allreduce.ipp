@@ -1,7 +1,11 @@
 // RegisteredAllreduce; registered_allreduce.hpp includes it in header-only mode.
 #pragma once
 
+#include "../../profiling/span.hpp"
+#include "../c10d_transport.hpp"
+#include "../collective_check.hpp"
 #include "../registered_allreduce.hpp"
+#include "../shared_memory_path.hpp"
 
 namespace accel::runtime {
 
@@ -10,6 +14,11 @@ ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(CollectiveCheck& calls, C10d
     : calls_(&calls), c10d_(&c10d), path_(path), flat_(std::move(flat)) {
   if (path_ == nullptr) ring_ = c10d_->register_ring(flat_);
 }
+
+ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(RegisteredAllreduce&&) noexcept = default;
+ACCEL_DECL RegisteredAllreduce& RegisteredAllreduce::operator=(RegisteredAllreduce&&) noexcept =
+    default;
+ACCEL_DECL RegisteredAllreduce::~RegisteredAllreduce() = default;
 
 ACCEL_DECL void RegisteredAllreduce::run() {
   const CollectiveCall call = (*calls_)("allreduce", flat_, *c10d_);

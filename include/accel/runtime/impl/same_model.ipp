@@ -3,7 +3,7 @@
 
 #include "../same_model.hpp"
 
-namespace accel::runtime::detail {
+namespace accel::runtime::model_layout_text {
 
 ACCEL_DECL std::string model_layout(const torch::nn::Module& module) {
   std::string layout;
@@ -28,17 +28,18 @@ ACCEL_DECL std::vector<std::string> lines_of(const std::string& layout) {
   return lines;
 }
 
-}  // namespace accel::runtime::detail
+}  // namespace accel::runtime::model_layout_text
 
 namespace accel::runtime {
 
 ACCEL_DECL void check_same_model_on_every_rank(ProcessGroup* group, const torch::nn::Module& module,
                                                const std::string& label) {
   if (group == nullptr) return;
-  const auto layouts = gather_object(group, detail::model_layout(module));
+  const auto layouts = gather_object(group, model_layout_text::model_layout(module));
   for (std::size_t r = 1; r < layouts.size(); ++r) {
     if (layouts[r] == layouts[0]) continue;
-    const auto first = detail::lines_of(layouts[0]), other = detail::lines_of(layouts[r]);
+    const auto first = model_layout_text::lines_of(layouts[0]);
+    const auto other = model_layout_text::lines_of(layouts[r]);
     std::size_t i = 0;
     while (i < first.size() && i < other.size() && first[i] == other[i]) ++i;
     accel::detail::fail("{}: rank {} and rank 0 prepared different models: rank 0 has {}, rank {} "

@@ -1,6 +1,8 @@
 // The TCPStore rendezvous; tcp_store.hpp includes it in header-only mode.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include "../tcp_store.hpp"
 
 namespace accel::runtime {

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include "../../../detail/error.hpp"
+#include "../../../runtime/direct_gloo.hpp"
 #include "../reducer.hpp"
 
 namespace accel::parallel::detail {
