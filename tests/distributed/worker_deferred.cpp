@@ -27,6 +27,13 @@ namespace dist_worker_deferred {
 
 namespace {
 
+// The init pass GPT-style constructors end with: every Linear's weight from N(0, 0.02).
+void init_linear_weights(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& module : model.modules(/*include_self=*/false))
+    if (auto* linear = module->as<torch::nn::Linear>()) linear->weight.normal_(0, 0.02);
+}
+
 struct BlockImpl : torch::nn::Module {
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear fc{nullptr};
@@ -51,9 +58,7 @@ struct NetImpl : torch::nn::Module {
     scale = register_parameter("scale", torch::randn({12}) * 0.02 + 1);
     frozen = register_parameter("frozen", torch::rand({3}), /*requires_grad=*/false);
     register_buffer("offsets", torch::arange(7).to(torch::kFloat) / 10);
-    torch::NoGradGuard no_grad;
-    for (auto& module : modules(/*include_self=*/false))
-      if (auto* linear = module->as<torch::nn::Linear>()) linear->weight.normal_(0, 0.02);
+    init_linear_weights(*this);
   }
   torch::Tensor forward(const torch::Tensor& tokens) {
     return head(body->forward(embed(tokens) * scale)) + named_buffers()["offsets"] + frozen.sum();
@@ -86,9 +91,7 @@ struct LargeNetImpl : torch::nn::Module {
     head = register_module("head", torch::nn::Linear(256, 16));
     frozen = register_parameter("frozen", torch::rand({16}), /*requires_grad=*/false);
     register_buffer("offsets", torch::arange(16).to(torch::kFloat) / 10);
-    torch::NoGradGuard no_grad;
-    for (auto& module : modules(/*include_self=*/false))
-      if (auto* linear = module->as<torch::nn::Linear>()) linear->weight.normal_(0, 0.02);
+    init_linear_weights(*this);
   }
   torch::Tensor forward(const torch::Tensor& tokens) {
     return head(body->forward(embed(tokens))) + named_buffers()["offsets"] + frozen;
