@@ -41,8 +41,9 @@
 
 namespace accel::runtime {
 
-// The transports, the stores and Gloo are declared only: every training TU includes this header,
-// and only impl/process_group.ipp (compiled once in the separately compiled mode) parses them.
+// The transports are only declared here, and c10d's Gloo backend and stores not included: every
+// training TU includes this header, and only impl/process_group.ipp (compiled once in the
+// separately compiled mode) parses them.
 class C10dTransport;
 class SharedMemoryPath;
 
