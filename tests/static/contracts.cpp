@@ -2,7 +2,7 @@
 // defines meets its contract (parallel/contract.hpp, precision/contract.hpp) role by role, and
 // so do its trackers (tracking/tracker_contract.hpp), so that the contract is what the library
 // itself is held to, not only users' policies and trackers. A policy or tracker added to accel
-// belongs here too.
+// belongs here too. At its end, what a training TU does not parse in the separately compiled mode.
 #include <accel/accelerator.hpp>
 #include <accel/parallel/strategies.hpp>
 
@@ -51,3 +51,32 @@ static_assert(!accel::parallel::TrainingStep<accel::parallel::ReplicatedGradient
 static_assert(!accel::precision::PrecisionSetup<accel::precision::WithoutLossScaling>);
 
 }  // namespace
+
+// In the separately compiled mode, <accel/accelerator.hpp> leaves the transports and c10d's Gloo
+// backend and stores to impl/ (runtime/process_group.hpp): parsing them cost every training TU
+// about a sixth of its compile above a plain libtorch loop (docs/benchmarks.md, "Compile cost").
+// Each class is declared here; had a header defined it, it would be complete.
+#if defined(ACCEL_SEPARATE_COMPILATION)
+namespace c10d {
+class ProcessGroupGloo;
+class TCPStore;
+class FileStore;
+class PrefixStore;
+}  // namespace c10d
+
+namespace {
+template <class T, class = void>
+inline constexpr bool is_defined = false;
+template <class T>
+inline constexpr bool is_defined<T, std::void_t<decltype(sizeof(T))>> = true;
+
+static_assert(!is_defined<accel::runtime::C10dTransport>);
+static_assert(!is_defined<accel::runtime::SharedMemoryPath>);
+static_assert(!is_defined<c10d::ProcessGroupGloo>);
+static_assert(!is_defined<c10d::TCPStore>);
+static_assert(!is_defined<c10d::FileStore>);
+static_assert(!is_defined<c10d::PrefixStore>);
+// And the check itself works: a class the headers do define.
+static_assert(is_defined<accel::runtime::ProcessGroup>);
+}  // namespace
+#endif
