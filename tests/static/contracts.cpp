@@ -65,18 +65,16 @@ class PrefixStore;
 }  // namespace c10d
 
 namespace {
-template <class T, class = void>
-inline constexpr bool is_defined = false;
 template <class T>
-inline constexpr bool is_defined<T, std::void_t<decltype(sizeof(T))>> = true;
+concept defined = requires { sizeof(T); };
 
-static_assert(!is_defined<accel::runtime::C10dTransport>);
-static_assert(!is_defined<accel::runtime::SharedMemoryPath>);
-static_assert(!is_defined<c10d::ProcessGroupGloo>);
-static_assert(!is_defined<c10d::TCPStore>);
-static_assert(!is_defined<c10d::FileStore>);
-static_assert(!is_defined<c10d::PrefixStore>);
+static_assert(!defined<accel::runtime::C10dTransport>);
+static_assert(!defined<accel::runtime::SharedMemoryPath>);
+static_assert(!defined<c10d::ProcessGroupGloo>);
+static_assert(!defined<c10d::TCPStore>);
+static_assert(!defined<c10d::FileStore>);
+static_assert(!defined<c10d::PrefixStore>);
 // And the check itself works: a class the headers do define.
-static_assert(is_defined<accel::runtime::ProcessGroup>);
+static_assert(defined<accel::runtime::ProcessGroup>);
 }  // namespace
 #endif

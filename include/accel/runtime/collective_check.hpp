@@ -21,10 +21,9 @@
 #include "../detail/small_tensor.hpp"
 #include "collective_call.hpp"
 #include "store_text.hpp"
+#include "transport_declarations.hpp"
 
 namespace accel::runtime {
-
-class C10dTransport;  // c10d_transport.hpp, which impl/ includes
 
 class CollectiveCheck {
  public:

@@ -16,12 +16,9 @@
 
 #include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
+#include "transport_declarations.hpp"
 
 namespace accel::runtime {
-
-// The transports, declared only: a training TU does not parse them (impl/ includes them).
-class C10dTransport;
-class SharedMemoryPath;
 
 // A sum all-reduce of a contiguous tensor (ProcessGroup::allreduce_async): after wait(), read
 // the tensor (the wire copy travelled where the dtype needed one, and is copied back).

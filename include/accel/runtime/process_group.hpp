@@ -38,14 +38,9 @@
 #include "reduce_op.hpp"
 #include "registered_allreduce.hpp"
 #include "shm/elements.hpp"
+#include "transport_declarations.hpp"
 
 namespace accel::runtime {
-
-// The transports are only declared here, and c10d's Gloo backend and stores not included: every
-// training TU includes this header, and only impl/process_group.ipp (compiled once in the
-// separately compiled mode) parses them.
-class C10dTransport;
-class SharedMemoryPath;
 
 class ProcessGroup {
  public:

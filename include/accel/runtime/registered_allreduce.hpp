@@ -12,17 +12,16 @@
 #include <utility>
 
 #include "../detail/separate_compilation.hpp"
+#include "transport_declarations.hpp"
 
-// Declared only: a training TU does not parse Gloo or the transports (impl/ includes them).
+// Declared only, as the transports are: impl/ includes Gloo.
 namespace gloo {
 class Algorithm;
 }
 
 namespace accel::runtime {
 
-class C10dTransport;
-class CollectiveCheck;
-class SharedMemoryPath;
+class CollectiveCheck;  // collective_check.hpp, which impl/ includes
 
 class RegisteredAllreduce {
  public:

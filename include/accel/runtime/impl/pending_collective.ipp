@@ -4,7 +4,7 @@
 #include "../../profiling/span.hpp"
 #include "../c10d_transport.hpp"
 #include "../pending_collective.hpp"
-#include "../shared_memory_path.hpp"
+#include "../../runtime/shared_memory_path.hpp"
 
 namespace accel::runtime {
 

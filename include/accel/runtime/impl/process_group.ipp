@@ -9,7 +9,7 @@
 #include "../gloo_abort_handler.hpp"
 #include "../group_store.hpp"
 #include "../process_group.hpp"
-#include "../shared_memory_path.hpp"
+#include "../../runtime/shared_memory_path.hpp"
 #include "../tensor_layout.hpp"
 #include "../wire_fallbacks.hpp"
 

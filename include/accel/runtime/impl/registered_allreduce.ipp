@@ -5,7 +5,7 @@
 #include "../c10d_transport.hpp"
 #include "../collective_check.hpp"
 #include "../registered_allreduce.hpp"
-#include "../shared_memory_path.hpp"
+#include "../../runtime/shared_memory_path.hpp"
 
 namespace accel::runtime {
 
