@@ -2,7 +2,7 @@
 # What one variant's translation unit costs to compile: accel against plain libtorch.
 #
 #   bench/compile_cost.sh [--turns N] [--build-dir DIR] [--parts] [--fmt-header-only] [--separate]
-#                         [--pch]
+#                         [--lean] [--pch]
 #
 # bench/compile_cost/accel.cpp is a training program through <accel/accelerator.hpp>
 # (Accelerator<Ddp, Bf16, GradAccum<4>>, an accel::DataLoader, prepare, backward, step);
@@ -34,6 +34,11 @@
 # defines ACCEL_SEPARATE_COMPILATION: accel's non-template code is then compiled once, in
 # src/accel.cpp, and not in the TU; docs/getting-started.md) in place of header-only accel.cpp.
 #
+# --lean times accel.cpp in the separately compiled mode including only its alias's headers
+# (<accel/accelerator_class.hpp>, which has Ddp and Fp32, and <accel/precision/bf16.hpp>) where
+# the other modes include <accel/accelerator.hpp> with every policy (docs/getting-started.md,
+# "Compile time").
+#
 # --pch compiles both TUs over a precompiled header of what each includes (torch for plain.cpp,
 # torch and <accel/accelerator.hpp> for accel.cpp), built once before the turns, as a user with
 # precompiled headers would. Not with --separate.
@@ -60,6 +65,7 @@ while [ $# -gt 0 ]; do
     --parts) parts=1; shift ;;
     --fmt-header-only) fmt_header_only=ON; shift ;;
     --separate) accel_tu=accel_compiled; shift ;;
+    --lean) accel_tu=accel_lean; shift ;;
     --pch) pch=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compile_cost.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -70,7 +76,7 @@ if [ -z "$build_dir" ]; then
   [ "$fmt_header_only" = ON ] && build_dir+="-fmt-header-only"
 fi
 if [ "$pch" = 1 ] && [ "$accel_tu" != accel ]; then
-  echo "compile_cost.sh: --pch and --separate: use one of them" >&2; exit 2
+  echo "compile_cost.sh: --pch with --separate or --lean: use one of them" >&2; exit 2
 fi
 case "$turns" in
   ''|*[!0-9]*|0) echo "compile_cost.sh: --turns '$turns' must be a whole number >= 1" >&2; exit 2 ;;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <accel/accelerator_class.hpp>
+#include <accel/precision/dynamic_loss_scaling.hpp>
 
 #include <memory>
 #include <string>

@@ -1,6 +1,12 @@
 // The accel side of bench/compile_cost.sh: one variant TU as a user writes it. plain.cpp is the
 // same program in plain libtorch; keep the two equivalent (model, data, optimizer, loop).
+#ifdef COMPILE_COST_LEAN
+// The alias's own headers only (accel_lean.cpp; docs/getting-started.md, "Compile time").
+#include <accel/accelerator_class.hpp>
+#include <accel/precision/bf16.hpp>
+#else
 #include <accel/accelerator.hpp>
+#endif
 
 #include <cstdint>
 

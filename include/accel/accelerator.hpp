@@ -1,7 +1,8 @@
-// What a training loop uses: the Accelerator (accelerator_class.hpp) with its policies, options, DataLoader
-// and collectives; accel::Sharded units (parallel/sharded.hpp); accel::launch (launch.hpp); parameter digests (state/digest.hpp); run
-// tracking and progress (tracking.hpp); several aliases in one program (variants.hpp); the
-// library's version.
+// What a training loop uses: the Accelerator (accelerator_class.hpp) with every policy's
+// behaviour (parallel/strategies.hpp, precision/policies.hpp), its options, DataLoader and
+// collectives; accel::Sharded units (parallel/sharded.hpp); accel::launch (launch.hpp); parameter
+// digests (state/digest.hpp); run tracking and progress (tracking.hpp); several aliases in one
+// program (variants.hpp); the library's version.
 //
 // Two groups are headers of their own, since each costs every translation unit that parses it
 // seconds of compile time and a few hundred MB of compiler memory (docs/benchmarks.md, "Compile
@@ -11,11 +12,19 @@
 //                            estimate_memory, find_executable_batch_size
 // <accel/all.hpp> includes everything. Calling save_state() without <accel/checkpoints.hpp>
 // stops at compile time with an `accel:` message that names the header.
+//
+// A translation unit that compiles one alias and counts its compile time can include less:
+// <accel/accelerator_class.hpp> (the class with Ddp and Fp32, the defaults) and the header of
+// each other policy it names, e.g. <accel/parallel/zero3.hpp> and <accel/precision/bf16.hpp>
+// (docs/getting-started.md, "Compile time"). A policy whose header is missing stops at compile
+// time with an `accel:` message that names it.
 #pragma once
 
 #include "accelerator_class.hpp"
 #include "launch.hpp"
+#include "parallel/strategies.hpp"
 #include "parallel/sharded.hpp"
+#include "precision/policies.hpp"
 #include "schedules.hpp"
 #include "state/digest.hpp"
 #include "tracking.hpp"

@@ -13,9 +13,13 @@
 // The policies are checked once, here (policy/rules.hpp); the class then compiles to one path
 // for that composition, with no virtual dispatch.
 //
-// This header is the class and what it needs. <accel/accelerator.hpp> adds the rest of what a
-// training program uses (the launcher, parameter digests, the version); include this one alone
-// where a translation unit needs only the class.
+// This header is the class and what it needs, with the behaviour of the default policies (Ddp,
+// Fp32) only: every other policy's is a header of its own (parallel/zero2.hpp, zero3.hpp,
+// fsdp.hpp; precision/bf16.hpp, fp16.hpp, fp8.hpp), which parallel::Strategy's and
+// precision::Precision's primary templates name when it is missing. <accel/accelerator.hpp> adds
+// all of them and the rest of what a training program uses (the launcher, parameter digests, the
+// version); include this one and the policies' headers where a translation unit's compile time
+// counts.
 //
 // Longer than accel's headers should be because it is one class template: its public surface
 // (prepare, backward, the collectives, trackers, profiling, the checkpoints' entry points) and
@@ -59,10 +63,12 @@
 #include "options.hpp"
 #include "parallel/contract.hpp"
 #include "parallel/detail/clip.hpp"
-#include "parallel/strategies.hpp"
+#include "parallel/ddp.hpp"
 #include "policy.hpp"
 #include "precision/contract.hpp"
-#include "precision/policies.hpp"
+#include "precision/autocast.hpp"
+#include "precision/fp32.hpp"
+#include "precision/precision.hpp"
 #include "prepared.hpp"
 #include "profiling/profile_scope.hpp"
 #include "profiling/span.hpp"

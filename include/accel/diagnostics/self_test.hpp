@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../accelerator_class.hpp"
+#include "../parallel/zero2.hpp"
 #include "../runtime/nccl.hpp"
 
 namespace accel::diagnostics {

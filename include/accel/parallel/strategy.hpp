@@ -1,15 +1,32 @@
 // parallel::Strategy<Par>: the behaviour of a parallelism policy. One specialization per policy,
-// meeting the contract in contract.hpp; the primary template is a readable error for a policy
-// nobody taught accel.
+// meeting the contract in contract.hpp, each in a header of its own (ddp.hpp, zero2.hpp,
+// zero3.hpp, fsdp.hpp; strategies.hpp includes them all). The primary template is a readable
+// error: for one of accel's policies whose header the translation unit left out, it names the
+// header; for a policy nobody taught accel, it says how to teach it.
 #pragma once
 
+#include <type_traits>
+
 #include "../detail/dependent_false.hpp"
+#include "../policy/parallelism.hpp"
 
 namespace accel::parallel {
 
+// accel's policies whose Strategy is not in <accel/accelerator_class.hpp> (it includes Ddp's,
+// the default).
+template <class Par>
+inline constexpr bool in_own_header = std::is_same_v<Par, Zero2> || std::is_same_v<Par, Zero3>;
+template <class Sharding>
+inline constexpr bool in_own_header<Fsdp<Sharding>> = true;
+
 template <class Par>
 struct Strategy {
-  static_assert(accel::detail::dependent_false<Par>,
+  static_assert(!in_own_header<Par>,
+                "accel: this parallelism policy's strategy is in a header the translation unit "
+                "does not include: #include <accel/parallel/zero2.hpp> for Zero2, "
+                "<accel/parallel/zero3.hpp> for Zero3, <accel/parallel/fsdp.hpp> for Fsdp<...>, "
+                "or <accel/accelerator.hpp>, which includes every policy's");
+  static_assert(in_own_header<Par> || accel::detail::dependent_false<Par>,
                 "accel: no parallel::Strategy specialization for this parallelism policy; "
                 "specialize accel::parallel::Strategy<YourPolicy> or use Ddp, Zero2, Zero3, "
                 "Fsdp<...>");

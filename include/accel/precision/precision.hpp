@@ -1,18 +1,33 @@
 // precision::Precision<Prec>: the behaviour of a precision policy around the training step. One
-// specialization per policy (fp32.hpp, bf16.hpp, fp16.hpp, fp8.hpp), meeting the contract in
-// contract.hpp; the primary template is a readable error for a policy nobody taught accel.
+// specialization per policy, meeting the contract in contract.hpp, each in a header of its own
+// (fp32.hpp, bf16.hpp, fp16.hpp, fp8.hpp; policies.hpp includes them all). The primary template
+// is a readable error: for one of accel's policies whose header the translation unit left out,
+// it names the header; for a policy nobody taught accel, it says how to teach it.
 // Forward runs under precision::Autocast<Prec> (autocast.hpp), chosen by Prec::autocast.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../detail/dependent_false.hpp"
+#include "../policy/precision.hpp"
 
 namespace accel::precision {
 
+// accel's policies whose Precision is not in <accel/accelerator_class.hpp> (it includes Fp32's,
+// the default).
+template <class Prec>
+inline constexpr bool in_own_header =
+    std::is_same_v<Prec, Bf16> || std::is_same_v<Prec, Fp16> || std::is_same_v<Prec, Fp8>;
+
 template <class Prec>
 struct Precision {
-  static_assert(accel::detail::dependent_false<Prec>,
+  static_assert(!in_own_header<Prec>,
+                "accel: this precision policy's behaviour is in a header the translation unit "
+                "does not include: #include <accel/precision/bf16.hpp> for Bf16, "
+                "<accel/precision/fp16.hpp> for Fp16, <accel/precision/fp8.hpp> for Fp8, or "
+                "<accel/accelerator.hpp>, which includes every policy's");
+  static_assert(in_own_header<Prec> || accel::detail::dependent_false<Prec>,
                 "accel: no precision::Precision specialization for this precision policy; "
                 "specialize accel::precision::Precision<YourPolicy> (deriving from "
                 "accel::precision::WithoutLossScaling, or DynamicLossScaling) or use Fp32, Bf16, "
