@@ -7,7 +7,6 @@
 
 #include <type_traits>
 
-#include "../detail/dependent_false.hpp"
 #include "../policy/parallelism.hpp"
 
 namespace accel::parallel {
@@ -26,7 +25,9 @@ struct Strategy {
                 "does not include: #include <accel/parallel/zero2.hpp> for Zero2, "
                 "<accel/parallel/zero3.hpp> for Zero3, <accel/parallel/fsdp.hpp> for Fsdp<...>, "
                 "or <accel/accelerator.hpp>, which includes every policy's");
-  static_assert(in_own_header<Par> || accel::detail::dependent_false<Par>,
+  // Only a policy without a specialization gets here: if it is not one of accel's, nobody
+  // taught accel.
+  static_assert(in_own_header<Par>,
                 "accel: no parallel::Strategy specialization for this parallelism policy; "
                 "specialize accel::parallel::Strategy<YourPolicy> or use Ddp, Zero2, Zero3, "
                 "Fsdp<...>");

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../detail/dependent_false.hpp"
 #include "../policy/precision.hpp"
 
 namespace accel::precision {
@@ -27,7 +26,9 @@ struct Precision {
                 "does not include: #include <accel/precision/bf16.hpp> for Bf16, "
                 "<accel/precision/fp16.hpp> for Fp16, <accel/precision/fp8.hpp> for Fp8, or "
                 "<accel/accelerator.hpp>, which includes every policy's");
-  static_assert(in_own_header<Prec> || accel::detail::dependent_false<Prec>,
+  // Only a policy without a specialization gets here: if it is not one of accel's, nobody
+  // taught accel.
+  static_assert(in_own_header<Prec>,
                 "accel: no precision::Precision specialization for this precision policy; "
                 "specialize accel::precision::Precision<YourPolicy> (deriving from "
                 "accel::precision::WithoutLossScaling, or DynamicLossScaling) or use Fp32, Bf16, "
