@@ -546,6 +546,46 @@ void sharded_blocks_residency() {
   optimizer.step();
 }
 
+// Zero3 on CPU lends each unit the blocks the previous ones freed (parallel::detail::
+// FlatBufferCache): once the first steps have made the blocks a step needs at once, a step
+// takes no fresh memory for gathered units or full gradients, an evaluation between steps
+// neither; a whole-model gather's blocks are freed when it ends.
+void zero3_reuses_unit_buffers() {
+  Zero3 acc(test_options());
+  torch::manual_seed(1);
+  auto net = list_model();
+  torch::optim::Adam adam(net->parameters(), 0.01);
+  auto [model, optimizer] = acc.prepare(net, adam);
+  auto& cache = accel::parallel::detail::FlatBufferCache::instance();
+  const auto start = cache.counts();  // other scenarios of a batch ran in this process before
+  const auto step = [&] {
+    acc.backward(model(torch::randn({4, 5})).pow(2).mean());
+    optimizer.step();
+    optimizer.zero_grad();
+    torch::NoGradGuard no_grad;
+    model(torch::randn({4, 5}));
+  };
+  for (int warm = 0; warm < 2; ++warm) step();
+  const auto warmed = cache.counts();
+  for (int more = 0; more < 3; ++more) step();
+  const auto after = cache.counts();
+  fmt::print("rank {}: zero3 unit buffers: {} fresh while warming, {} fresh and {} lent again in "
+             "3 more steps, {} bytes kept\n",
+             acc.process_index(), warmed.fresh_blocks - start.fresh_blocks,
+             after.fresh_blocks - warmed.fresh_blocks,
+             after.reused_blocks - warmed.reused_blocks, after.kept_bytes);
+  EXPECT(after.fresh_blocks == warmed.fresh_blocks);
+  // Each step: four units gathered and four full gradients in training, four units evaluating.
+  EXPECT(after.reused_blocks - warmed.reused_blocks >= 3 * 12);
+  // At most what one step had lent at once: a block and its gradient for each unit.
+  std::size_t unit_bytes = 0;
+  for (const auto& flat : acc.strategy().flat_parameters())
+    unit_bytes += static_cast<std::size_t>(flat->layout().padded_numel) * sizeof(float);
+  EXPECT(after.kept_bytes <= 2 * unit_bytes);
+  { const auto full = acc.full_parameters(net); }
+  EXPECT(cache.counts().kept_bytes == 0);
+}
+
 // What Zero3 holds when: units as docs/distributed.md lays them out, full parameters only while
 // used.
 template <class Accel>
@@ -837,6 +877,7 @@ int run(int argc, char** argv) {
        ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>, list_model>},
       {"ddp_sharded_blocks", ddp_matches_single_process<Ddp, list_model>},
       {"zero3_sharded_blocks_residency", sharded_blocks_residency<Zero3>},
+      {"zero3_reuses_unit_buffers", zero3_reuses_unit_buffers},
       {"zero3_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>},
       {"fsdp_full_shard", ddp_matches_single_process<accel::Accelerator<accel::Fsdp<accel::FullShard>>>},

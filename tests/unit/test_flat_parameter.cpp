@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <tuple>
 #include <vector>
 
 // Everything below in a namespace of its own: the test binaries compile as unity builds
@@ -163,6 +164,73 @@ TEST_CASE("gradients are views of a full buffer until released") {
   // Attached again: zeros.
   flat.attach_gradients();
   CHECK(flat.gradient().eq(0).all().item<bool>());
+}
+
+TEST_CASE("the flat buffer cache lends a freed block again and never holds more than was lent") {
+  using accel::parallel::detail::cached_cpu_buffer;
+  auto& cache = accel::parallel::detail::FlatBufferCache::instance();
+  cache.release();
+  const auto before = cache.counts();
+  auto counts = [&] {
+    const auto now = cache.counts();
+    return std::tuple(now.kept_bytes, now.fresh_blocks - before.fresh_blocks,
+                      now.reused_blocks - before.reused_blocks);
+  };
+  const void* first = nullptr;
+  {
+    torch::Tensor a = cached_cpu_buffer(1000, torch::kFloat);
+    CHECK(a.sizes() == torch::IntArrayRef{1000});
+    CHECK(a.is_contiguous());
+    a.fill_(3);
+    first = a.data_ptr();
+    torch::Tensor view = a.narrow(0, 10, 5);  // a view keeps the block lent
+    a = torch::Tensor();
+    CHECK(counts() == std::tuple(std::size_t{0}, 1, 0));
+  }
+  CHECK(counts() == std::tuple(std::size_t{4000}, 1, 0));
+  torch::Tensor b = cached_cpu_buffer(1000, torch::kFloat);  // the same size: the same block
+  CHECK(b.data_ptr() == first);
+  CHECK(counts() == std::tuple(std::size_t{0}, 1, 1));
+  torch::Tensor c = cached_cpu_buffer(250, torch::kDouble);  // 2000 bytes: fresh
+  b = torch::Tensor();
+  c = torch::Tensor();
+  CHECK(counts() == std::tuple(std::size_t{6000}, 2, 1));
+  // No block of 6000 bytes: the kept ones are freed first, oldest first, until they cover it.
+  torch::Tensor d = cached_cpu_buffer(1500, torch::kFloat);
+  CHECK(counts() == std::tuple(std::size_t{0}, 3, 1));
+  d = torch::Tensor();
+  torch::Tensor e = cached_cpu_buffer(100, torch::kFloat);  // 400 bytes: frees the 6000
+  CHECK(counts() == std::tuple(std::size_t{0}, 4, 1));
+  e = torch::Tensor();
+  CHECK(counts() == std::tuple(std::size_t{400}, 4, 1));
+  cache.release();
+  CHECK(counts() == std::tuple(std::size_t{0}, 4, 1));
+}
+
+TEST_CASE("a sharded flat parameter's full buffer and gradient come back from the cache") {
+  auto& cache = accel::parallel::detail::FlatBufferCache::instance();
+  auto params = numbered({{3, 5}, {7}});
+  FlatParameter flat(params, names(params.size()), 2, 1, accel::parallel::Residency::sharded);
+  cache.release();
+  flat.to_rest();
+  CHECK(cache.counts().kept_bytes == 0);  // the first buffer was the CPU allocator's
+  flat.materialize();
+  const void* full = flat.flat().data_ptr();
+  const std::int64_t reused = cache.counts().reused_blocks;
+  flat.attach_gradients();
+  CHECK(flat.gradient().eq(0).all().item<bool>());
+  flat.free_full();
+  CHECK(cache.counts().kept_bytes == 22 * sizeof(float));
+  flat.release_gradients();
+  CHECK(cache.counts().kept_bytes == 44 * sizeof(float));
+  flat.materialize();  // the gradient's block, the most recently freed
+  CHECK(cache.counts().reused_blocks == reused + 1);
+  flat.attach_gradients();  // the first full buffer's, zeroed
+  CHECK(flat.gradient().data_ptr() == full);
+  CHECK(flat.gradient().eq(0).all().item<bool>());
+  CHECK(cache.counts().kept_bytes == 0);
+  CHECK(params[0].sizes() == torch::IntArrayRef{3, 5});
+  CHECK(params[0].data_ptr() == flat.flat().data_ptr());
 }
 
 TEST_CASE("one flat parameter holds one dtype") {

@@ -34,6 +34,7 @@
 #include "../logging/impl/run_log.ipp"
 #include "../parallel/detail/impl/broadcast.ipp"
 #include "../parallel/detail/impl/bucket_assignment.ipp"
+#include "../parallel/detail/impl/flat_buffer_cache.ipp"
 #include "../parallel/detail/impl/flat_parameter_set.ipp"
 #include "../parallel/detail/impl/gradient_reduce_scatter.ipp"
 #include "../parallel/detail/impl/reducer.ipp"

@@ -21,7 +21,9 @@
 // buffer always, the shard being a view of it. Sharded (Zero3): the shard in its own tensor, and
 // the full buffer only from materialize() (then all-gathered by the strategy) to free_full(),
 // which releases its storage (0 bytes) while the parameters stay views of it, shapes intact, as
-// autograd's saved tensors need (checked on libtorch 1.13; PyTorch FSDP frees so too). At
+// autograd's saved tensors need (checked on libtorch 1.13; PyTorch FSDP frees so too). On CPU
+// the full buffer's memory and the full gradient's come from detail::FlatBufferCache, which
+// keeps a freed block for the next unit of the same size instead of mapping it fresh. At
 // rest (to_rest()), the parameters are zero-element tensors, so code that reads them outside a
 // forward gets a shape error, not freed memory.
 //
@@ -42,20 +44,11 @@
 
 #include "../detail/deferred_build.hpp"
 #include "../detail/error.hpp"
+#include "detail/flat_buffer_cache.hpp"
 
 namespace accel::parallel {
 
 enum class Residency { replicated, sharded };
-
-// Gives the storage under `tensor` (and every view of it) `bytes` of fresh, uninitialized memory
-// from its own allocator, or none: how a sharded flat buffer is freed and refilled in place.
-inline void resize_storage_bytes(const torch::Tensor& tensor, std::size_t bytes) {
-  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  if (storage->nbytes() == bytes) return;
-  storage->set_data_ptr_noswap(bytes == 0 ? at::DataPtr(nullptr, storage->device())
-                                          : storage->allocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
-}
 
 // Where each of `numels` lands in a flat buffer split into `world` shards.
 struct FlatLayout {
@@ -166,14 +159,14 @@ class FlatParameter {
   // Gives the full buffer storage again (contents undefined until the strategy all-gathers into
   // it) and the parameters their shapes, as views of it.
   void materialize() {
-    resize_storage_bytes(flat_, layout_.padded_numel * flat_.element_size());
+    detail::resize_storage_bytes(flat_, layout_.padded_numel * flat_.element_size());
     if (!at_rest_) return;
     for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_data(view_of(flat_, i));
     at_rest_ = false;
   }
   // Releases the full buffer's storage; the parameters keep their shapes (views of no memory)
   // for the autograd graph that saved them, until materialize() refills it.
-  void free_full() { resize_storage_bytes(flat_, 0); }
+  void free_full() { detail::resize_storage_bytes(flat_, 0); }
   // Between steps: no storage, and the parameters zero-element tensors.
   void to_rest() {
     free_full();
@@ -229,7 +222,7 @@ class FlatParameter {
       gradient_ = grad.view({layout_.padded_numel});
       return;
     }
-    if (!gradient_.defined()) gradient_ = torch::zeros({layout_.padded_numel}, flat_.options());
+    if (!gradient_.defined()) gradient_ = full_gradient_buffer();
     if (is_gradient_view(i)) return;
     torch::Tensor slot = view_of(gradient_, i);
     if (grad.defined()) slot.copy_(grad);
@@ -255,6 +248,13 @@ class FlatParameter {
     std::vector<std::int64_t> result;
     for (const auto& p : params) result.push_back(p.numel());
     return result;
+  }
+
+  // The full gradient, zeros: on CPU from the flat buffer cache, since it comes and goes at
+  // every step (CUDA's caching allocator keeps it there).
+  torch::Tensor full_gradient_buffer() const {
+    if (!flat_.device().is_cpu()) return torch::zeros({layout_.padded_numel}, flat_.options());
+    return detail::cached_cpu_buffer(layout_.padded_numel, flat_.options()).zero_();
   }
 
   // Zeros, aliased by the pieces' .grad (the same piece tensors: an optimizer built over them

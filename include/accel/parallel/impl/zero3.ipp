@@ -149,6 +149,8 @@ ACCEL_DECL void FullyShardedStrategy::release_full(torch::nn::Module& module) {
     to_rest(u);
   }
   optimizers_.copy_pieces_to_host();
+  // The whole model's blocks, which the steps' units (two or three at a time) do not need.
+  detail::FlatBufferCache::instance().release();
 }
 
 ACCEL_DECL void FullyShardedStrategy::warn_if_mostly_root(const detail::NamedParameters& rest,

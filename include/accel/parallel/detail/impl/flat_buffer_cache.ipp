@@ -1,0 +1,92 @@
+// FlatBufferCache's members; flat_buffer_cache.hpp includes this file in header-only mode.
+#pragma once
+
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "../flat_buffer_cache.hpp"
+
+namespace accel::parallel::detail {
+
+ACCEL_DECL FlatBufferCache& FlatBufferCache::instance() {
+  // Never destroyed: a tensor destroyed after main() (a static the user keeps) still gives its
+  // block back.
+  static FlatBufferCache* const cache = new FlatBufferCache();
+  return *cache;
+}
+
+ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
+  if (bytes == 0) return at::DataPtr(nullptr, at::Device(at::kCPU));
+  std::unique_ptr<Block> lent;
+  std::vector<Block> to_free;  // freed after the lock is let go
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The most recently freed block of this size: its pages are the likeliest still in cache.
+    const auto same = std::find_if(kept_.rbegin(), kept_.rend(),
+                                   [bytes](const Block& block) { return block.bytes == bytes; });
+    if (same != kept_.rend()) {
+      lent = std::make_unique<Block>(std::move(*same));
+      kept_.erase(std::next(same).base());
+      counts_.kept_bytes -= bytes;
+      ++counts_.reused_blocks;
+    } else {
+      // The fresh block's bytes come out of the kept ones first, so the total never grows.
+      std::size_t covered = 0;
+      auto end = kept_.begin();
+      for (; end != kept_.end() && covered < bytes; ++end) covered += end->bytes;
+      to_free.assign(std::make_move_iterator(kept_.begin()), std::make_move_iterator(end));
+      kept_.erase(kept_.begin(), end);
+      counts_.kept_bytes -= covered;
+      ++counts_.fresh_blocks;
+    }
+  }
+  to_free.clear();
+  if (!lent) lent = std::make_unique<Block>(Block{bytes, c10::GetCPUAllocator()->allocate(bytes)});
+  void* const data = lent->memory.get();
+  return at::DataPtr(data, lent.release(), &FlatBufferCache::give_back, at::Device(at::kCPU));
+}
+
+ACCEL_DECL void FlatBufferCache::give_back(void* block) {
+  std::unique_ptr<Block> returned(static_cast<Block*>(block));
+  FlatBufferCache& cache = instance();
+  std::lock_guard<std::mutex> lock(cache.mutex_);
+  cache.counts_.kept_bytes += returned->bytes;
+  cache.kept_.push_back(std::move(*returned));
+}
+
+ACCEL_DECL void FlatBufferCache::release() {
+  std::vector<Block> to_free;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    to_free.swap(kept_);
+    counts_.kept_bytes = 0;
+  }
+}
+
+ACCEL_DECL FlatBufferCache::Counts FlatBufferCache::counts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counts_;
+}
+
+ACCEL_DECL torch::Tensor cached_cpu_buffer(std::int64_t numel,
+                                           const torch::TensorOptions& options) {
+  torch::Tensor buffer = torch::empty({0}, options.device(torch::kCPU));
+  resize_storage_bytes(buffer, static_cast<std::size_t>(numel) * options.dtype().itemsize());
+  buffer.unsafeGetTensorImpl()->set_sizes_contiguous({numel});
+  return buffer;
+}
+
+ACCEL_DECL void resize_storage_bytes(const torch::Tensor& tensor, std::size_t bytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == bytes) return;
+  at::DataPtr memory(nullptr, storage->device());
+  if (bytes != 0)
+    memory = storage->device().is_cpu() ? FlatBufferCache::instance().take(bytes)
+                                        : storage->allocator()->allocate(bytes);
+  storage->set_data_ptr_noswap(std::move(memory));
+  storage->set_nbytes(bytes);
+}
+
+}  // namespace accel::parallel::detail
