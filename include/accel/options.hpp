@@ -124,10 +124,11 @@ struct Options {
   // With tune_cpu_heap: blocks below this many bytes come from glibc's heap and stay in the
   // process when freed (no page faults at the next step); larger ones are mapped and given back
   // when freed. Unset: 32 MiB, and 8 MiB under the policies that shard parameters (Zero3,
-  // Fsdp<FullShard|HybridShard>), chosen for memory: their gathered units and full gradients
-  // then go back to the kernel between uses instead of fragmenting the heap, which lowers their
-  // peak RSS below Ddp's at some cost in steps/s (measured in docs/memory.md, "Zero3's peak on
-  // CPU"). 4096 to 33554432 (glibc's largest).
+  // Fsdp<FullShard|HybridShard>), chosen for memory: autograd's gradient of a weight above it
+  // then goes back to the kernel each step instead of staying in a heap that the optimizer state
+  // fragments, which lowers their peak RSS, at a cost in steps/s where weights are that large
+  // (their gathered units and full gradients come from accel's own cache at any threshold;
+  // docs/memory.md, "Zero3's peak on CPU"). 4096 to 33554432 (glibc's largest).
   std::optional<std::size_t> cpu_heap_mmap_threshold = std::nullopt;
 
   // How long a collective may wait for the other ranks before failing, instead of hanging

@@ -158,9 +158,12 @@ TEST_CASE("gradients are views of a full buffer until released") {
   flat.attach_gradients();
   CHECK(same_storage(params[1].grad(), flat.gradient()));
   CHECK(flat.gradient().narrow(0, 6, 2).eq(5).all().item<bool>());
+  const auto kept = accel::parallel::detail::FlatBufferCache::instance().counts().kept_bytes;
   flat.release_gradients();
   CHECK_FALSE(flat.gradient().defined());
   for (const auto& p : params) CHECK_FALSE(p.grad().defined());
+  // A replicated flat parameter's gradient (Zero2's bucket) is the heap's, not the cache's.
+  CHECK(accel::parallel::detail::FlatBufferCache::instance().counts().kept_bytes == kept);
   // Attached again: zeros.
   flat.attach_gradients();
   CHECK(flat.gradient().eq(0).all().item<bool>());

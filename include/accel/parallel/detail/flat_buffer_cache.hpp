@@ -1,6 +1,6 @@
 // CPU memory for the flat buffers that come and go at every unit of every step: Zero3's gathered
-// parameters (a unit's full buffer, from gather to free_full) and the sharded strategies' full
-// gradients (from the first gradient to the reduce-scatter). On CUDA the caching allocator keeps
+// parameters (a unit's full buffer, from gather to free_full) and its full gradient (from the
+// first gradient to the reduce-scatter). On CUDA the caching allocator keeps
 // such blocks; on CPU glibc maps a block above its mmap threshold fresh and unmaps it when freed,
 // so each unit faulted its pages in again at every gather: on the gpt example's GPT (2 ranks,
 // 12.6 MB units) 45,000 page faults a step, half of Zero3's step.
