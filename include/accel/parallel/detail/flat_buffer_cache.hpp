@@ -1,17 +1,17 @@
 // CPU memory for the flat buffers that come and go at every unit of every step: Zero3's gathered
 // parameters (a unit's full buffer, from gather to free_full) and its full gradient (from the
-// first gradient to the reduce-scatter). On CUDA the caching allocator keeps
-// such blocks; on CPU glibc maps a block above its mmap threshold fresh and unmaps it when freed,
-// so each unit faulted its pages in again at every gather: on the gpt example's GPT (2 ranks,
-// 12.6 MB units) 45,000 page faults a step, half of Zero3's step.
+// first gradient to the reduce-scatter). On CUDA the caching allocator keeps such blocks; on CPU
+// glibc maps a block above its mmap threshold fresh and unmaps it when freed, so each unit
+// faulted its pages in again at every gather: on the gpt example's GPT (2 ranks, 12.6 MB units)
+// 45,000 page faults a step, half of Zero3's step.
 //
 // The cache keeps a freed block for the next request of exactly its size (the units of a
 // transformer are all one size). It never holds more than the buffers' own peak: a request that
 // finds no block of its size first frees kept blocks, oldest first, until their bytes cover it,
 // and a kept block only ever was in use, so the buffers' memory (in use and kept) stays at most
 // the most they were in use at once, which is what mapping each block fresh costs at that moment
-// too. release() frees what is kept: after a whole-model gather (save_state(), unwrap), whose
-// blocks a step does not need again.
+// too. release() frees what is kept: after a whole-model gather (Accelerator::full_parameters()),
+// whose blocks a step does not need again.
 //
 // One cache per process (the blocks outlive any strategy: a .grad the user holds returns its
 // block when dropped); thread safe (Gloo's threads may drop the last reference).
