@@ -27,7 +27,6 @@
 #include <filesystem>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <thread>
 #include <memory>
 #include <optional>
@@ -534,11 +533,8 @@ struct Usage {
 };
 
 double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  return -1.0;
+  const auto peak = accel::memory::peak_resident_bytes();
+  return peak ? static_cast<double>(*peak) / (1 << 20) : -1.0;
 }
 
 // --- Breakdown: timestamps taken around the Accelerator's calls, plus one post-accumulation hook

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <fstream>
+#include <optional>
 #include <string>
 
 namespace {
@@ -42,11 +42,8 @@ struct GptImpl : torch::nn::Module {
 };
 TORCH_MODULE(Gpt);
 
-std::string status_line(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(key, 0) == 0) return line;
-  return key + " ?";
+std::string megabytes(std::optional<std::int64_t> bytes) {
+  return bytes ? fmt::format("{:.1f} MB", static_cast<double>(*bytes) / 1e6) : "?";
 }
 
 }  // namespace
@@ -67,10 +64,11 @@ int main(int argc, char** argv) {
                                : Gpt(vocab, hidden, layers);
   std::int64_t count = 0;
   for (const auto& p : gpt->parameters()) count += p.numel();
-  const std::string built = status_line("VmRSS");
+  const std::string built = megabytes(accel::memory::resident_bytes());
   auto model = acc.prepare(gpt);
   fmt::print("rank {} {} {:.1f}M parameters, {} units: after build {}; after prepare {}; peak {}\n",
              acc.process_index(), mode, count / 1e6, acc.strategy().unit_count(), built,
-             status_line("VmRSS"), status_line("VmHWM"));
+             megabytes(accel::memory::resident_bytes()),
+             megabytes(accel::memory::peak_resident_bytes()));
   return 0;
 }

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,14 +98,6 @@ struct LargeNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(LargeNet);
 
-// This process's line `key` of /proc/self/status ("VmHWM:"), in bytes.
-std::int64_t status_bytes(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(key.size())) * 1024;
-  return -1;
-}
-
 // Three Adam steps on data of this rank's own; the losses.
 template <class Acc, class Model, class Optimizer>
 std::vector<float> train_large(Acc& acc, Model& model, Optimizer& optimizer) {
@@ -157,17 +148,16 @@ void load_into_empty_build() {
     eager_digest = accel::state::parameter_digest(*net);
   }
   Acc acc(accel_test::test_options());
-  // The baseline: this process, its accelerator, and no model. Writing 5 to clear_refs resets
-  // VmHWM to the current RSS (Linux 4.0).
+  // The baseline: this process, its accelerator, and no model.
   accel::runtime::release_freed_cpu_memory();
-  EXPECT(static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5"));
-  const std::int64_t baseline = status_bytes("VmRSS:");
+  EXPECT(accel::memory::reset_peak_resident());
+  const std::int64_t baseline = accel::memory::resident_bytes().value();
   torch::manual_seed(77);
   LargeNet net = accel::deferred_init([] { return LargeNet(); });
   torch::optim::Adam adam(net->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(net, adam);
   acc.load_model(net, folder);
-  const std::int64_t peak = status_bytes("VmHWM:");
+  const std::int64_t peak = accel::memory::peak_resident_bytes().value();
   fmt::print("rank {}: model {:.1f} MB; baseline {:.1f} MB, peak after prepare and load_model "
              "{:.1f} MB: {:.2f}x the model above the baseline\n",
              acc.process_index(), model_bytes / 1e6, baseline / 1e6, peak / 1e6,

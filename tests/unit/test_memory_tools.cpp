@@ -69,6 +69,22 @@ void check_against_memory_use(accel::OptimizerKind kind) {
 
 }  // namespace
 
+TEST_CASE("resident memory: now, the peak, and the peak reset to now") {
+  const auto before = accel::memory::resident_bytes();
+  REQUIRE(before.has_value());
+  CHECK(*before > 0);
+  REQUIRE(accel::memory::reset_peak_resident());
+  constexpr std::int64_t touched = std::int64_t{64} << 20;
+  {
+    torch::Tensor block = torch::ones({touched / 4});  // 64 MiB, every page written
+    CHECK(*accel::memory::resident_bytes() >= *before + touched * 9 / 10);
+  }
+  // The peak counts the block, freed or not; a reset forgets it.
+  CHECK(*accel::memory::peak_resident_bytes() >= *before + touched * 9 / 10);
+  REQUIRE(accel::memory::reset_peak_resident());
+  CHECK(*accel::memory::peak_resident_bytes() < *before + touched / 2);
+}
+
 TEST_CASE("estimate memory: the ZeRO formulas with accel's flat-parameter padding") {
   using accel::memory::estimate_flats;
   using accel::memory::Sharding;
