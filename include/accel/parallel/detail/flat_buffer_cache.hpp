@@ -56,7 +56,7 @@ class FlatBufferCache {
 
   mutable std::mutex mutex_;
   std::vector<Block> kept_;  // oldest first
-  Counts counts_;
+  Counts counts_;            // the blocks taken; kept_bytes is summed from kept_ when asked
 };
 
 // An uninitialized 1-D CPU tensor of `numel` elements whose memory comes from the cache.

@@ -20,7 +20,7 @@ ACCEL_DECL FlatBufferCache& FlatBufferCache::instance() {
 ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
   if (bytes == 0) return at::DataPtr(nullptr, at::Device(at::kCPU));
   std::unique_ptr<Block> lent;
-  std::vector<Block> to_free;  // freed after the lock is let go
+  std::vector<Block> to_free;  // freed once the lock is let go, before a fresh block is taken
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // The most recently freed block of this size: its pages are the likeliest still in cache.
@@ -29,7 +29,6 @@ ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
     if (same != kept_.rend()) {
       lent = std::make_unique<Block>(std::move(*same));
       kept_.erase(std::next(same).base());
-      counts_.kept_bytes -= bytes;
       ++counts_.reused_blocks;
     } else {
       // The fresh block's bytes come out of the kept ones first, so the total never grows.
@@ -38,7 +37,6 @@ ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
       for (; end != kept_.end() && covered < bytes; ++end) covered += end->bytes;
       to_free.assign(std::make_move_iterator(kept_.begin()), std::make_move_iterator(end));
       kept_.erase(kept_.begin(), end);
-      counts_.kept_bytes -= covered;
       ++counts_.fresh_blocks;
     }
   }
@@ -52,7 +50,6 @@ ACCEL_DECL void FlatBufferCache::give_back(void* block) {
   std::unique_ptr<Block> returned(static_cast<Block*>(block));
   FlatBufferCache& cache = instance();
   std::lock_guard<std::mutex> lock(cache.mutex_);
-  cache.counts_.kept_bytes += returned->bytes;
   cache.kept_.push_back(std::move(*returned));
 }
 
@@ -61,13 +58,14 @@ ACCEL_DECL void FlatBufferCache::release() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     to_free.swap(kept_);
-    counts_.kept_bytes = 0;
   }
 }
 
 ACCEL_DECL FlatBufferCache::Counts FlatBufferCache::counts() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return counts_;
+  Counts counts = counts_;
+  for (const Block& block : kept_) counts.kept_bytes += block.bytes;
+  return counts;
 }
 
 ACCEL_DECL torch::Tensor cached_cpu_buffer(std::int64_t numel,
