@@ -73,6 +73,28 @@ struct OffloadOptions {
   bool any() const { return optimizer || parameters; }
 };
 
+// What the sharded strategies send, when narrower than the parameters (Options::
+// sharded_communication): PyTorch FSDP's MixedPrecision param_dtype / reduce_dtype for the wire
+// alone, DeepSpeed's communication_data_type. Unset: each travels in its own dtype (fp32).
+// torch::kBFloat16 or torch::kHalf; the shards, the optimizer and its state stay in the
+// parameters' dtype (the master weights), so only what crosses between ranks is rounded:
+//   - parameters: Zero3 and Fsdp<FullShard|HybridShard> all-gather each unit's shards in this
+//     dtype during training, so every rank computes with the rounded weights (what a Bf16
+//     policy's autocast rounds them to for its matmuls anyway). full_parameters(), and so
+//     checkpoints, gather the master weights whole. Zero2 keeps its full parameters between
+//     steps and refuses it.
+//   - gradients: Zero2, Zero3 and every Fsdp reduce-scatter gradients in this dtype, divided by
+//     the ranks before the cast (the sum of the ranks' fp16 values then cannot overflow), summed
+//     in it, and added to the fp32 shard gradients.
+// Training then differs from one process's by that rounding (docs/distributed.md, "Sending less:
+// a narrower communication dtype"). On one process nothing travels and nothing is rounded. Ddp
+// compresses its gradients with a policy instead: DdpWith<CompressBf16>.
+struct ShardedCommunicationOptions {
+  std::optional<torch::Dtype> parameters = std::nullopt;
+  std::optional<torch::Dtype> gradients = std::nullopt;
+  bool any() const { return parameters.has_value() || gradients.has_value(); }
+};
+
 // Fp16's dynamic loss scaling (Options::loss_scaling): PyTorch's torch.amp.GradScaler, with its
 // defaults. The loss is multiplied by the scale before backward; a step whose gradients hold an
 // inf or a nan on any rank is skipped and the scale multiplied by backoff_factor; after
@@ -182,6 +204,7 @@ struct Options {
   DdpOptions ddp = {};
   Zero2Options zero2 = {};
   OffloadOptions offload = {};
+  ShardedCommunicationOptions sharded_communication = {};
   LossScalingOptions loss_scaling = {};
   Fp8Options fp8 = {};
   CheckpointOptions checkpoints = {};

@@ -39,6 +39,7 @@
 #include "../parallel/detail/impl/gradient_reduce_scatter.ipp"
 #include "../parallel/detail/impl/reducer.ipp"
 #include "../parallel/detail/impl/shard_optimizers.ipp"
+#include "../parallel/detail/impl/sharded_communication.ipp"
 #include "../parallel/detail/impl/sharded_strategy.ipp"
 #include "../parallel/impl/ddp.ipp"
 #include "../parallel/impl/fused_step.ipp"

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -176,7 +177,16 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   ACCEL_DECL const Model* find_model(const torch::nn::Module& module) const;
 
-  ACCEL_DECL void gather(std::size_t u);
+  // Unit u's full parameters, gathered unless they are: in Options::sharded_communication.
+  // parameters' dtype for training, or with `master`, for full_parameters(), the shards' own
+  // values (a unit gathered rounded is gathered again).
+  ACCEL_DECL void gather(std::size_t u, bool master = false);
+
+  // The copy of flat parameter f's `shard` that travels when training gathers it in a narrower
+  // dtype, its landing buffer set aside; undefined when the shard travels as it is.
+  ACCEL_DECL torch::Tensor narrowed_shard(std::size_t f, const torch::Tensor& shard, bool master);
+  // f's gather in flight (if any) waited for, and a narrowed one widened into the full buffer.
+  ACCEL_DECL void land_gather(std::size_t f);
 
   // Starts gathering unit u, unless it is gathered or no unit (the end of a Sequential's units).
   ACCEL_DECL void prefetch(std::size_t u);
@@ -209,7 +219,12 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   std::vector<Unit> units_;
   std::vector<std::size_t> unit_of_;  // per flat parameter
-  std::vector<runtime::ProcessGroup::PendingCollective> gathering_;  // per flat parameter
+  // Per flat parameter: its gather in flight, the narrowed gather's landing buffer until it is
+  // widened, and whether its full buffer holds narrowed (rounded) values.
+  std::vector<runtime::ProcessGroup::PendingCollective> gathering_;
+  std::vector<torch::Tensor> narrow_landing_;
+  std::vector<char> rounded_;
+  std::optional<torch::Dtype> parameter_wire_;  // Options::sharded_communication.parameters
   bool prefetch_ = false;
   std::size_t prefetches_ = 0;
   std::vector<Model> models_;

@@ -17,6 +17,8 @@
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
 #include "../../detail/separate_compilation.hpp"
 #include "../../runtime/process_group.hpp"
@@ -36,6 +38,12 @@ class GradientReduceScatter {
     shards_ = shards;
     replicas_ = replicas;
   }
+  // Options::sharded_communication.gradients: the dtype the full gradients travel in, or unset
+  // for their own; `strategy` names the policy in errors.
+  void send_in(std::optional<torch::Dtype> wire, std::string_view strategy) {
+    wire_ = wire;
+    strategy_ = strategy;
+  }
 
   // Flat parameter f's full gradient, averaged over the ranks, added to its shard gradient;
   // then the full gradient is released. A flat parameter no backward reached since its last
@@ -43,7 +51,9 @@ class GradientReduceScatter {
   ACCEL_DECL void reduce_scatter(std::size_t f);
   // Flat parameter f's full gradient reduce-scattered (mean) in place where the shared-memory
   // path carries it: the chunk lands in this rank's part of the buffer itself (dead once sent),
-  // so no buffer of the shard's size is allocated per reduce-scatter.
+  // so no buffer of the shard's size is allocated per reduce-scatter. In a narrower wire dtype
+  // the gradient is divided by the ranks into a copy of that dtype, which is summed and
+  // receives the chunk instead.
   ACCEL_DECL runtime::ProcessGroup::PendingCollective start(std::size_t f);
   // Flat parameter f's reduce-scattered (averaged) gradient, averaged across the nodes too under
   // Fsdp<HybridShard>, added to its shard gradient; f is no longer pending.
@@ -63,6 +73,8 @@ class GradientReduceScatter {
   FlatParameterSet& flats_;
   runtime::ProcessGroup* shards_ = nullptr;
   runtime::ProcessGroup* replicas_ = nullptr;
+  std::optional<torch::Dtype> wire_;
+  std::string_view strategy_;
   bool in_shards_ = false;
 };
 

@@ -11,6 +11,13 @@ namespace accel::parallel {
 
 template <class Hook>
 void DdpStrategy<Hook>::attach(runtime::ProcessGroup* process_group, const Options& options) {
+  // Refused rather than ignored: the user asked for less traffic.
+  if (options.sharded_communication.any())
+    accel::detail::fail("{}: Options::sharded_communication sets what the sharded strategies "
+                        "all-gather and reduce-scatter, and {} does neither; for {}'s gradients "
+                        "in bf16 or fp16 use the policy DdpWith<CompressBf16> or "
+                        "DdpWith<CompressFp16>, or leave sharded_communication unset",
+                        name_, name_, name_);
   group_ = process_group;
   options_ = options.ddp;
   fused_optimizer_ = options.fused_optimizer;

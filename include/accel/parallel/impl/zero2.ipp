@@ -28,6 +28,13 @@ ACCEL_DECL void ShardedGradientStrategy::attach(runtime::ProcessGroup* process_g
                         "gradients and optimizer state are sharded); use Zero3 or "
                         "Fsdp<FullShard> to offload parameters, or offload.optimizer alone",
                         name_, name_);
+  if (options.sharded_communication.parameters)
+    accel::detail::fail("{}: Options::sharded_communication.parameters all-gathers parameters in "
+                        "a narrower dtype, and {} keeps its full parameters between steps, where "
+                        "they would be rounded copies of the shards; set only "
+                        "sharded_communication.gradients under {}, or use Zero3 or "
+                        "Fsdp<FullShard>, which gather each unit for its use",
+                        name_, name_, name_);
   caps_ = {zero2.first_bucket_mb, zero2.bucket_mb};
   max_in_flight_ = static_cast<std::size_t>(zero2.reduce_scatters_in_flight);
 }

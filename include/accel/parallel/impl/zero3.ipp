@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "../detail/impl/sharded_strategy.ipp"
+#include "../detail/sharded_communication.hpp"
 #include "../zero3.hpp"
 
 namespace accel::parallel {
@@ -19,6 +20,7 @@ namespace accel::parallel {
 ACCEL_DECL void FullyShardedStrategy::attach(runtime::ProcessGroup* group, const Options& options) {
   Base::attach(group, options);
   prefetch_ = options.prefetch_units;
+  parameter_wire_ = options.sharded_communication.parameters;
 }
 
 ACCEL_DECL void FullyShardedStrategy::prepare_model(torch::nn::Module& module,
@@ -129,7 +131,7 @@ ACCEL_DECL void FullyShardedStrategy::after_backward(bool sync) {
 ACCEL_DECL void FullyShardedStrategy::gather_full(torch::nn::Module& module) {
   if (group_ == nullptr) return;
   if (const Model* model = find_model(module))
-    for (const std::size_t u : model->units) gather(u);
+    for (const std::size_t u : model->units) gather(u, /*master=*/true);
 }
 
 ACCEL_DECL void FullyShardedStrategy::release_full(torch::nn::Module& module) {
@@ -139,7 +141,7 @@ ACCEL_DECL void FullyShardedStrategy::release_full(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   for (const std::size_t u : model->units) {
     for (const std::size_t f : units_[u].flats) {
-      gathering_[f].wait();
+      land_gather(f);
       FlatParameter& flat = flats_[f];
       if (!flat.materialized()) continue;
       const auto& layout = flat.layout();
@@ -180,6 +182,8 @@ ACCEL_DECL std::size_t FullyShardedStrategy::add_unit(const detail::NamedParamet
     unit_of_[f] = units_.size() - 1;
   }
   gathering_.resize(flats_.size());
+  narrow_landing_.resize(flats_.size());
+  rounded_.resize(flats_.size(), 0);
   return units_.size() - 1;
 }
 
@@ -190,16 +194,42 @@ ACCEL_DECL const FullyShardedStrategy::Model* FullyShardedStrategy::find_model(
   return nullptr;
 }
 
-ACCEL_DECL void FullyShardedStrategy::gather(std::size_t u) {
+ACCEL_DECL void FullyShardedStrategy::gather(std::size_t u, bool master) {
   torch::NoGradGuard no_grad;
   units_[u].prefetched = false;
   for (const std::size_t f : units_[u].flats) {
-    gathering_[f].wait();
+    land_gather(f);
     FlatParameter& flat = flats_[f];
-    if (flat.materialized()) continue;
+    if (flat.materialized() && !(master && rounded_[f] != 0)) continue;
     flat.materialize();
-    shard_group_->allgather_into(flat.flat(), flat.shard_on_device());
+    const torch::Tensor shard = flat.shard_on_device();
+    if (const torch::Tensor sent = narrowed_shard(f, shard, master); sent.defined()) {
+      shard_group_->allgather_into(narrow_landing_[f], sent);
+      land_gather(f);
+    } else {
+      shard_group_->allgather_into(flat.flat(), shard);
+    }
   }
+}
+
+ACCEL_DECL torch::Tensor FullyShardedStrategy::narrowed_shard(std::size_t f,
+                                                             const torch::Tensor& shard,
+                                                             bool master) {
+  rounded_[f] = !master && detail::narrows(parameter_wire_, shard);
+  if (rounded_[f] == 0) return {};
+  torch::Tensor sent = shard.to(*parameter_wire_);
+  detail::require_narrow_wire(*shard_group_, sent, name_, "parameters");
+  const torch::Tensor& full = flats_[f].flat();
+  narrow_landing_[f] = full.is_cpu() ? detail::cached_cpu_buffer(full.numel(), sent.options())
+                                     : torch::empty(full.sizes(), sent.options());
+  return sent;
+}
+
+ACCEL_DECL void FullyShardedStrategy::land_gather(std::size_t f) {
+  gathering_[f].wait();
+  if (!narrow_landing_[f].defined()) return;
+  flats_[f].flat().copy_(narrow_landing_[f]);
+  narrow_landing_[f] = torch::Tensor();
 }
 
 ACCEL_DECL void FullyShardedStrategy::prefetch(std::size_t u) {
@@ -211,7 +241,10 @@ ACCEL_DECL void FullyShardedStrategy::prefetch(std::size_t u) {
     FlatParameter& flat = flats_[f];
     if (flat.materialized()) continue;
     flat.materialize();
-    gathering_[f] = shard_group_->allgather_into_async(flat.flat(), flat.shard_on_device());
+    const torch::Tensor shard = flat.shard_on_device();
+    const torch::Tensor sent = narrowed_shard(f, shard, /*master=*/false);
+    gathering_[f] = sent.defined() ? shard_group_->allgather_into_async(narrow_landing_[f], sent)
+                                   : shard_group_->allgather_into_async(flat.flat(), shard);
   }
 }
 
@@ -224,7 +257,7 @@ ACCEL_DECL bool FullyShardedStrategy::is_gathered(std::size_t u) const {
 ACCEL_DECL void FullyShardedStrategy::to_rest(std::size_t u) {
   units_[u].prefetched = false;
   for (const std::size_t f : units_[u].flats) {
-    gathering_[f].wait();
+    land_gather(f);
     flats_[f].to_rest();
   }
 }
@@ -280,7 +313,7 @@ ACCEL_DECL void FullyShardedStrategy::gradient_arrived(std::size_t f, std::size_
 
 ACCEL_DECL void FullyShardedStrategy::after_shard_step(const std::vector<std::size_t>& flats) {
   for (const std::size_t f : flats) {
-    gathering_[f].wait();
+    land_gather(f);
     units_[unit_of_[f]].prefetched = false;
     flats_[f].to_rest();
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "../gradient_reduce_scatter.hpp"
+#include "../sharded_communication.hpp"
 
 namespace accel::parallel::detail {
 
@@ -20,15 +21,28 @@ ACCEL_DECL void GradientReduceScatter::reduce_scatter(std::size_t f) {
 ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start(std::size_t f) {
   FlatParameter& flat = flats_[f];
   const std::int64_t shard = flat.layout().shard_numel;
-  return shards_->reduce_scatter_async(flat.gradient(), runtime::ReduceOp::mean,
-                                       flat.gradient().narrow(0, flat.rank() * shard, shard));
+  const torch::Tensor& full = flat.gradient();
+  if (!narrows(wire_, full))
+    return shards_->reduce_scatter_async(full, runtime::ReduceOp::mean,
+                                         full.narrow(0, flat.rank() * shard, shard));
+  // Divided before the cast, as PyTorch's fp16 compression does: the ranks' fp16 values then sum
+  // without overflowing.
+  torch::Tensor sent = torch::empty(full.sizes(), full.options().dtype(*wire_));
+  torch::div_out(sent, full, torch::scalar_tensor(shards_->size(), full.options()));
+  require_narrow_wire(*shards_, sent, strategy_, "gradients");
+  return shards_->reduce_scatter_async(sent, runtime::ReduceOp::sum,
+                                       sent.narrow(0, flat.rank() * shard, shard));
 }
 
 ACCEL_DECL void GradientReduceScatter::add_to_shard(std::size_t f, torch::Tensor averaged) {
-  if (replicas_ != nullptr) replicas_->allreduce(averaged, runtime::ReduceOp::mean);
   torch::NoGradGuard no_grad;
   torch::Tensor& shard_gradient = flats_[f].shard_gradient();  // on the CPU: offload.parameters
-  shard_gradient.add_(averaged.to(shard_gradient.device()));
+  if (replicas_ != nullptr) {
+    if (averaged.scalar_type() != shard_gradient.scalar_type())
+      require_narrow_wire(*replicas_, averaged, strategy_, "gradients");
+    replicas_->allreduce(averaged, runtime::ReduceOp::mean);
+  }
+  shard_gradient.add_(averaged.to(shard_gradient.device(), shard_gradient.scalar_type()));
   flats_.clear_pending(f);
 }
 

@@ -8,6 +8,7 @@
 
 #include "../../../detail/error.hpp"
 #include "../broadcast.hpp"
+#include "../sharded_communication.hpp"
 #include "../sharded_strategy.hpp"
 
 namespace accel::parallel::detail {
@@ -19,6 +20,8 @@ void ShardedStrategy<Derived>::attach(runtime::ProcessGroup* process_group,
   shard_within(process_group, nullptr);
   flats_.keep_shards_on_host(options.offload.parameters);
   optimizers_.configure(process_group, options.offload, options.fused_optimizer);
+  check_sharded_communication(name_, options.sharded_communication);
+  reduce_scatter_.send_in(options.sharded_communication.gradients, name_);
   if (options.offload.parameters && group_ == nullptr)
     accel::detail::fail("{}: Options::offload.parameters keeps this rank's parameter shards on "
                         "the CPU, and on one process nothing is sharded (the model stays whole "
