@@ -77,6 +77,7 @@ struct Config {
   bool prefetch = accel::Options{}.prefetch_units;
   bool fused_optimizer = accel::Options{}.fused_optimizer;
   std::string offload = "none";
+  std::string comm_params = "none", comm_grads = "none";  // Options::sharded_communication
   bool breakdown = false;
   bool timeline = false;  // Options::timeline on, logged to a run under $TMPDIR
   bool pin = false;
@@ -160,6 +161,10 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
   --offload O            none (default) | optimizer | parameters: Options::offload (zero2, zero3,
                          fsdp*): optimizer state and its step on CPU copies; parameters (zero3,
                          fsdp): the parameter shards too
+  --comm-params D        none (default) | bf16 | fp16: zero3, fsdp-full: each unit all-gathered in
+                         D (Options::sharded_communication.parameters)
+  --comm-grads D         none (default) | bf16 | fp16: zero2, zero3, fsdp*: gradients
+                         reduce-scattered in D (Options::sharded_communication.gradients)
   --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
                          recomputed in backward; docs/memory.md)
   --checkpoint-blocks N  with --activation-checkpointing: only the first N blocks (the last
@@ -261,6 +266,8 @@ Config parse(int argc, char** argv) {
       else if (flag == "--in-flight") c.in_flight = static_cast<int>(integer());
       else if (flag == "--small-bucket-kb") c.small_bucket_kb = std::stod(value);
       else if (flag == "--compress") c.compress = value;
+      else if (flag == "--comm-params") c.comm_params = value;
+      else if (flag == "--comm-grads") c.comm_grads = value;
       else if (flag == "--checkpoint") c.checkpoint = value;
       else if (flag == "--checkpoint-blocks") c.checkpoint_blocks = integer();
       else if (flag == "--checkpoint-part") c.checkpoint_part = value;
@@ -574,6 +581,14 @@ void pin_to_core() {
   if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("accel_bench: sched_setaffinity");
 }
 
+// --comm-params / --comm-grads: none, bf16 or fp16.
+std::optional<torch::Dtype> communication_dtype(const std::string& name) {
+  if (name == "none") return std::nullopt;
+  if (name == "bf16") return torch::kBFloat16;
+  if (name == "fp16") return torch::kHalf;
+  usage_error(fmt::format("a communication dtype is none, bf16 or fp16, not '{}'", name));
+}
+
 template <class Acc>
 int train(const Config& c) {
   if (c.pin) pin_to_core();
@@ -590,7 +605,9 @@ int train(const Config& c) {
               .gradients_as_bucket_views = c.bucket_views,
               .small_bucket_kb = c.small_bucket_kb},
       .zero2 = {.bucket_mb = c.bucket_mb, .reduce_scatters_in_flight = c.in_flight},
-      .offload = {.optimizer = c.offload == "optimizer", .parameters = c.offload == "parameters"}});
+      .offload = {.optimizer = c.offload == "optimizer", .parameters = c.offload == "parameters"},
+      .sharded_communication = {.parameters = communication_dtype(c.comm_params),
+                                .gradients = communication_dtype(c.comm_grads)}});
   const int rank = acc.process_index(), world = acc.num_processes();
 
   torch::manual_seed(0);  // same initial model everywhere (Ddp broadcasts rank 0's anyway)

@@ -105,6 +105,13 @@ def parse():
                         "glibc's heap thresholds at their defaults")
     p.add_argument("--compress", default="none", choices=["none", "fp16", "bf16"],
                    help="DDP comm hook fp16_compress_hook / bf16_compress_hook")
+    p.add_argument("--comm-grads", default="none", choices=["none", "fp16", "bf16"],
+                   help="FSDP: MixedPrecision(reduce_dtype=...), gradients reduce-scattered in "
+                        "it (accel_bench's --comm-grads)")
+    p.add_argument("--comm-params", default="none", choices=["none", "fp16", "bf16"],
+                   help="FSDP: MixedPrecision(param_dtype=...), parameters all-gathered in it; "
+                        "FSDP then computes in it too, where accel's --comm-params only rounds "
+                        "the gathered fp32 weights")
     p.add_argument("--bucket-views", action="store_true", help="gradient_as_bucket_view=True")
     p.add_argument("--no-bucket-views", dest="bucket_views", action="store_false",
                    help="gradient_as_bucket_view=False (PyTorch's default)")
@@ -128,6 +135,9 @@ def parse():
     if a.model == "gpt" and a.strategy == "zero1":
         p.error("--strategy zero1 shards one optimizer's state; --model gpt's AdamW has two "
                 "param groups: use ddp or an fsdp strategy")
+    if (a.comm_grads != "none" or a.comm_params != "none") and not a.strategy.startswith("fsdp"):
+        p.error("--comm-grads and --comm-params set FSDP's MixedPrecision: use an fsdp strategy "
+                "(DDP compresses with --compress)")
     if a.optimizer is None:
         a.optimizer = "adamw" if a.model == "gpt" else "sgd"
     if (a.optimizer == "adamw") != (a.model == "gpt"):
@@ -282,9 +292,16 @@ def train(a):
         # Units as accel's Zero3 makes them: each child of a Sequential (the Linear layers), or
         # each block (accel::Sharded in accel_bench and the gpt example), the rest in the root.
         units = {nn.Linear} if a.model not in ("xfmr", "gpt") else {type(b) for b in net.blocks}
+        dtypes = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+        mixed = None
+        if a.comm_grads != "none" or a.comm_params != "none":
+            from torch.distributed.fsdp import MixedPrecision
+            mixed = MixedPrecision(param_dtype=dtypes[a.comm_params],
+                                   reduce_dtype=dtypes[a.comm_grads])
         model = FullyShardedDataParallel(net, sharding_strategy=sharding,
                                          auto_wrap_policy=ModuleWrapPolicy(units),
-                                         device_id=torch.device("cpu"), use_orig_params=True)
+                                         device_id=torch.device("cpu"), use_orig_params=True,
+                                         mixed_precision=mixed)
         net = model
     elif world > 1 or cuda:
         model = nn.parallel.DistributedDataParallel(

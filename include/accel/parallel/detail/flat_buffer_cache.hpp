@@ -7,11 +7,13 @@
 //
 // The cache keeps a freed block for the next request of exactly its size (the units of a
 // transformer are all one size). It never holds more than the buffers' own peak: a request that
-// finds no block of its size first frees kept blocks, oldest first, until their bytes cover it,
-// and a kept block only ever was in use, so the buffers' memory (in use and kept) stays at most
-// the most they were in use at once, which is what mapping each block fresh costs at that moment
-// too. release() frees what is kept: after a whole-model gather (Accelerator::full_parameters()),
-// whose blocks a step does not need again.
+// finds no block of its size first frees kept blocks, oldest first, until the kept, the lent and
+// the requested bytes together are at most the most ever lent at once (this request included)
+// plus one block of the largest size asked for: the buffers' memory stays within one block of
+// what mapping each block fresh costs at its peak, and blocks of several sizes taking turns
+// (a unit's buffer, its gradient, their narrowed copies) all stay for their next use. release()
+// frees what is kept and forgets that peak: after a whole-model gather
+// (Accelerator::full_parameters()), whose blocks a step does not need again.
 //
 // One cache per process (the blocks outlive any strategy: a .grad the user holds returns its
 // block when dropped); thread safe (Gloo's threads may drop the last reference).
@@ -57,6 +59,9 @@ class FlatBufferCache {
   mutable std::mutex mutex_;
   std::vector<Block> kept_;  // oldest first
   Counts counts_;            // the blocks taken; kept_bytes is summed from kept_ when asked
+  std::size_t lent_bytes_ = 0;       // lent and not yet given back
+  std::size_t peak_lent_bytes_ = 0;  // the most lent at once since the last release()
+  std::size_t largest_bytes_ = 0;    // the largest block asked for since then
 };
 
 // An uninitialized 1-D CPU tensor of `numel` elements whose memory comes from the cache.

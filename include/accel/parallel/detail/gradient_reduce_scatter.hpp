@@ -53,7 +53,7 @@ class GradientReduceScatter {
   // path carries it: the chunk lands in this rank's part of the buffer itself (dead once sent),
   // so no buffer of the shard's size is allocated per reduce-scatter. In a narrower wire dtype
   // the gradient is divided by the ranks into a copy of that dtype, which is summed and
-  // receives the chunk instead.
+  // receives the chunk instead, and the full gradient is released at once.
   ACCEL_DECL runtime::ProcessGroup::PendingCollective start(std::size_t f);
   // Flat parameter f's reduce-scattered (averaged) gradient, averaged across the nodes too under
   // Fsdp<HybridShard>, added to its shard gradient; f is no longer pending.

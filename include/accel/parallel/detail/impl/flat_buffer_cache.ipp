@@ -23,6 +23,7 @@ ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
   std::vector<Block> to_free;  // freed once the lock is let go, before a fresh block is taken
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    largest_bytes_ = std::max(largest_bytes_, bytes);
     // The most recently freed block of this size: its pages are the likeliest still in cache.
     const auto same = std::find_if(kept_.rbegin(), kept_.rend(),
                                    [bytes](const Block& block) { return block.bytes == bytes; });
@@ -31,14 +32,23 @@ ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
       kept_.erase(std::next(same).base());
       ++counts_.reused_blocks;
     } else {
-      // The fresh block's bytes come out of the kept ones first, so the total never grows.
-      std::size_t covered = 0;
+      // Kept blocks go, oldest first, only as far as the total (kept, lent and this one) must
+      // stay within the most ever lent at once, this request included, plus one largest block:
+      // a step's blocks of several sizes (a unit's buffer, its gradient, their narrowed copies)
+      // are more, one after the other, than it lends at once, and without that one block of
+      // room each size would free another's at every unit.
+      const std::size_t in_use = lent_bytes_ + bytes;
+      const std::size_t bound = std::max(peak_lent_bytes_, in_use) + largest_bytes_;
+      std::size_t kept = 0;
+      for (const Block& block : kept_) kept += block.bytes;
       auto end = kept_.begin();
-      for (; end != kept_.end() && covered < bytes; ++end) covered += end->bytes;
+      for (; end != kept_.end() && kept + in_use > bound; ++end) kept -= end->bytes;
       to_free.assign(std::make_move_iterator(kept_.begin()), std::make_move_iterator(end));
       kept_.erase(kept_.begin(), end);
       ++counts_.fresh_blocks;
     }
+    lent_bytes_ += bytes;
+    peak_lent_bytes_ = std::max(peak_lent_bytes_, lent_bytes_);
   }
   to_free.clear();
   if (!lent) lent = std::make_unique<Block>(Block{bytes, c10::GetCPUAllocator()->allocate(bytes)});
@@ -50,6 +60,7 @@ ACCEL_DECL void FlatBufferCache::give_back(void* block) {
   std::unique_ptr<Block> returned(static_cast<Block*>(block));
   FlatBufferCache& cache = instance();
   std::lock_guard<std::mutex> lock(cache.mutex_);
+  cache.lent_bytes_ -= returned->bytes;
   cache.kept_.push_back(std::move(*returned));
 }
 
@@ -58,6 +69,8 @@ ACCEL_DECL void FlatBufferCache::release() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     to_free.swap(kept_);
+    peak_lent_bytes_ = lent_bytes_;  // a whole-model gather's peak is not a step's
+    largest_bytes_ = 0;
   }
 }
 
