@@ -388,21 +388,24 @@ void zero2_overlap() {
   optimizer.step();
 }
 
+// call() fails with an accel::Error whose message holds `needle`.
+template <class Call>
+void expect_error(Call&& call, std::string_view needle) {
+  try {
+    call();
+  } catch (const accel::Error& error) {
+    const std::string what = error.what();
+    if (what.find(needle) == std::string::npos)
+      throw std::runtime_error(fmt::format("unexpected error: {}", what));
+    return;
+  }
+  throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
+}
+
 // What Zero2 refuses, on every rank alike: an optimizer that already holds state (here it
 // stepped on rank 0 only), and an optimizer parameter in no prepared model.
 void zero2_refusals() {
   Zero2 acc(test_options());
-  const auto expect_error = [&](auto&& call, std::string_view needle) {
-    try {
-      call();
-    } catch (const accel::Error& error) {
-      const std::string what = error.what();
-      if (what.find(needle) == std::string::npos)
-        throw std::runtime_error(fmt::format("unexpected error: {}", what));
-      return;
-    }
-    throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
-  };
   // Options::zero2 out of range: every rank has the same options, so every rank refuses.
   accel::Options no_flight = test_options();
   no_flight.zero2.reduce_scatters_in_flight = -1;
@@ -653,17 +656,6 @@ void narrow_communication(accel::ShardedCommunicationOptions communication,
 
 // What Options::sharded_communication refuses, on every rank alike, naming the value.
 void narrow_communication_refusals() {
-  const auto expect_error = [](auto&& call, std::string_view needle) {
-    try {
-      call();
-    } catch (const accel::Error& error) {
-      const std::string what = error.what();
-      if (what.find(needle) == std::string::npos)
-        throw std::runtime_error(fmt::format("unexpected error: {}", what));
-      return;
-    }
-    throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
-  };
   accel::Options wide = test_options();
   wide.sharded_communication.gradients = torch::kDouble;
   expect_error([&] { Zero3 refused(wide); },

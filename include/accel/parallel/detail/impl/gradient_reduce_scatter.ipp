@@ -27,15 +27,17 @@ ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start
   if (!narrows(wire_, full))
     return shards_->reduce_scatter_async(full, runtime::ReduceOp::mean,
                                          full.narrow(0, flat.rank() * shard, shard));
-  // Divided before the cast, as PyTorch's fp16 compression does: the ranks' fp16 values then sum
-  // without overflowing.
-  // From the unit-buffer cache where the full gradient came from it (flat_parameter.hpp).
+  // The narrowed copy comes from the unit-buffer cache where the full gradient did
+  // (flat_parameter.hpp).
   const auto options = full.options().dtype(*wire_);
   torch::Tensor sent = full.is_cpu() && flat.residency() == Residency::sharded
                            ? cached_cpu_buffer(full.numel(), options)
                            : torch::empty(full.sizes(), options);
-  // Piece by piece: a cast into another dtype computes into a temporary of the output's size,
-  // which for a whole unit is mapped fresh (page faults) at every reduce-scatter.
+  require_narrow_wire(*shards_, sent, strategy_, "gradients");
+  // Divided before the cast, as PyTorch's fp16 compression does: the ranks' fp16 values then sum
+  // without overflowing. Piece by piece: a cast into another dtype computes into a temporary of
+  // the output's size, which for a whole unit is mapped fresh (page faults) at every
+  // reduce-scatter.
   const torch::Tensor divisor = torch::scalar_tensor(shards_->size(), full.options());
   constexpr std::int64_t piece = std::int64_t{1} << 18;
   for (std::int64_t begin = 0; begin < full.numel(); begin += piece) {
@@ -44,7 +46,6 @@ ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start
     torch::div_out(out, full.narrow(0, begin, length), divisor);
   }
   flat.release_gradients();  // the copy travels: the full gradient's memory can go now
-  require_narrow_wire(*shards_, sent, strategy_, "gradients");
   return shards_->reduce_scatter_async(sent, runtime::ReduceOp::sum,
                                        sent.narrow(0, flat.rank() * shard, shard));
 }
