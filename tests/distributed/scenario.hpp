@@ -8,7 +8,12 @@
 
 #include "run_scenario.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 
 namespace accel_test {
 
@@ -35,6 +40,15 @@ std::string error_of(Run&& run) {
     return error.what();
   }
   return "";
+}
+
+// `run` fails with an accel::Error whose message holds `needle`.
+template <class Run>
+void expect_error(Run&& run, std::string_view needle) {
+  const std::string what = error_of(run);
+  if (what.empty()) throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
+  if (what.find(needle) == std::string::npos)
+    throw std::runtime_error(fmt::format("unexpected error: {}", what));
 }
 
 }  // namespace accel_test

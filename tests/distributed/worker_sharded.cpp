@@ -32,6 +32,7 @@ namespace {
 using accel_test::Ddp;
 using accel_test::ddp_frozen;
 using accel_test::ddp_matches_single_process;
+using accel_test::expect_error;
 using accel_test::expect_matches_reference;
 using accel_test::gan_accumulation;
 using accel_test::Regression;
@@ -386,20 +387,6 @@ void zero2_overlap() {
   EXPECT(flats.back()->shard_gradient().abs().sum().item<double>() == 0.0);
   EXPECT(flats[1]->shard_gradient().abs().sum().item<double>() > 0.0);  // the last weight
   optimizer.step();
-}
-
-// call() fails with an accel::Error whose message holds `needle`.
-template <class Call>
-void expect_error(Call&& call, std::string_view needle) {
-  try {
-    call();
-  } catch (const accel::Error& error) {
-    const std::string what = error.what();
-    if (what.find(needle) == std::string::npos)
-      throw std::runtime_error(fmt::format("unexpected error: {}", what));
-    return;
-  }
-  throw std::runtime_error(fmt::format("no error; expected '{}'", needle));
 }
 
 // What Zero2 refuses, on every rank alike: an optimizer that already holds state (here it

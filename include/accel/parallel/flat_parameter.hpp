@@ -228,6 +228,16 @@ class FlatParameter {
     if (grad.defined()) slot.copy_(grad);
     p.mutable_grad() = slot;
   }
+  // An uninitialized buffer of the full padded size in `dtype`, from where a step's buffers of
+  // this flat parameter come (full_gradient_buffer() says why): the unit-buffer cache for a
+  // sharded one on CPU, else the allocator. Also the narrowed copies of
+  // Options::sharded_communication.
+  torch::Tensor full_size_buffer(torch::Dtype dtype) const {
+    const auto options = flat_.options().dtype(dtype);
+    if (residency_ == Residency::sharded && flat_.device().is_cpu())
+      return detail::cached_cpu_buffer(layout_.padded_numel, options);
+    return torch::empty({layout_.padded_numel}, options);
+  }
   // The full flat gradient buffer; undefined while released.
   const torch::Tensor& gradient() const { return gradient_; }
   // Drops the full gradient: every .grad becomes undefined and the buffer is freed (unless the
@@ -256,9 +266,7 @@ class FlatParameter {
   // cache Zero2's peak RSS on the gpt example rose 2 to 5%). On CUDA the caching allocator keeps
   // it either way.
   torch::Tensor full_gradient_buffer() const {
-    if (residency_ == Residency::sharded && flat_.device().is_cpu())
-      return detail::cached_cpu_buffer(layout_.padded_numel, flat_.options()).zero_();
-    return torch::zeros({layout_.padded_numel}, flat_.options());
+    return full_size_buffer(flat_.scalar_type()).zero_();
   }
 
   // Zeros, aliased by the pieces' .grad (the same piece tensors: an optimizer built over them

@@ -53,6 +53,8 @@ class FlatBufferCache {
     std::size_t bytes;
     at::DataPtr memory;  // owns the allocation
   };
+  // The kept blocks' bytes; the caller holds mutex_.
+  ACCEL_DECL std::size_t kept_bytes() const;
   // A lent block's deleter (the DataPtr's context is the Block it was lent as).
   ACCEL_DECL static void give_back(void* block);
 

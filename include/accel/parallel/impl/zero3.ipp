@@ -219,9 +219,7 @@ ACCEL_DECL torch::Tensor FullyShardedStrategy::narrowed_shard(std::size_t f,
   if (rounded_[f] == 0) return {};
   torch::Tensor sent = shard.to(*parameter_wire_);
   detail::require_narrow_wire(*shard_group_, sent, name_, "parameters");
-  const torch::Tensor& full = flats_[f].flat();
-  narrow_landing_[f] = full.is_cpu() ? detail::cached_cpu_buffer(full.numel(), sent.options())
-                                     : torch::empty(full.sizes(), sent.options());
+  narrow_landing_[f] = flats_[f].full_size_buffer(*parameter_wire_);
   return sent;
 }
 

@@ -39,8 +39,7 @@ ACCEL_DECL at::DataPtr FlatBufferCache::take(std::size_t bytes) {
       // room each size would free another's at every unit.
       const std::size_t in_use = lent_bytes_ + bytes;
       const std::size_t bound = std::max(peak_lent_bytes_, in_use) + largest_bytes_;
-      std::size_t kept = 0;
-      for (const Block& block : kept_) kept += block.bytes;
+      std::size_t kept = kept_bytes();
       auto end = kept_.begin();
       for (; end != kept_.end() && kept + in_use > bound; ++end) kept -= end->bytes;
       to_free.assign(std::make_move_iterator(kept_.begin()), std::make_move_iterator(end));
@@ -77,8 +76,14 @@ ACCEL_DECL void FlatBufferCache::release() {
 ACCEL_DECL FlatBufferCache::Counts FlatBufferCache::counts() const {
   std::lock_guard<std::mutex> lock(mutex_);
   Counts counts = counts_;
-  for (const Block& block : kept_) counts.kept_bytes += block.bytes;
+  counts.kept_bytes = kept_bytes();
   return counts;
+}
+
+ACCEL_DECL std::size_t FlatBufferCache::kept_bytes() const {
+  std::size_t kept = 0;
+  for (const Block& block : kept_) kept += block.bytes;
+  return kept;
 }
 
 ACCEL_DECL torch::Tensor cached_cpu_buffer(std::int64_t numel,

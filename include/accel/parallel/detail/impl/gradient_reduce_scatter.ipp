@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../flat_buffer_cache.hpp"
 #include "../gradient_reduce_scatter.hpp"
 #include "../sharded_communication.hpp"
 
@@ -27,12 +26,7 @@ ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start
   if (!narrows(wire_, full))
     return shards_->reduce_scatter_async(full, runtime::ReduceOp::mean,
                                          full.narrow(0, flat.rank() * shard, shard));
-  // The narrowed copy comes from the unit-buffer cache where the full gradient did
-  // (flat_parameter.hpp).
-  const auto options = full.options().dtype(*wire_);
-  torch::Tensor sent = full.is_cpu() && flat.residency() == Residency::sharded
-                           ? cached_cpu_buffer(full.numel(), options)
-                           : torch::empty(full.sizes(), options);
+  torch::Tensor sent = flat.full_size_buffer(*wire_);
   require_narrow_wire(*shards_, sent, strategy_, "gradients");
   // Divided before the cast, as PyTorch's fp16 compression does: the ranks' fp16 values then sum
   // without overflowing. Piece by piece: a cast into another dtype computes into a temporary of
