@@ -5,7 +5,8 @@
 //   accel_bench [--nproc N] [--strategy ddp] [--precision fp32|bf16|fp16|fp8] [--accum 1|2|4]
 //               [--model mlp|xfmr|tiny|gpt] [--hidden H] [--layers L] [--batch B] [--seq S]
 //               [--heads A] [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--pin]
-//               [--compress none|fp16|bf16] [--no-bucket-views] [--plain] [--breakdown]
+//               [--compress none|fp16|bf16] [--no-bucket-views] [--private-buckets] [--plain]
+//               [--breakdown]
 //
 // Every rank trains --warmup optimizer steps, then times --steps. The last line, from rank 0:
 //   steps_per_s=<x> samples_per_s=<y> [tokens_per_s=<t>] peak_rss_mb=<z> ...
@@ -72,6 +73,7 @@ struct Config {
   double small_bucket_kb = accel::DdpOptions{}.small_bucket_kb;
   std::string compress = "none";
   bool bucket_views = accel::DdpOptions{}.gradients_as_bucket_views;
+  bool shared_buckets = accel::DdpOptions{}.buckets_in_shared_memory;
   bool tune_heap = accel::Options{}.tune_cpu_heap;
   double heap_mmap_mb = 0;  // 0: the Accelerator's default
   bool prefetch = accel::Options{}.prefetch_units;
@@ -142,9 +144,13 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
                          as PyTorch)
   --in-flight N          zero2, fsdp-grad-op: Options::zero2.reduce_scatters_in_flight (default 0:
                          each bucket's reduce-scatter waited for as it starts)
-  --small-bucket-kb KB   Ddp buckets up to this size are all-reduced after backward over Gloo's
-                         registered buffers on the training thread, not through c10d
-                         (default 256; 0: every bucket through c10d, as PyTorch)
+  --small-bucket-kb KB   Ddp buckets up to this size are all-reduced after backward on the
+                         training thread (in shared memory, or over Gloo's registered buffers),
+                         not asynchronously (default 256; 0: every bucket asynchronous)
+  --private-buckets      Options::ddp.buckets_in_shared_memory = false: Ddp's buckets in each
+                         rank's own memory, copied through the shared-memory transport, instead
+                         of all-reduced where they lie in shared memory (--shared-buckets, the
+                         default)
   --compress C           none (default) | fp16 | bf16: Ddp's gradients all-reduced in fp16/bf16
                          (DdpWith<CompressFp16|CompressBf16>; bf16 needs libtorch >= 2.x's Gloo)
   --no-bucket-views      Options::ddp.gradients_as_bucket_views = false: gradients copied into
@@ -226,6 +232,10 @@ Config parse(int argc, char** argv) {
     }
     if (flag == "--bucket-views" || flag == "--no-bucket-views") {
       c.bucket_views = flag == "--bucket-views";
+      continue;
+    }
+    if (flag == "--shared-buckets" || flag == "--private-buckets") {
+      c.shared_buckets = flag == "--shared-buckets";
       continue;
     }
     if (flag == "--timeline") {
@@ -603,7 +613,8 @@ int train(const Config& c) {
       .fused_optimizer = c.fused_optimizer,
       .ddp = {.bucket_mb = c.bucket_mb,
               .gradients_as_bucket_views = c.bucket_views,
-              .small_bucket_kb = c.small_bucket_kb},
+              .small_bucket_kb = c.small_bucket_kb,
+              .buckets_in_shared_memory = c.shared_buckets},
       .zero2 = {.bucket_mb = c.bucket_mb, .reduce_scatters_in_flight = c.in_flight},
       .offload = {.optimizer = c.offload == "optimizer", .parameters = c.offload == "parameters"},
       .sharded_communication = {.parameters = communication_dtype(c.comm_params),
@@ -634,9 +645,10 @@ int train(const Config& c) {
     if (rank == 0)
       fmt::print(stderr, "accel_bench: model={} parameters={} world_size={} strategy={} "
                  "optimizer={} precision={} accum={} compress={} bucket_views={} "
-                 "small_bucket_kb={} tune_cpu_heap={} offload={}\n",
+                 "shared_buckets={} small_bucket_kb={} tune_cpu_heap={} offload={}\n",
                  c.model, parameter_count, world, c.strategy, c.optimizer, c.precision, c.accum,
-                 c.compress, c.bucket_views, c.small_bucket_kb, c.tune_heap, c.offload);
+                 c.compress, c.bucket_views, c.shared_buckets, c.small_bucket_kb, c.tune_heap,
+                 c.offload);
 
     // Synthetic data, generated once per rank, deterministic.
     torch::manual_seed(1000 + static_cast<std::uint64_t>(rank));

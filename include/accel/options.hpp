@@ -32,11 +32,19 @@ struct DdpOptions {
   // the user replaces (or sets to undefined) is copied in again and becomes a view once more.
   bool gradients_as_bucket_views = true;
   // Buckets of at most this many KiB (fp32 or fp64 on CPU, uncompressed) are all-reduced right
-  // after backward on the training thread, over buffers registered with Gloo once, instead of
-  // asynchronously through c10d, whose per-collective hops cost more than a few KiB take to
-  // move (docs/benchmarks.md). Larger buckets stay on c10d, overlapping backward. 0 sends every
-  // bucket through c10d.
+  // after backward on the training thread (where the buckets are, in shared memory, or else
+  // over buffers registered with Gloo once) instead of asynchronously, whose hand-offs cost
+  // more than a few KiB take to move (docs/benchmarks.md). Larger buckets stay asynchronous,
+  // overlapping backward. 0: every bucket asynchronous.
   double small_bucket_kb = 256.0;
+  // Where every rank is on this host and CPU tensors travel through shared memory, the buckets
+  // (fp32 or fp64, uncompressed) live in a shared-memory segment that all ranks map, and each is
+  // all-reduced where it lies: rank r sums its slice of every rank's bucket, averages it and
+  // writes it into all of them, with no copy into the transport and back and no separate
+  // averaging pass (docs/distributed.md). Costs the gradients' bytes in /dev/shm per rank of the
+  // node, as private buckets cost them in the heap. false: private buckets, copied through the
+  // transport's slots.
+  bool buckets_in_shared_memory = true;
 };
 
 // Zero2's and Fsdp<ShardGradOp>'s knobs (Options::zero2). Each bucket of trainable parameters

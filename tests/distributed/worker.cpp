@@ -12,7 +12,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,11 +57,12 @@ void ddp_no_sync() {
   EXPECT(issued[2] >= 2);  // several buckets, each its own all-reduce
 }
 
-// Several buckets, gradients as bucket views or copies, and buckets through c10d or through
-// Gloo's registered buffers (small_bucket_kb) change nothing in the result.
+// Several buckets, gradients as bucket views or copies, and private buckets through c10d or
+// through Gloo's registered buffers (small_bucket_kb) change nothing in the result.
 void ddp_small_buckets(bool views, double small_bucket_kb) {
   accel::Options options = test_options();
   options.ddp.gradients_as_bucket_views = views;
+  options.ddp.buckets_in_shared_memory = false;  // ddp_shared_buckets tests the default
   // Buckets of 68 and 160 bytes (a bucket closes once it reaches its cap): with small_bucket_kb
   // 0.1 the first is registered and the second goes through c10d; with 0 both go through c10d.
   options.ddp.first_bucket_mb = 0.00005;
@@ -74,6 +77,48 @@ void ddp_small_buckets(bool views, double small_bucket_kb) {
   const bool shared = last[last.size() - 1].grad().storage().data() ==
                       last[last.size() - 2].grad().storage().data();
   EXPECT(shared == views);
+}
+
+// Whether `t`'s memory lies in one of accel's shared-memory segments (/proc/self/maps).
+bool in_shared_segment(const torch::Tensor& t) {
+  std::ifstream maps("/proc/self/maps");
+  const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2 && address >= begin &&
+        address < end)
+      return line.find("/accel-shm.") != std::string::npos;
+  }
+  return false;
+}
+
+// Buckets in shared memory (DdpOptions::buckets_in_shared_memory, the default on one host): with
+// gradients as bucket views the gradients live in the segment every rank maps; several buckets,
+// each all-reduced and averaged where it lies, train bitwise as private buckets copied through
+// the transport do, and as one process within the suite's tolerance.
+void ddp_shared_buckets(bool views) {
+  std::vector<torch::Tensor> trained[2];
+  for (const bool shared : {true, false}) {
+    accel::Options options = test_options();
+    options.ddp.gradients_as_bucket_views = views;
+    options.ddp.first_bucket_mb = 0.00005;  // buckets of 68 and 160 bytes
+    options.ddp.bucket_mb = 0.0001;
+    options.ddp.buckets_in_shared_memory = shared;
+    Ddp acc(options);
+    bool every_gradient_shared = true, any_gradient_shared = false;
+    const auto [net, reference] = train_beside_single_process(acc, [&](const auto& model) {
+      for (const auto& p : model->parameters()) {
+        every_gradient_shared = every_gradient_shared && in_shared_segment(p.grad());
+        any_gradient_shared = any_gradient_shared || in_shared_segment(p.grad());
+      }
+    });
+    EXPECT(shared && views ? every_gradient_shared : !any_gradient_shared);
+    for (std::size_t i = 0; i < net->parameters().size(); ++i)
+      EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+    for (const auto& p : net->parameters()) trained[shared ? 0 : 1].push_back(p.detach().clone());
+  }
+  for (std::size_t i = 0; i < trained[0].size(); ++i)
+    EXPECT(torch::equal(trained[0][i], trained[1][i]));
 }
 
 // DdpWith<C>: gradients travel in C's dtype; the averaged gradients are exactly representable
@@ -247,6 +292,8 @@ int run(int argc, char** argv) {
       {"ddp_bucket_views", [] { ddp_small_buckets(true, 0.0); }},
       {"ddp_mixed_buckets", [] { ddp_small_buckets(false, 0.1); }},
       {"ddp_mixed_views", [] { ddp_small_buckets(true, 0.1); }},
+      {"ddp_shared_buckets", [] { ddp_shared_buckets(true); }},
+      {"ddp_shared_buckets_copied", [] { ddp_shared_buckets(false); }},
       {"ddp_compress_fp16", ddp_compressed<accel::CompressFp16>},
       {"ddp_compress_bf16", ddp_compressed<accel::CompressBf16>},
       {"ddp_unused", [] { ddp_unused(false); }},

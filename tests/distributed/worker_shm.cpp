@@ -4,6 +4,7 @@
 // mismatched collective, a peer that exits, a peer that stops). Started by accel-launch (or by
 // shm.sh, for the faults the launcher would otherwise end first): RANK, WORLD_SIZE and
 // ACCEL_STORE_DIR (whose name gives the run token) come from the environment.
+#include <accel/runtime/shm/regions.hpp>
 #include <accel/runtime/shm/transport.hpp>
 
 #include "run_scenario.hpp"
@@ -186,6 +187,59 @@ void check_byte_collectives(shm::Transport& transport) {
   }
 }
 
+// Regions of `bytes` per rank over segment number `group`, mapped by every rank.
+shm::Regions map_regions(shm::Transport& transport, int group, std::size_t bytes) {
+  const std::string name = shm::segment_name(run_token(), group);
+  const std::size_t total = shm::Regions::segment_bytes(size, bytes);
+  shm::Regions regions(rank == 0 ? shm::Segment::create(name, total)
+                                 : shm::Segment::open(name, total, std::chrono::seconds(30)),
+                       rank, size, bytes);
+  transport.regions_mapped(bytes);
+  regions.unlink();
+  return regions;
+}
+
+// All-reduce in place in the regions (Ddp's shared buckets): each rank's region holds its values
+// everywhere but where the collective runs; afterwards every rank's region holds, there, the
+// rank-order sum times the scale, computed as T's own arithmetic does (the Reducer's average is
+// that multiplication), and its own values everywhere else.
+template <class T>
+void check_region_allreduce(shm::Transport& transport, shm::Regions& regions) {
+  const std::size_t elements = regions.bytes() / sizeof(T);
+  T* mine = reinterpret_cast<T*>(regions.mine());
+  for (const double scale : {1.0, 1.0 / size}) {
+    for (const std::size_t n : sizes(elements / 8)) {
+      for (const std::size_t first : {std::size_t{0}, std::size_t{16}, elements - n}) {
+        for (std::size_t i = 0; i < elements; ++i)
+          mine[i] = Codec<T>::make(value(rank, i, /*inexact=*/true));
+        transport.allreduce_regions(regions.bases(), first * sizeof(T), n, Codec<T>::type, scale);
+        for (int r = 0; r < size; ++r) {
+          const T* theirs = reinterpret_cast<const T*>(regions.bases()[r]);
+          for (std::size_t i = 0; i < elements; ++i) {
+            T want = Codec<T>::make(value(r, i, true));
+            if (i >= first && i < first + n) {
+              want = Codec<T>::make(value(0, i, true));
+              for (int q = 1; q < size; ++q) want += Codec<T>::make(value(q, i, true));
+              if (scale != 1.0) want *= static_cast<T>(scale);
+            }
+            // Rank r's values outside the range may change again once r is past the last
+            // barrier: only this rank's own are compared there.
+            if ((i >= first && i < first + n) || r == rank) {
+              if (theirs[i] != want)
+                throw std::runtime_error(fmt::format(
+                    "allreduce_regions of {} x {} at {}, scale {}: rank {}'s element {} is {}, "
+                    "expected {}",
+                    n, shm::to_string(Codec<T>::type), first, scale, r, i, theirs[i], want));
+            }
+          }
+        }
+        // No rank refills its region until every rank has read the result in all of them.
+        transport.regions_mapped(regions.bytes());
+      }
+    }
+  }
+}
+
 // Runs `call`, which must fail with an accel: error containing `part`.
 void expect_error(const std::function<void()>& call, const std::string& part) {
   try {
@@ -217,6 +271,23 @@ const accel_test::Scenarios scenarios = {
        // A second transport of the same run (another group) beside the first.
        shm::Transport second = connect(1, 1 << 16);
        check_reductions<float>(second, true);
+     }},
+    {"regions",
+     [] {
+       shm::Transport transport = connect(0);
+       // Not a multiple of the page: every region still starts on a page of its own.
+       shm::Regions regions = map_regions(transport, 2, 3 * 4096 * 8 + 40);
+       for (int r = 0; r < size; ++r)
+         EXPECT(reinterpret_cast<std::uintptr_t>(regions.bases()[r]) % 4096 == 0);
+       check_region_allreduce<float>(transport, regions);
+       check_region_allreduce<double>(transport, regions);
+       // Buckets at different places on different ranks are refused on every rank, naming them.
+       expect_error(
+           [&] {
+             transport.allreduce_regions(regions.bases(), rank == 0 ? 0 : 64, 4,
+                                         shm::DataType::f32, 1.0);
+           },
+           "at byte 64");
      }},
     // Rank 1 calls an all-gather where the others call an all-reduce: every rank fails, naming
     // each rank's call, and the transport refuses to go on.

@@ -77,6 +77,7 @@
 #include "../runtime/impl/tensor_layout.ipp"
 #include "../runtime/shm/impl/barrier.ipp"
 #include "../runtime/shm/impl/elements.ipp"
+#include "../runtime/shm/impl/regions.ipp"
 #include "../runtime/shm/impl/segment.ipp"
 #include "../runtime/shm/impl/segment_name.ipp"
 #include "../runtime/shm/impl/transport.ipp"

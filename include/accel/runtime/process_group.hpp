@@ -94,6 +94,19 @@ class ProcessGroup {
   // The same with the stand-in given: `wire` travels, and its sum lands in `tensor` at wait().
   ACCEL_DECL Pending allreduce_async(torch::Tensor tensor, torch::Tensor wire);
 
+  // One region of `bytes` per rank in a shared-memory segment that every rank of the group maps
+  // (shm/regions.hpp): Ddp keeps its buckets there and all-reduces them where they lie
+  // (allreduce_in_regions_async). Collective; null where the group has no shared-memory path.
+  ACCEL_DECL std::shared_ptr<shm::Regions> share_regions(std::size_t bytes);
+  // Starts the sum all-reduce, times `scale`, of `flat`: contiguous fp32 or fp64 in this rank's
+  // region of `regions`, at the same place on every rank. Every rank's region holds the result
+  // once wait() returns; `flat` must not change until then.
+  ACCEL_DECL Pending allreduce_in_regions_async(std::shared_ptr<shm::Regions> regions,
+                                                torch::Tensor flat, double scale);
+  // The same on the calling thread (Ddp's small buckets), once those issued before have run.
+  ACCEL_DECL void allreduce_in_regions(shm::Regions& regions, const torch::Tensor& flat,
+                                       double scale);
+
   // A sum all-reduce whose buffers are registered once, run on the calling thread: Ddp's small
   // buckets (registered_allreduce.hpp). Collective; takes what DirectGloo::can_register accepts.
   using RegisteredAllreduce = runtime::RegisteredAllreduce;
@@ -163,6 +176,9 @@ class ProcessGroup {
   bool gathers_in_shared_memory(const torch::Tensor& t) const {
     return shm_ && t.device().is_cpu() && t.is_contiguous();
   }
+  // The element type of `flat`, which must lie in this rank's region of `regions`.
+  ACCEL_DECL shm::DataType check_in_regions(const shm::Regions* regions,
+                                            const torch::Tensor& flat) const;
   ACCEL_DECL void check_gather_layout(const torch::Tensor& output,
                                       const torch::Tensor& input) const;
   // What allgather sends: a 0-dim tensor as shape [1], contiguous.

@@ -30,6 +30,7 @@
 #include "../detail/torch_compat.hpp"
 #include "collective_call.hpp"
 #include "failure_record.hpp"
+#include "shm/regions.hpp"
 #include "shm/transport.hpp"
 
 namespace accel::runtime {
@@ -100,6 +101,23 @@ class SharedMemoryPath {
                                                            shm::DataType type, shm::Reduction op);
   ACCEL_DECL std::shared_future<void> start_allgather(torch::Tensor input, torch::Tensor output);
 
+  // Collective: a segment of one region of `bytes` per rank that every rank maps (shm/regions.hpp),
+  // made by rank 0 and named to the others through `store`, as the transport's own segment is.
+  ACCEL_DECL std::shared_ptr<shm::Regions> map_regions(c10d::Store& store,
+                                                       const std::string& run_token,
+                                                       const std::string& group,
+                                                       std::size_t bytes,
+                                                       const CollectiveCall& call);
+  // `data`, in this rank's region of `regions`, summed with the same place of every rank's
+  // region, times `scale`, in place (Transport::allreduce_regions), here, behind the
+  // asynchronous collectives issued before it.
+  ACCEL_DECL void allreduce_regions(shm::Regions& regions, const torch::Tensor& data,
+                                    shm::DataType type, double scale, const CollectiveCall& call);
+  // The same on the path's thread; keeps `regions` mapped and `data` alive until it has run.
+  ACCEL_DECL std::shared_future<void> start_allreduce_regions(std::shared_ptr<shm::Regions> regions,
+                                                              torch::Tensor data,
+                                                              shm::DataType type, double scale);
+
  private:
   // Rank 0 creates the segment under a fresh random name (shm/segment_name.hpp) and passes the
   // name on through the store; nobody outside the run can guess it, so nobody can take it first.
@@ -119,10 +137,17 @@ class SharedMemoryPath {
   static std::size_t byte_size(const torch::Tensor& t) {
     return static_cast<std::size_t>(t.numel()) * t.element_size();
   }
+  // Where `data` lies in this rank's region.
+  static std::size_t offset_in(const shm::Regions& regions, const torch::Tensor& data) {
+    return static_cast<std::size_t>(static_cast<const std::byte*>(data.data_ptr()) -
+                                    regions.mine());
+  }
 
   ACCEL_DECL void serve();
 
   int rank_;
+  std::chrono::milliseconds timeout_;
+  int regions_mapped_ = 0;  // map_regions calls: each names its segment under a key of its own
   bool broken_ = false;  // a collective failed (failed(), on the thread that waited for it)
   shm::Transport transport_;
   std::mutex mutex_;

@@ -9,5 +9,8 @@ namespace accel::runtime {
 
 class C10dTransport;     // c10d_transport.hpp
 class SharedMemoryPath;  // shared_memory_path.hpp
+namespace shm {
+class Regions;  // shm/regions.hpp
+}  // namespace shm
 
 }  // namespace accel::runtime

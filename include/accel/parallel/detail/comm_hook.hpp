@@ -15,7 +15,9 @@ namespace accel::parallel::detail {
 
 struct AllreduceHook {
   static constexpr bool divides_before_sending = false;
-  static constexpr bool may_register = true;  // small buckets may skip c10d (direct_gloo.hpp)
+  // The bucket itself travels: a small one may skip c10d over registered buffers
+  // (direct_gloo.hpp), and on one host all may be all-reduced where they lie in shared memory.
+  static constexpr bool sends_the_bucket = true;
   runtime::ProcessGroup::Pending send(runtime::ProcessGroup& group, torch::Tensor& flat) const {
     return group.allreduce_async(flat);
   }
@@ -24,7 +26,7 @@ struct AllreduceHook {
 struct CompressHook {
   c10::ScalarType wire = torch::kHalf;
   static constexpr bool divides_before_sending = true;
-  static constexpr bool may_register = false;
+  static constexpr bool sends_the_bucket = false;
   runtime::ProcessGroup::Pending send(runtime::ProcessGroup& group, torch::Tensor& flat) const {
     return group.allreduce_async(flat, flat.div(group.size()).to(wire));
   }

@@ -15,6 +15,10 @@
 // Small buckets (DdpOptions::small_bucket_kb) skip c10d: their all-reduce runs after backward,
 // on this thread, over buffers registered with Gloo once (runtime/direct_gloo.hpp), where a
 // c10d round trip would cost more than the bucket's whole transfer.
+//
+// On one host with the shared-memory path (DdpOptions::buckets_in_shared_memory), the buckets
+// live in shared memory that every rank maps (runtime/shm/regions.hpp) and are all-reduced and
+// averaged where they lie, in one pass: nothing is copied through the transport.
 #pragma once
 
 #include <torch/torch.h>
@@ -66,11 +70,15 @@ class Reducer {
     torch::Tensor flat;
     std::size_t waiting = 0;
     runtime::ProcessGroup::Pending pending;
-    // Set for a small bucket: reduced in finalize() on this thread instead of through c10d.
+    // A small bucket: all-reduced in finalize() on this thread, not asynchronously: in shared
+    // memory where the buckets are, else over Gloo's registered buffers (`registered`).
+    bool after_backward = false;
     std::optional<runtime::ProcessGroup::RegisteredAllreduce> registered;
   };
 
   void build_buckets();
+  // Whether the buckets go into shared memory: the same answer on every rank.
+  bool shares_buckets() const;
   void install_hooks();
   // Runs on the autograd thread once parameter i's .grad holds its accumulated value.
   void on_gradient(std::size_t i);
@@ -99,6 +107,7 @@ class Reducer {
   std::vector<bool> arrived_;
   std::size_t arrivals_ = 0;  // gradients arrived in this backward
   std::vector<Bucket> buckets_;
+  std::shared_ptr<runtime::shm::Regions> regions_;  // where the buckets live, when shared
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::size_t next_launch_ = 0;
   bool sync_ = false;

@@ -124,6 +124,42 @@ ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_async(torch::Tensor ten
   return pending;
 }
 
+ACCEL_DECL std::shared_ptr<shm::Regions> ProcessGroup::share_regions(std::size_t bytes) {
+  if (!shm_) return nullptr;
+  const CollectiveCall call = check("share_regions", torch::Tensor());
+  return shm_->map_regions(*c10d_->store(), run_token_, id_, bytes, call);
+}
+
+ACCEL_DECL shm::DataType ProcessGroup::check_in_regions(const shm::Regions* regions,
+                                                         const torch::Tensor& flat) const {
+  const auto* begin = static_cast<const std::byte*>(flat.data_ptr());
+  const auto type = reducible_in_shared_memory(flat);
+  if (regions == nullptr || !flat.is_contiguous() ||
+      (type != shm::DataType::f32 && type != shm::DataType::f64) || begin < regions->mine() ||
+      begin + flat.nbytes() > regions->mine() + regions->bytes())
+    accel::detail::fail("internal: an all-reduce in shared regions takes a contiguous fp32 or "
+                        "fp64 tensor inside this rank's region, not {} elements of {}",
+                        flat.numel(), c10::toString(flat.scalar_type()));
+  return *type;
+}
+
+ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_in_regions_async(
+    std::shared_ptr<shm::Regions> regions, torch::Tensor flat, double scale) {
+  const shm::DataType type = check_in_regions(regions.get(), flat);
+  Pending pending{c10d_.get(), shm_.get(), check("allreduce", flat).sequence, {}, flat, {}, {}};
+  const auto span = collective_span("allreduce", pending.sequence, flat, profiling::Part::issue);
+  pending.shared_memory = shm_->start_allreduce_regions(std::move(regions), flat, type, scale);
+  return pending;
+}
+
+ACCEL_DECL void ProcessGroup::allreduce_in_regions(shm::Regions& regions, const torch::Tensor& flat,
+                                                   double scale) {
+  const shm::DataType type = check_in_regions(&regions, flat);
+  const CollectiveCall call = check("allreduce", flat);
+  const auto span = collective_span("allreduce", call.sequence, flat);
+  shm_->allreduce_regions(regions, flat, type, scale, call);
+}
+
 ACCEL_DECL ProcessGroup::RegisteredAllreduce ProcessGroup::register_allreduce(torch::Tensor flat) {
   if (!DirectGloo::can_register(flat))
     accel::detail::fail("register_allreduce takes a contiguous float or double CPU tensor, not {} "

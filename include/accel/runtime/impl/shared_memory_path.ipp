@@ -23,7 +23,7 @@ ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& 
 ACCEL_DECL SharedMemoryPath::SharedMemoryPath(c10d::Store& store, std::string run_token,
                                               const std::string& group, int rank, int size,
                                               std::chrono::milliseconds timeout)
-    : rank_(rank), transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
+    : rank_(rank), timeout_(timeout), transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
       worker_([this] { serve(); }) {}
 
 ACCEL_DECL SharedMemoryPath::~SharedMemoryPath() {
@@ -110,6 +110,54 @@ ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allgather(torch::Ten
   return submit([input, output](shm::Transport& transport) {
     transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
   });
+}
+
+ACCEL_DECL std::shared_ptr<shm::Regions> SharedMemoryPath::map_regions(
+    c10d::Store& store, const std::string& run_token, const std::string& group, std::size_t bytes,
+    const CollectiveCall& call) {
+  const std::string key = fmt::format("accel/shm/regions/{}", regions_mapped_++);
+  const int size = transport_.size();
+  const std::size_t segment_bytes = shm::Regions::segment_bytes(size, bytes);
+  std::shared_ptr<shm::Regions> regions;
+  named(call, [&](shm::Transport& transport) {
+    if (rank_ == 0) {
+      shm::Segment segment = shm::Segment::create_fresh(run_token, group, segment_bytes);
+      store.set(key, std::vector<std::uint8_t>(segment.name().begin(), segment.name().end()));
+      regions = std::make_shared<shm::Regions>(std::move(segment), rank_, size, bytes);
+    } else {
+      const auto value = store.get(key);
+      const std::string name(value.begin(), value.end());
+      if (!shm::is_segment_name(name))
+        accel::detail::fail("the store holds '{}' as the name of the shared-memory buckets' "
+                            "segment, which is not one of accel's; set ACCEL_SHARED_MEMORY=0 to "
+                            "use Gloo over loopback instead",
+                            name);
+      regions = std::make_shared<shm::Regions>(
+          shm::Segment::open(name, segment_bytes, timeout_), rank_, size, bytes);
+    }
+    transport.regions_mapped(bytes);
+    regions->unlink();
+  });
+  return regions;
+}
+
+ACCEL_DECL void SharedMemoryPath::allreduce_regions(shm::Regions& regions,
+                                                    const torch::Tensor& data, shm::DataType type,
+                                                    double scale, const CollectiveCall& call) {
+  named(call, [&](shm::Transport& transport) {
+    transport.allreduce_regions(regions.bases(), offset_in(regions, data),
+                                static_cast<std::size_t>(data.numel()), type, scale);
+  });
+}
+
+ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allreduce_regions(
+    std::shared_ptr<shm::Regions> regions, torch::Tensor data, shm::DataType type, double scale) {
+  const std::size_t offset = offset_in(*regions, data);
+  return submit(
+      [regions = std::move(regions), data, type, offset, scale](shm::Transport& transport) {
+        transport.allreduce_regions(regions->bases(), offset,
+                                    static_cast<std::size_t>(data.numel()), type, scale);
+      });
 }
 
 ACCEL_DECL shm::Transport SharedMemoryPath::connect(c10d::Store& store,

@@ -94,13 +94,15 @@ T narrow(typename Accumulator<T>::type v) {
     return static_cast<T>(v);
 }
 
-// out[i] = reduction over r of inputs[r][i], in rank order, for i in [0, count).
+// outputs[o][i] = (reduction over r of inputs[r][i], in rank order) x scale, for i in [0, count)
+// and each of the `output_count` outputs; the scale multiplies the accumulator, before the
+// rounding to a half type. An output may be an input: each block is read in full before any
+// of it is written.
 template <class T>
-void reduce(const std::byte* const* inputs, int ranks, std::byte* out, std::size_t count,
-            Reduction op) {
+void reduce(const std::byte* const* inputs, int ranks, std::byte* const* outputs,
+            int output_count, std::size_t count, Reduction op, double scale) {
   using A = typename Accumulator<T>::type;
   const T* const* in = reinterpret_cast<const T* const*>(inputs);
-  T* result = reinterpret_cast<T*>(out);
   // Blocks of a few KiB: the accumulators stay in L1 while each rank's block streams past.
   constexpr std::size_t block = 1024;
   A acc[block];
@@ -128,7 +130,12 @@ void reduce(const std::byte* const* inputs, int ranks, std::byte* out, std::size
     }
     if (op == Reduction::mean)
       for (std::size_t i = 0; i < n; ++i) acc[i] /= static_cast<A>(ranks);
-    for (std::size_t i = 0; i < n; ++i) result[begin + i] = narrow<T>(acc[i]);
+    if (scale != 1.0)
+      for (std::size_t i = 0; i < n; ++i) acc[i] *= static_cast<A>(scale);
+    for (int o = 0; o < output_count; ++o) {
+      T* result = reinterpret_cast<T*>(outputs[o]) + begin;
+      for (std::size_t i = 0; i < n; ++i) result[i] = narrow<T>(acc[i]);
+    }
   }
 }
 
@@ -136,6 +143,10 @@ void reduce(const std::byte* const* inputs, int ranks, std::byte* out, std::size
 
 ACCEL_DECL void reduce(DataType type, const std::byte* const* inputs, int ranks, std::byte* out,
                        std::size_t count, Reduction op);
+// The sum times `scale`, written into each of `output_count` outputs (elements::reduce).
+ACCEL_DECL void sum_into_each(DataType type, const std::byte* const* inputs, int ranks,
+                              std::byte* const* outputs, int output_count, std::size_t count,
+                              double scale);
 
 }  // namespace accel::runtime::shm
 

@@ -13,6 +13,9 @@
 //                   part r over every slot straight into its output.
 //   all-gather:     each rank copies its piece into its slot; every rank copies every slot out.
 //   broadcast:      the root copies into its slot; the others copy it out.
+//   all-reduce of regions (regions.hpp): the data already lies in shared memory, one region per
+//                   rank; rank r sums slice r over every region and writes it into every region.
+//                   No slot, no copy in or out: one barrier before, one after.
 // Every collective first publishes what it is (sequence number, operation, dtype, count, root);
 // at its first barrier each rank compares the others' against its own, so a rank that called a
 // different collective fails every rank at once instead of corrupting or hanging. That barrier
@@ -40,7 +43,9 @@
 
 namespace accel::runtime::shm {
 
-enum class Operation : std::uint8_t { setup, allreduce, reduce_scatter, allgather, broadcast };
+enum class Operation : std::uint8_t {
+  setup, allreduce, reduce_scatter, allgather, broadcast, map_regions, allreduce_regions
+};
 
 ACCEL_DECL std::string_view to_string(Operation op);
 
@@ -74,6 +79,17 @@ class Transport {
 
   // Rank root's `bytes` bytes at `data` on every rank.
   ACCEL_DECL void broadcast(void* data, std::size_t bytes, int root);
+
+  // Every rank has mapped a Regions of `bytes` per rank (regions.hpp), and all asked for the
+  // same size: after this, rank 0 may unlink its name.
+  ACCEL_DECL void regions_mapped(std::size_t bytes);
+
+  // In place in shared memory: the `count` elements of `type` at byte `offset` of every rank's
+  // region (`regions`: each rank's region at this process's addresses, in rank order), summed
+  // in rank order, times `scale`, land in every rank's region. A rank's region must not change
+  // from the call until it returns (the sum is written into it).
+  ACCEL_DECL void allreduce_regions(std::byte* const* regions, std::size_t offset,
+                                    std::size_t count, DataType type, double scale);
 
  private:
   // The call record each rank publishes: sequence, operation, dtype, count, argument.

@@ -7,6 +7,7 @@
 
 #include "../../../detail/error.hpp"
 #include "../../../runtime/direct_gloo.hpp"
+#include "../../../runtime/shm/regions.hpp"
 #include "../reducer.hpp"
 
 namespace accel::parallel::detail {
@@ -58,23 +59,27 @@ void Reducer<Hook>::finalize() {
     --bucket.waiting;
   }
   launch_ready();
+  // Compressed buckets were divided before sending, shared ones averaged as they were summed.
+  const bool averaged = Hook::divides_before_sending || regions_ != nullptr;
   for (auto& bucket : buckets_) {
-    if (bucket.registered)
+    if (!bucket.after_backward)
+      bucket.pending.wait();
+    else if (bucket.registered)
       bucket.registered->run();
     else
-      bucket.pending.wait();
+      group_.allreduce_in_regions(*regions_, bucket.flat, inverse_);
     for (std::size_t i : bucket.members) {
       torch::Tensor& p = parameters_[i];
       torch::Tensor sum = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
       // Averaged on the way to the gradient: one pass over the bytes, not a scaling pass over
-      // the bucket and then a copy. Compressed buckets were divided before sending.
+      // the bucket and then a copy.
       const bool view = is_bucket_view(i);
       if (view || options_.gradients_as_bucket_views) {
-        if (!Hook::divides_before_sending) sum.mul_(inverse_);
+        if (!averaged) sum.mul_(inverse_);
         if (!view) p.mutable_grad() = alias_of(bucket.flat, slot_[i].offset, p.sizes());
       } else if (!p.grad().defined()) {
-        p.mutable_grad() = Hook::divides_before_sending ? sum.clone() : sum * inverse_;
-      } else if (Hook::divides_before_sending) {
+        p.mutable_grad() = averaged ? sum.clone() : sum * inverse_;
+      } else if (averaged) {
         p.mutable_grad().copy_(sum);
       } else {
         at::mul_out(p.mutable_grad(), sum, inverse_tensor_);
@@ -86,6 +91,11 @@ void Reducer<Hook>::finalize() {
 template <class Hook>
 void Reducer<Hook>::build_buckets() {
   const BucketCaps caps{options_.first_bucket_mb, options_.bucket_mb};
+  std::vector<std::int64_t> numels;
+  // Each bucket's place in a shared region: a cache line of its own, so that one rank's
+  // backward and another's writing of the previous bucket's sum never share a line.
+  std::vector<std::size_t> places;
+  std::size_t shared_bytes = 0;
   for (auto& members : assign_buckets(parameters_, caps)) {
     Bucket& bucket = buckets_.emplace_back();
     std::int64_t numel = 0;
@@ -93,13 +103,47 @@ void Reducer<Hook>::build_buckets() {
       slot_[i] = {buckets_.size() - 1, numel};
       numel += parameters_[i].numel();
     }
+    numels.push_back(numel);
+    places.push_back(shared_bytes);
+    const auto bytes =
+        static_cast<std::size_t>(numel) * parameters_[members.front()].element_size();
+    shared_bytes += (bytes + 63) / 64 * 64;
     bucket.members = std::move(members);
-    bucket.flat = torch::zeros({numel}, parameters_[bucket.members.front()].options());
-    const double bytes = static_cast<double>(numel * bucket.flat.element_size());
-    if (Hook::may_register && bytes <= options_.small_bucket_kb * 1024.0 &&
-        runtime::DirectGloo::can_register(bucket.flat))
-      bucket.registered = group_.register_allreduce(bucket.flat);
   }
+  if (shares_buckets()) regions_ = group_.share_regions(shared_bytes);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    const auto options = parameters_[bucket.members.front()].options();
+    const bool small = static_cast<double>(numels[b] * options.dtype().itemsize()) <=
+                       options_.small_bucket_kb * 1024.0;
+    if (regions_) {
+      // Zeros already (a fresh segment); the storage keeps the segment mapped as long as any
+      // gradient aliases it.
+      bucket.flat = torch::from_blob(regions_->mine() + places[b], {numels[b]},
+                                     [keep = regions_](void*) {}, options);
+      bucket.after_backward = small;
+    } else {
+      bucket.flat = torch::zeros({numels[b]}, options);
+      if (Hook::sends_the_bucket && small && runtime::DirectGloo::can_register(bucket.flat)) {
+        bucket.registered = group_.register_allreduce(bucket.flat);
+        bucket.after_backward = true;
+      }
+    }
+  }
+}
+
+template <class Hook>
+bool Reducer<Hook>::shares_buckets() const {
+  if (!Hook::sends_the_bucket || !options_.buckets_in_shared_memory ||
+      !group_.uses_shared_memory() || group_.size() < 2)
+    return false;
+  for (const Bucket& bucket : buckets_) {
+    const torch::Tensor& p = parameters_[bucket.members.front()];
+    if (!p.device().is_cpu() || (p.scalar_type() != torch::kFloat &&
+                                 p.scalar_type() != torch::kDouble))
+      return false;
+  }
+  return true;
 }
 
 template <class Hook>
@@ -162,8 +206,9 @@ template <class Hook>
 void Reducer<Hook>::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
     Bucket& bucket = buckets_[next_launch_++];
-    if (bucket.registered) continue;  // finalize() runs it
-    bucket.pending = hook_.send(group_, bucket.flat);
+    if (bucket.after_backward) continue;  // finalize() runs it
+    bucket.pending = regions_ ? group_.allreduce_in_regions_async(regions_, bucket.flat, inverse_)
+                              : hook_.send(group_, bucket.flat);
   }
 }
 

@@ -5,19 +5,37 @@
 
 namespace accel::runtime::shm {
 
+namespace elements {
+// Calls `call` with a value of the element type `type` names.
+template <class Call>
+void for_type(DataType type, Call&& call) {
+  switch (type) {
+    case DataType::f32: return call(float{});
+    case DataType::f64: return call(double{});
+    case DataType::bf16: return call(elements::Bf16{});
+#if defined(__FLT16_MANT_DIG__)
+    case DataType::f16: return call(_Float16{});
+#endif
+    case DataType::i64: return call(std::int64_t{});
+    case DataType::i32: return call(std::int32_t{});
+    default: return call(std::uint8_t{});
+  }
+}
+}  // namespace elements
+
 ACCEL_DECL void reduce(DataType type, const std::byte* const* inputs, int ranks, std::byte* out,
                        std::size_t count, Reduction op) {
-  switch (type) {
-    case DataType::f32: return elements::reduce<float>(inputs, ranks, out, count, op);
-    case DataType::f64: return elements::reduce<double>(inputs, ranks, out, count, op);
-    case DataType::bf16: return elements::reduce<elements::Bf16>(inputs, ranks, out, count, op);
-#if defined(__FLT16_MANT_DIG__)
-    case DataType::f16: return elements::reduce<_Float16>(inputs, ranks, out, count, op);
-#endif
-    case DataType::i64: return elements::reduce<std::int64_t>(inputs, ranks, out, count, op);
-    case DataType::i32: return elements::reduce<std::int32_t>(inputs, ranks, out, count, op);
-    default: return elements::reduce<std::uint8_t>(inputs, ranks, out, count, op);
-  }
+  elements::for_type(type, [&]<class T>(T) {
+    elements::reduce<T>(inputs, ranks, &out, 1, count, op, 1.0);
+  });
+}
+
+ACCEL_DECL void sum_into_each(DataType type, const std::byte* const* inputs, int ranks,
+                              std::byte* const* outputs, int output_count, std::size_t count,
+                              double scale) {
+  elements::for_type(type, [&]<class T>(T) {
+    elements::reduce<T>(inputs, ranks, outputs, output_count, count, Reduction::sum, scale);
+  });
 }
 
 }  // namespace accel::runtime::shm

@@ -91,8 +91,9 @@ ACCEL_DECL void Segment::unlink() {
 }
 
 ACCEL_DECL Segment Segment::sized(const std::string& name, int fd, std::size_t bytes) {
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int error = errno;
+  // Allocated now, not as pages are first touched: a /dev/shm too small for the segment fails
+  // here with a message, where a sparse one would end the process with SIGBUS mid-collective.
+  if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); error != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     accel::detail::fail("cannot size the shared-memory segment {} to {} bytes ({}); /dev/shm may "

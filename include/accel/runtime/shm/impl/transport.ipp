@@ -11,6 +11,8 @@ ACCEL_DECL std::string_view to_string(Operation op) {
     case Operation::reduce_scatter: return "reduce_scatter";
     case Operation::allgather: return "allgather";
     case Operation::broadcast: return "broadcast";
+    case Operation::map_regions: return "mapping of shared buckets";
+    case Operation::allreduce_regions: return "allreduce in shared buckets";
     default: return "set-up";
   }
 }
@@ -102,6 +104,24 @@ ACCEL_DECL void Transport::broadcast(void* data, std::size_t bytes, int root) {
   }
 }
 
+ACCEL_DECL void Transport::regions_mapped(std::size_t bytes) {
+  start(Operation::map_regions, DataType::u8, bytes, 0);
+  meet(Operation::map_regions);
+}
+
+ACCEL_DECL void Transport::allreduce_regions(std::byte* const* regions, std::size_t offset,
+                                             std::size_t count, DataType type, double scale) {
+  const std::size_t es = element_size(type);
+  // The offset travels in the call record: the ranks' buckets must lie at the same place.
+  start(Operation::allreduce_regions, type, count, offset);
+  const auto [lo, hi] = share(count, rank_);
+  std::vector<std::byte*> slice(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r)
+    slice[static_cast<std::size_t>(r)] = regions[r] + offset + lo * es;
+  shm::sum_into_each(type, slice.data(), size_, slice.data(), size_, hi - lo, scale);
+  meet(Operation::allreduce_regions);
+}
+
 ACCEL_DECL std::size_t Transport::header_bytes(int size) {
   const std::size_t raw = sizeof(WakeWords) + static_cast<std::size_t>(size) * sizeof(RankControl);
   return (raw + 4095) / 4096 * 4096;
@@ -170,6 +190,9 @@ ACCEL_DECL std::string Transport::describe(const Call& call) {
                          to_string(type));
     case Operation::broadcast:
       return fmt::format("broadcast #{} ({} bytes from rank {})", call[0], call[3], call[4]);
+    case Operation::allreduce_regions:
+      return fmt::format("{} #{} ({} elements of {} at byte {})", to_string(op), call[0], call[3],
+                         to_string(type), call[4]);
     default:
       return fmt::format("{} #{} ({} bytes)", to_string(op), call[0], call[3]);
   }
