@@ -23,7 +23,8 @@ ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& 
 ACCEL_DECL SharedMemoryPath::SharedMemoryPath(c10d::Store& store, std::string run_token,
                                               const std::string& group, int rank, int size,
                                               std::chrono::milliseconds timeout)
-    : rank_(rank), timeout_(timeout), transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
+    : rank_(rank), timeout_(timeout),
+      transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
       worker_([this] { serve(); }) {}
 
 ACCEL_DECL SharedMemoryPath::~SharedMemoryPath() {
