@@ -121,6 +121,19 @@ void ddp_shared_buckets(bool views) {
     EXPECT(torch::equal(trained[0][i], trained[1][i]));
 }
 
+// Buckets of 16 MiB per rank in shared memory: one step trains. small_dev_shm.sh runs it with a
+// /dev/shm too small for them, where prepare() must fail saying why and what to do.
+void ddp_large_buckets() {
+  Ddp acc(test_options());
+  torch::manual_seed(5);
+  torch::nn::Linear net(2048, 2048);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  acc.backward(model(torch::ones({2, 2048})).square().mean());
+  optimizer.step();
+  EXPECT(in_shared_segment(net->weight.grad()));
+}
+
 // DdpWith<C>: gradients travel in C's dtype; the averaged gradients are exactly representable
 // in it, and training stays close to single-process fp32 training.
 template <class Compression>
@@ -294,6 +307,7 @@ int run(int argc, char** argv) {
       {"ddp_mixed_views", [] { ddp_small_buckets(true, 0.1); }},
       {"ddp_shared_buckets", [] { ddp_shared_buckets(true); }},
       {"ddp_shared_buckets_copied", [] { ddp_shared_buckets(false); }},
+      {"ddp_large_buckets", ddp_large_buckets},
       {"ddp_compress_fp16", ddp_compressed<accel::CompressFp16>},
       {"ddp_compress_bf16", ddp_compressed<accel::CompressBf16>},
       {"ddp_unused", [] { ddp_unused(false); }},

@@ -110,7 +110,19 @@ void Reducer<Hook>::build_buckets() {
     shared_bytes += (bytes + 63) / 64 * 64;
     bucket.members = std::move(members);
   }
-  if (shares_buckets()) regions_ = group_.share_regions(shared_bytes);
+  if (shares_buckets()) {
+    try {
+      regions_ = group_.share_regions(shared_bytes);
+    } catch (const accel::Error& error) {
+      accel::detail::fail(
+          "{}: could not place the gradient buckets of {} in shared memory ({} bytes for each "
+          "of the {} ranks): {}; or keep the buckets private with Options{{.ddp = "
+          "{{.buckets_in_shared_memory = false}}}} (under Docker, --shm-size makes /dev/shm "
+          "larger)",
+          strategy_, model_, shared_bytes, group_.size(),
+          accel::detail::without_accel_prefix(error.what()));
+    }
+  }
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
     const auto options = parameters_[bucket.members.front()].options();
