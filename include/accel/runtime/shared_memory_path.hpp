@@ -119,8 +119,15 @@ class SharedMemoryPath {
                                                               shm::DataType type, double scale);
 
  private:
-  // Rank 0 creates the segment under a fresh random name (shm/segment_name.hpp) and passes the
-  // name on through the store; nobody outside the run can guess it, so nobody can take it first.
+  // Rank 0 creates a segment of `bytes` under a fresh random name (shm/segment_name.hpp) and
+  // passes the name on through the store under `key`; the others open it. Nobody outside the
+  // run can guess the name, so nobody can take it first. For the transport's segment (connect)
+  // and for regions (map_regions).
+  ACCEL_DECL static shm::Segment share_segment(c10d::Store& store, const std::string& key,
+                                               const std::string& run_token,
+                                               const std::string& group, int rank,
+                                               std::size_t bytes,
+                                               std::chrono::milliseconds timeout);
   ACCEL_DECL static shm::Transport connect(c10d::Store& store, const std::string& run_token,
                                            const std::string& group, int rank, int size,
                                            std::chrono::milliseconds timeout);

@@ -121,21 +121,9 @@ ACCEL_DECL std::shared_ptr<shm::Regions> SharedMemoryPath::map_regions(
   const std::size_t segment_bytes = shm::Regions::segment_bytes(size, bytes);
   std::shared_ptr<shm::Regions> regions;
   named(call, [&](shm::Transport& transport) {
-    if (rank_ == 0) {
-      shm::Segment segment = shm::Segment::create_fresh(run_token, group, segment_bytes);
-      store.set(key, std::vector<std::uint8_t>(segment.name().begin(), segment.name().end()));
-      regions = std::make_shared<shm::Regions>(std::move(segment), rank_, size, bytes);
-    } else {
-      const auto value = store.get(key);
-      const std::string name(value.begin(), value.end());
-      if (!shm::is_segment_name(name))
-        accel::detail::fail("the store holds '{}' as the name of the shared-memory buckets' "
-                            "segment, which is not one of accel's; set ACCEL_SHARED_MEMORY=0 to "
-                            "use Gloo over loopback instead",
-                            name);
-      regions = std::make_shared<shm::Regions>(
-          shm::Segment::open(name, segment_bytes, timeout_), rank_, size, bytes);
-    }
+    regions = std::make_shared<shm::Regions>(
+        share_segment(store, key, run_token, group, rank_, segment_bytes, timeout_), rank_, size,
+        bytes);
     transport.regions_mapped(bytes);
     regions->unlink();
   });
@@ -165,22 +153,30 @@ ACCEL_DECL shm::Transport SharedMemoryPath::connect(c10d::Store& store,
                                                     const std::string& run_token,
                                                     const std::string& group, int rank, int size,
                                                     std::chrono::milliseconds timeout) {
-  const std::string key = "accel/shm/name";
   const std::size_t bytes = shm::Transport::segment_bytes(size, slot_bytes);
+  return shm::Transport(share_segment(store, "accel/shm/name", run_token, group, rank, bytes,
+                                      timeout),
+                        rank, size, slot_bytes, timeout);
+}
+
+ACCEL_DECL shm::Segment SharedMemoryPath::share_segment(c10d::Store& store, const std::string& key,
+                                                        const std::string& run_token,
+                                                        const std::string& group, int rank,
+                                                        std::size_t bytes,
+                                                        std::chrono::milliseconds timeout) {
   if (rank == 0) {
     shm::Segment segment = shm::Segment::create_fresh(run_token, group, bytes);
     store.set(key, std::vector<std::uint8_t>(segment.name().begin(), segment.name().end()));
-    return shm::Transport(std::move(segment), rank, size, slot_bytes, timeout);
+    return segment;
   }
   const auto value = store.get(key);  // waits for rank 0, up to the store's timeout
   const std::string name(value.begin(), value.end());
   if (!shm::is_segment_name(name))
-    accel::detail::fail("rank {}: the store holds '{}' as the name of the shared-memory segment, "
-                        "which is not one of accel's; set ACCEL_SHARED_MEMORY=0 to use Gloo over "
-                        "loopback instead",
-                        rank, name);
-  return shm::Transport(shm::Segment::open(name, bytes, timeout), rank, size, slot_bytes,
-                        timeout);
+    accel::detail::fail("rank {}: the store holds '{}' under {} as the name of a shared-memory "
+                        "segment, which is not one of accel's; set ACCEL_SHARED_MEMORY=0 to use "
+                        "Gloo over loopback instead",
+                        rank, name, key);
+  return shm::Segment::open(name, bytes, timeout);
 }
 
 ACCEL_DECL void SharedMemoryPath::serve() {
