@@ -16,11 +16,13 @@
 # <name>_VARIANT_TARGETS in the caller's scope).
 #
 # Two or more per-variant executables share one precompiled header of <torch/torch.h> and
-# <accel/accelerator.hpp>, made by the object library <name>_pch and reused by each
-# (REUSE_FROM), so that torch and accel are parsed once rather than once per variant. g++ uses
-# it only where the variant is compiled with the macros and code-affecting flags <name>_pch had
-# (ACCEL_VARIANT and ACCEL_VARIANTS aside: no header reads them): flags set on the variants
-# belong on <name>_pch too. NO_PRECOMPILED_HEADER leaves it out.
+# <accel/accelerator.hpp>, made with the first variant and reused by the others (REUSE_FROM), so
+# that torch and accel are parsed once rather than once per variant, and no TU is compiled for
+# the header alone. g++ uses a precompiled header only where the compile has the macros and
+# code-affecting flags it was made with, so the variants' macros are not the targets' definitions
+# (which the header's compile gets too) but a property of the sources read per target
+# (COMPILE_DEFINITIONS $<TARGET_PROPERTY:ACCEL_VARIANT_DEFINITIONS>): flags set on every variant
+# target reach the header as well. NO_PRECOMPILED_HEADER leaves it out.
 function(accel_add_variants name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "ONE_EXECUTABLE;NO_PRECOMPILED_HEADER" ""
                         "SOURCES;VARIANTS")
@@ -81,8 +83,8 @@ function(accel_add_variants name)
       string(REGEX REPLACE "_$" "" target "${target}")
       add_executable(${target} ${arg_SOURCES})
       target_link_libraries(${target} PRIVATE accel::accel)
-      target_compile_definitions(${target} PRIVATE "ACCEL_VARIANT=${alias}"
-                                                   "ACCEL_VARIANTS=${alias}")
+      set_target_properties(${target} PROPERTIES
+        ACCEL_VARIANT_DEFINITIONS "ACCEL_VARIANT=${alias};ACCEL_VARIANTS=${alias}")
       list(APPEND targets ${target})
     endif()
   endforeach()
@@ -90,22 +92,25 @@ function(accel_add_variants name)
     string(REPLACE ";" ", " all "${aliases}")
     add_executable(${name} ${arg_SOURCES})
     target_link_libraries(${name} PRIVATE accel::accel)
-    target_compile_definitions(${name} PRIVATE "ACCEL_VARIANTS=${all}")
+    set_target_properties(${name} PROPERTIES ACCEL_VARIANT_DEFINITIONS "ACCEL_VARIANTS=${all}")
     set(targets ${name})
   endif()
+  # Empty for a target that does not set the property: the sources build elsewhere unchanged.
+  set(definitions "$<TARGET_PROPERTY:ACCEL_VARIANT_DEFINITIONS>")
+  foreach(source IN LISTS arg_SOURCES)
+    get_property(present SOURCE "${source}" PROPERTY COMPILE_DEFINITIONS)
+    if(NOT definitions IN_LIST present)
+      set_property(SOURCE "${source}" APPEND PROPERTY COMPILE_DEFINITIONS "${definitions}")
+    endif()
+  endforeach()
   list(LENGTH targets count)
   if(count GREATER 1 AND NOT arg_NO_PRECOMPILED_HEADER)
-    # Made without ACCEL_VARIANT(S): g++ refuses a precompiled header made under a macro that the
-    # compile using it defines differently, and accepts one made without a macro it never reads.
-    set(source "${CMAKE_CURRENT_BINARY_DIR}/${name}_pch.cpp")
-    file(CONFIGURE OUTPUT "${source}"
-         CONTENT "// Builds the precompiled header of accel_add_variants(${name}).\n")
-    add_library(${name}_pch OBJECT "${source}")
-    target_link_libraries(${name}_pch PRIVATE accel::accel)
-    target_precompile_headers(${name}_pch PRIVATE <torch/torch.h> <accel/accelerator.hpp>)
+    list(POP_FRONT targets owner)
+    target_precompile_headers(${owner} PRIVATE <torch/torch.h> <accel/accelerator.hpp>)
     foreach(target IN LISTS targets)
-      target_precompile_headers(${target} REUSE_FROM ${name}_pch)
+      target_precompile_headers(${target} REUSE_FROM ${owner})
     endforeach()
+    list(PREPEND targets ${owner})
   endif()
   set(${name}_VARIANT_TARGETS ${targets} PARENT_SCOPE)
 endfunction()

@@ -1,8 +1,10 @@
 // The strategies compiled into the example programs: every combination of four parallelisms,
 // four precisions and the accumulation counts 1 and 2 (32 accel::Accelerator types), or with
 // ACCEL_ALL_VARIANTS (CMake's -DACCEL_ALL_VARIANTS=ON) also 4 and 8 (all 64, twice the compile
-// time), each named by the flag value that picks it at run time. Shared so that the examples offer the same choices under
-// the same names, and so that a policy added here reaches every example's --help and dispatch.
+// time), each named by the flag value that picks it at run time; ACCEL_VARIANTS_LEFT_OUT gives the
+// 32 that the default leaves out, for example.all_variants' syntax check. Shared so that the
+// examples offer the same choices under the same names, and so that a policy added here reaches
+// every example's --help and dispatch.
 #pragma once
 
 #include <accel/accelerator.hpp>
@@ -32,6 +34,8 @@ using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::F
 using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
 #if defined(ACCEL_ALL_VARIANTS)
 using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
+#elif defined(ACCEL_VARIANTS_LEFT_OUT)  // example.all_variants: what the default build leaves out
+using Accumulations = std::integer_sequence<int, 4, 8>;
 #else
 using Accumulations = std::integer_sequence<int, 1, 2>;
 #endif

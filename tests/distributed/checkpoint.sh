@@ -30,14 +30,15 @@ case "$mode" in
     run "$2" "resume_$1"
     ;;
   reshard)
+    # Each source saves in a folder of its own; then each target loads them all in one launch.
     for source in "ddp 2" "zero2 2" "zero3 3"; do
       read -r strategy nproc <<<"$source"
-      rm -rf "${ACCEL_TEST_DIR:?}"/*
-      run "$nproc" "save_$strategy"
-      for target in "zero3 1" "zero2 3" "ddp 3" "zero3 2"; do
-        read -r to m <<<"$target"
-        run "$m" "reshard_$to"
-      done
+      mkdir "$ACCEL_TEST_DIR/from_$strategy"
+      (ACCEL_TEST_DIR=$ACCEL_TEST_DIR/from_$strategy && run "$nproc" "save_$strategy")
+    done
+    for target in "zero3 1" "zero2 3" "ddp 3" "zero3 2"; do
+      read -r to m <<<"$target"
+      run "$m" "reshard_$to"
     done
     ;;
   groups)

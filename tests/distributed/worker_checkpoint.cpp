@@ -5,7 +5,8 @@
 //                writes the uninterrupted run's digest
 //   resume_<s>   new processes: loads "mid" and trains to step 10; the digest must be the
 //                uninterrupted run's, bitwise
-//   reshard_<s>  loads "boundary" (saved by any strategy at any world size), saves it again as
+//   reshard_<s>  loads each "boundary" under the shared folder's subfolders (saved by any
+//                strategy at any world size), saves it again beside it as
 //                "reshard_<s>_<world>", and checks that both hold the same parameters and
 //                optimizer state, element for element
 //   kill_in_save rank 0 dies (SIGKILL) in the middle of its second automatic save
@@ -34,6 +35,7 @@
 #include <accel/state/checkpoint_tool.hpp>
 #include <accel/state/weights_reader.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +44,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
@@ -180,14 +183,15 @@ void expect_same_content(const fs::path& a, const fs::path& b) {
   EXPECT(compared == 6);
 }
 
+// One checkpoint's "boundary", loaded under Par at this world size and saved again beside it.
 template <class Par>
-void reshard_run() {
+void reshard_from(const fs::path& from) {
   Program<Par> program;
   auto& [acc, net, adamw, schedule, loader] = program;
   auto [model, optimizer, scheduler, batches] = acc.prepare(net, adamw, schedule, loader);
-  acc.load_state(shared_folder() / "boundary");
+  acc.load_state(from / "boundary");
   const auto manifest =
-      nlohmann::json::parse(accel::state::posix::read_file(shared_folder() / "boundary" / "manifest.json"));
+      nlohmann::json::parse(accel::state::posix::read_file(from / "boundary" / "manifest.json"));
   const auto steps = manifest["completed_steps"].get<std::int64_t>();
   EXPECT(steps > 2 && acc.completed_steps() == steps);
   // The learning rate after that many scheduled steps, as a fresh schedule computes it.
@@ -196,11 +200,25 @@ void reshard_run() {
   for (std::int64_t i = 0; i < steps; ++i) reference_schedule.step();
   EXPECT(adamw.param_groups()[0].options().get_lr() == reference.param_groups()[0].options().get_lr());
   EXPECT(adamw.param_groups()[0].options().get_lr() != 0.02);
-  const fs::path again =
-      shared_folder() / fmt::format("reshard_{}_{}", Par::name, acc.num_processes());
+  const fs::path again = from / fmt::format("reshard_{}_{}", Par::name, acc.num_processes());
   acc.save_state(again);
-  if (acc.is_main_process()) expect_same_content(shared_folder() / "boundary", again);
+  if (acc.is_main_process()) expect_same_content(from / "boundary", again);
   acc.wait_for_everyone();
+}
+
+// Every "boundary" under the shared folder (one per saving strategy and world size, in folders
+// of their own), in name order, each with a fresh Accelerator: one launch reshards them all.
+template <class Par>
+void reshard_run() {
+  std::vector<fs::path> sources;
+  for (const auto& entry : fs::directory_iterator(shared_folder()))
+    if (fs::exists(entry.path() / "boundary")) sources.push_back(entry.path());
+  std::sort(sources.begin(), sources.end());
+  EXPECT(!sources.empty());
+  for (const auto& from : sources) {
+    fmt::print("resharding {}\n", from.filename().string());
+    reshard_from<Par>(from);
+  }
 }
 
 // Rank 0's registered object kills it in the middle of the second save.
