@@ -10,6 +10,7 @@
 #include <accel/accelerator.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <cstddef>
 #include <string_view>
 #include <tuple>
@@ -32,15 +33,20 @@ template <> struct Named<accel::Fp8> { static constexpr std::string_view flag = 
 
 using Parallelisms = std::tuple<accel::Ddp, accel::Zero2, accel::Zero3, accel::Fsdp<accel::FullShard>>;
 using Precisions = std::tuple<accel::Fp32, accel::Bf16, accel::Fp16, accel::Fp8>;
+// The counts only the whole matrix compiles in, which --accum names with the option that adds them.
+using LeftOutAccumulations = std::integer_sequence<int, 4, 8>;
 #if defined(ACCEL_ALL_VARIANTS)
 using Accumulations = std::integer_sequence<int, 1, 2, 4, 8>;
 #elif defined(ACCEL_VARIANTS_LEFT_OUT)  // example.all_variants: what the default build leaves out
-using Accumulations = std::integer_sequence<int, 4, 8>;
+using Accumulations = LeftOutAccumulations;
 #else
 using Accumulations = std::integer_sequence<int, 1, 2>;
 #endif
-// The counts only the whole matrix compiles in, which --accum names with the option that adds them.
-inline constexpr int kAllVariantsAccumulations[] = {4, 8};
+template <int... N>
+constexpr std::array<int, sizeof...(N)> array_of(std::integer_sequence<int, N...>) {
+  return {N...};
+}
+inline constexpr auto kAllVariantsAccumulations = array_of(LeftOutAccumulations{});
 
 template <class... T>
 std::vector<std::string_view> flags_of(std::type_identity<std::tuple<T...>>) {

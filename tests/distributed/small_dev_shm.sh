@@ -11,13 +11,19 @@ if ! unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm' 2>/dev/null; th
   echo "small_dev_shm.sh: skipped: this process may not mount a tmpfs in a namespace of its own"
   exit 77
 fi
-output=$(unshare -m sh -c 'mount -t tmpfs -o size=16m tmpfs /dev/shm && exec "$0" --nproc 2 -- "$1" ddp_large_buckets' \
-         "$launcher" "$worker" 2>&1)
+run='mount -t tmpfs -o size=16m tmpfs /dev/shm && exec "$0" --nproc 2 -- "$1" ddp_large_buckets'
+output=$(unshare -m sh -c "$run" "$launcher" "$worker" 2>&1)
 status=$?
 printf '%s\n' "$output"
-[ "$status" -ne 0 ] || { echo "small_dev_shm.sh: the launch succeeded in 16 MiB of /dev/shm" >&2; exit 1; }
+if [ "$status" -eq 0 ]; then
+  echo "small_dev_shm.sh: the launch succeeded in 16 MiB of /dev/shm" >&2
+  exit 1
+fi
 for part in "could not place the gradient buckets" "bytes for each of the 2 ranks" "--shm-size" \
             "df -h /dev/shm" "buckets_in_shared_memory = false" "No space left on device"; do
-  grep -qF -- "$part" <<<"$output" || { echo "small_dev_shm.sh: the output does not say '$part'" >&2; exit 1; }
+  if ! grep -qF -- "$part" <<<"$output"; then
+    echo "small_dev_shm.sh: the output does not say '$part'" >&2
+    exit 1
+  fi
 done
 echo "small_dev_shm.sh: refused as expected"
