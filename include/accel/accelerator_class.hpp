@@ -339,14 +339,14 @@ class Accelerator
   // next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
   // Returns the folder written.
   std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder);
+    return state::CheckpointIO<Accelerator>::save_state(*this, checkpoint_view(), folder);
   }
   // Loads what save_state() wrote; every file is read and checked before any object changes, so
   // on an error the objects are as they were and the message names the file (and tensor).
   // Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
   // Returns the folder loaded.
   std::filesystem::path load_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::load_state(checkpoint_view(), folder);
+    return state::CheckpointIO<Accelerator>::load_state(*this, checkpoint_view(), folder);
   }
   // Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
   // process writes), split into files of at most max_shard_bytes with an index, as the
@@ -808,8 +808,12 @@ class Accelerator
 
   // What the checkpoint calls above hand to state::CheckpointIO (state/checkpoint_view.hpp): the
   // references a checkpoint reads and sets, and nothing else of this class's private state.
-  state::CheckpointView<Accelerator, parallel::Strategy<parallelism_policy>> checkpoint_view() {
-    return {.accelerator = *this,
+  state::CheckpointView<parallel::Strategy<parallelism_policy>> checkpoint_view() {
+    return {.group = group_.get(),
+            .rank = process_.rank,
+            .world_size = process_.world_size,
+            .options = options_,
+            .policies = {parallelism_policy::name, precision_policy::name, accumulation_steps},
             .strategy = strategy_,
             .models = models_,
             .optimizers = optimizers_,

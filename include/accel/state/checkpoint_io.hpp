@@ -4,8 +4,10 @@
 // load, the steps that copy them in); this file runs them in one order, and does what is no
 // component's: the folder, the pre-hooks, the ranks' agreement (rank_agreement.hpp), writing the
 // rank files and the one Manifest (manifest.hpp), committing. It reaches the Accelerator only
-// through the CheckpointView the Accelerator hands it (checkpoint_view.hpp). save_model and
-// load_model are model_files.hpp's.
+// through the CheckpointView the Accelerator hands it (checkpoint_view.hpp), which depends on the
+// strategy alone: StateIO<Strategy> is all of it, and CheckpointIO<Accelerator> adds the
+// precision's state, the one part whose type is the Accelerator's. save_model and load_model are
+// model_files.hpp's.
 //
 // A checkpoint is a folder:
 //   rank_<r>.safetensors   what rank r holds: its slices of the parameters and of the optimizer
@@ -65,12 +67,12 @@ using CheckpointComponents =
                components::LoaderPositions, components::Rng, components::Window,
                components::PrecisionAndObjects>;
 
-// Every Accelerator's checkpoints (accelerator_class.hpp declares the primary template, which
-// stops a call made without this header). The Accelerator passes its CheckpointView.
-template <class Accel>
-struct CheckpointIO<Accel, void> {
+// save_state and load_state over one strategy's CheckpointView: compiled once per strategy in a
+// translation unit, whatever precisions and accumulation counts its Accelerators have.
+template <class Strategy>
+struct StateIO {
   using Path = std::filesystem::path;
-  using View = CheckpointView<Accel, parallel::Strategy<typename Accel::parallelism_policy>>;
+  using View = CheckpointView<Strategy>;
 
   // A check on accel's own components, which no user code reaches: not one of the `accel:`
   // messages (docs/policies.md) a program can meet.
@@ -80,11 +82,10 @@ struct CheckpointIO<Accel, void> {
 
   // --- save_state ----------------------------------------------------------------------------
   static Path save_state(const View& view, const std::optional<Path>& requested) {
-    const Accel& acc = view.accelerator;
-    runtime::ProcessGroup* group = acc.process_group();
+    runtime::ProcessGroup* group = view.group;
     const runtime::ProcessGroup::Caller caller(group, "save_state");
-    const int rank = acc.process_index();
-    const Path root = acc.options().checkpoints.directory;
+    const int rank = view.rank;
+    const Path root = view.options.checkpoints.directory;
     std::string target_text;
     bool under_root = false;
     std::string error = detail::error_of([&] {
@@ -119,17 +120,16 @@ struct CheckpointIO<Accel, void> {
 
   // --- load_state ----------------------------------------------------------------------------
   static Path load_state(const View& view, const std::optional<Path>& requested) {
-    const Accel& acc = view.accelerator;
-    runtime::ProcessGroup* group = acc.process_group();
+    runtime::ProcessGroup* group = view.group;
     const runtime::ProcessGroup::Caller caller(group, "load_state");
     std::string chosen;
     std::string error = detail::error_of([&] {
-      if (acc.process_index() != 0) return;
+      if (view.rank != 0) return;
       if (requested) {
         chosen = requested->string();
         return;
       }
-      const Path root = acc.options().checkpoints.directory;
+      const Path root = view.options.checkpoints.directory;
       // Resuming from the root makes it this run's: another run still writing there would
       // otherwise be resumed from, and then written over.
       std::error_code absent;
@@ -154,16 +154,6 @@ struct CheckpointIO<Accel, void> {
     for (auto& step : apply) step();
     view.strategy.after_state_loaded();
     return folder;
-  }
-
-  // --- save_model / load_model (model_files.hpp) -----------------------------------------------
-  static void save_model(const View& view, torch::nn::Module& model, const Path& folder,
-                         std::uint64_t max_shard_bytes) {
-    save_model_files(view, model, folder, max_shard_bytes);
-  }
-  static void load_model(const View& view, torch::nn::Module& model, const Path& folder,
-                         bool strict, DtypeConversion conversion) {
-    load_model_files(view, model, folder, strict, conversion);
   }
 
  private:
@@ -194,9 +184,8 @@ struct CheckpointIO<Accel, void> {
   // Afterwards the checkpoints under `prune_root` are pruned to Options::checkpoints.total_limit.
   static void write_and_commit(const View& view, const Path& staging, const Path& target,
                                const std::optional<Path>& prune_root) {
-    const Accel& acc = view.accelerator;
-    runtime::ProcessGroup* group = acc.process_group();
-    const int rank = acc.process_index();
+    runtime::ProcessGroup* group = view.group;
+    const int rank = view.rank;
     std::string record;
     std::string error = detail::error_of([&] {
       components::NamedTensors named;
@@ -218,7 +207,7 @@ struct CheckpointIO<Accel, void> {
       for (const auto& r : records) manifest.files.push_back(nlohmann::json::parse(r));
       posix::write_file_synced(staging / manifest_name, manifest.text());
       commit_staging(staging, target, "save_state");
-      if (prune_root) prune_checkpoints(*prune_root, acc.options().checkpoints.total_limit);
+      if (prune_root) prune_checkpoints(*prune_root, view.options.checkpoints.total_limit);
     });
     detail::agree(group, error, "save_state: committing");
   }
@@ -226,16 +215,15 @@ struct CheckpointIO<Accel, void> {
   // The main process's manifest: what the whole checkpoint was saved by, then each component's
   // part; the files' records are added by write_and_commit.
   static Manifest manifest_of(const View& view) {
-    const Accel& acc = view.accelerator;
     Manifest manifest{.accel_version = fmt::format("{}.{}.{}", ACCEL_VERSION_MAJOR,
                                                    ACCEL_VERSION_MINOR, ACCEL_VERSION_PATCH),
                       .libtorch_version = fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR,
                                                       TORCH_VERSION_MINOR, TORCH_VERSION_PATCH),
-                      .world_size = acc.num_processes(),
-                      .parallelism = std::string(Accel::parallelism_policy::name),
-                      .precision = std::string(Accel::precision_policy::name),
-                      .accumulation_steps = Accel::accumulation_steps,
-                      .split_batches = acc.options().split_batches};
+                      .world_size = view.world_size,
+                      .parallelism = std::string(view.policies.parallelism),
+                      .precision = std::string(view.policies.precision),
+                      .accumulation_steps = view.policies.accumulation_steps,
+                      .split_batches = view.options.split_batches};
     for_each_component([&](auto c) { decltype(c)::describe(view, manifest); });
     return manifest;
   }
@@ -254,13 +242,54 @@ struct CheckpointIO<Accel, void> {
           std::make_shared<SliceCatalog>(read_checkpoint_files(folder, manifest, "load_state"));
       std::vector<std::function<void()>> apply{[catalog] {}};
       const components::Staging<View> staging{
-          view, manifest, *catalog, where, folder, view.accelerator.process_index(), apply};
+          view, manifest, *catalog, where, folder, view.rank, apply};
       for_each_component([&](auto c) { decltype(c)::stage(staging); });
       return apply;
     } catch (const nlohmann::json::exception& e) {  // an optimizer's options, a precision's state
       accel::detail::fail("load_state: '{}' does not have the layout of format version {} ({})",
                           (folder / manifest_name).string(), manifest.format_version, e.what());
     }
+  }
+};
+
+// Every Accelerator's checkpoints (accelerator_class.hpp declares the primary template, which
+// stops a call made without this header): StateIO for its strategy, with its precision's state
+// added to the view the Accelerator passes.
+template <class Accel>
+struct CheckpointIO<Accel, void> {
+  using Path = std::filesystem::path;
+  using Strategy = parallel::Strategy<typename Accel::parallelism_policy>;
+  using View = CheckpointView<Strategy>;
+
+  static Path save_state(Accel& acc, View view, const std::optional<Path>& folder) {
+    return StateIO<Strategy>::save_state(with_precision(acc, std::move(view)), folder);
+  }
+  static Path load_state(Accel& acc, View view, const std::optional<Path>& folder) {
+    return StateIO<Strategy>::load_state(with_precision(acc, std::move(view)), folder);
+  }
+  static void save_model(const View& view, torch::nn::Module& model, const Path& folder,
+                         std::uint64_t max_shard_bytes) {
+    save_model_files(view, model, folder, max_shard_bytes);
+  }
+  static void load_model(const View& view, torch::nn::Module& model, const Path& folder,
+                         bool strict, DtypeConversion conversion) {
+    load_model_files(view, model, folder, strict, conversion);
+  }
+
+ private:
+  // The precision's state as the manifest keeps it: its to_json on a save; on a load its
+  // from_json, checked by the precision, and the step that sets it.
+  static View with_precision(Accel& acc, View view) {
+    view.describe_precision = [&acc](Manifest& manifest) {
+      manifest.precision_state = acc.precision_state();
+    };
+    view.stage_precision = [&acc](const Manifest& manifest, typename View::ApplySteps& apply) {
+      using State = typename precision::Precision<typename Accel::precision_policy>::state_type;
+      auto state = manifest.precision_state.template get<State>();
+      acc.precision().check_state(state);
+      apply.push_back([&acc, state] { acc.load_precision_state(state); });
+    };
+    return view;
   }
 };
 

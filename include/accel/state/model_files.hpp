@@ -36,14 +36,19 @@ ACCEL_DECL void check_conversion(const std::string& name, const std::filesystem:
 template <class View>
 void save_model_files(const View& view, torch::nn::Module& model,
                       const std::filesystem::path& folder, std::uint64_t max_shard_bytes) {
-  auto& acc = view.accelerator;
-  runtime::ProcessGroup* group = acc.process_group();
-  const runtime::ProcessGroup::Caller caller(group, "save_model");
+  const runtime::ProcessGroup::Caller caller(view.group, "save_model");
   std::string error;
+  // Accelerator::FullParameters' protocol: gathered here, written back and freed at the end.
+  struct Gathered {
+    decltype(view.strategy)& strategy;
+    torch::nn::Module& model;
+    ~Gathered() { strategy.release_full(model); }
+  };
+  view.strategy.gather_full(model);
   {
-    typename View::Accelerator::FullParameters full(acc, model);
+    const Gathered gathered{view.strategy, model};
     error = detail::error_of([&] {
-      if (!acc.is_main_process()) return;
+      if (view.rank != 0) return;
       std::vector<std::pair<std::string, torch::Tensor>> named;
       for (const auto& item : model.named_parameters())
         named.emplace_back(item.key(), item.value().detach().to(torch::kCPU));
@@ -53,7 +58,7 @@ void save_model_files(const View& view, torch::nn::Module& model,
       save_weights(folder, named, max_shard_bytes);
     });
   }
-  detail::agree(group, error, "save_model");
+  detail::agree(view.group, error, "save_model");
 }
 
 // Each rank reads, by positioned reads (weights_reader.hpp), only what it keeps: under a
@@ -68,7 +73,7 @@ template <class View>
 void load_model_files(const View& view, torch::nn::Module& model,
                       const std::filesystem::path& folder, bool strict,
                       DtypeConversion conversion) {
-  runtime::ProcessGroup* group = view.accelerator.process_group();
+  runtime::ProcessGroup* group = view.group;
   const runtime::ProcessGroup::Caller caller(group, "load_model");
   auto& strategy = view.strategy;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // checked values: into, from

@@ -21,7 +21,6 @@ struct LoaderPositions {
 
   template <class View>
   static void describe(const View& view, Manifest& manifest) {
-    const auto& acc = view.accelerator;
     for (const auto& position : view.loaders) {
       // An epoch served to its end resumes at the next one; before any iteration (since a
       // load), the position still to be skipped to.
@@ -31,7 +30,7 @@ struct LoaderPositions {
         if (consumed > 0) epoch = position.epoch;
       }
       const std::int64_t global =
-          acc.options().split_batches ? consumed : consumed * acc.num_processes();
+          view.options.split_batches ? consumed : consumed * view.world_size;
       manifest.loaders.push_back({epoch, consumed, global, position.samples, position.batch_size,
                                   position.shuffle, position.seed});
     }
@@ -43,7 +42,6 @@ struct LoaderPositions {
   // Load: the same data, and where to continue in it.
   template <class View>
   static void stage(const Staging<View>& s) {
-    const auto& acc = s.view.accelerator;
     const int saved_world = s.manifest.world_size;
     const auto& loaders = s.manifest.loaders;
     if (loaders.size() != s.view.loaders.size())
@@ -62,8 +60,8 @@ struct LoaderPositions {
                             position.samples, position.batch_size, position.shuffle,
                             position.seed);
       const std::int64_t epoch = saved.epoch, global = saved.global_batches_consumed;
-      const int world = acc.num_processes();
-      const std::int64_t per_rank = acc.options().split_batches ? 1 : world;
+      const int world = s.view.world_size;
+      const std::int64_t per_rank = s.view.options.split_batches ? 1 : world;
       if (global % per_rank != 0)
         accel::detail::fail("load_state: loader #{} was saved {} batches into epoch {}, which {} "
                             "processes cannot split evenly; resume on {} processes, or from a "

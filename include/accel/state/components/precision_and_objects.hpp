@@ -6,7 +6,7 @@
 
 #include <cstddef>
 #include <string>
-#include <type_traits>
+#include <string_view>
 
 #include "../../detail/error.hpp"
 #include "../manifest.hpp"
@@ -26,20 +26,19 @@ struct PrecisionAndObjects {
   template <class View>
   static void describe(const View& view, Manifest& manifest) {
     manifest.completed_steps = view.completed_steps;
-    manifest.precision_state = view.accelerator.precision_state();
+    view.describe_precision(manifest);
     manifest.custom_objects = view.custom_objects.size();
   }
 
   // The precision's state does not carry over between precisions.
   template <class View>
-  static void check(const View&, const Manifest& manifest, const std::string& where) {
-    using Accel = typename View::Accelerator;
-    if (manifest.precision != Accel::precision_policy::name && !manifest.precision_state.empty())
+  static void check(const View& view, const Manifest& manifest, const std::string& where) {
+    const std::string_view here = view.policies.precision;
+    if (manifest.precision != here && !manifest.precision_state.empty())
       accel::detail::fail("load_state: '{}' was saved under {} and this Accelerator is {}; the "
                           "precision's state (Fp16's loss scale, Fp8's scales) does not carry "
                           "over between them, so load it with {}",
-                          where, manifest.precision, Accel::precision_policy::name,
-                          manifest.precision);
+                          where, manifest.precision, here, manifest.precision);
   }
 
   // Load: the precision's state, read by its own from_json and checked by it (a checkpoint of a
@@ -47,13 +46,7 @@ struct PrecisionAndObjects {
   // count and the registered objects.
   template <class View>
   static void stage(const Staging<View>& s) {
-    auto& acc = s.view.accelerator;
-    if (const auto& saved = s.manifest.precision_state; !saved.empty()) {
-      using State = typename std::remove_cvref_t<decltype(acc.precision())>::state_type;
-      auto state = saved.template get<State>();
-      acc.precision().check_state(state);
-      s.apply.push_back([&acc, state] { acc.load_precision_state(state); });
-    }
+    if (!s.manifest.precision_state.empty()) s.view.stage_precision(s.manifest, s.apply);
     s.apply.push_back(
         [&steps = s.view.completed_steps, saved = s.manifest.completed_steps] { steps = saved; });
     const std::size_t custom = s.manifest.custom_objects;

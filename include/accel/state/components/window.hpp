@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../detail/error.hpp"
+#include "../checkpoint_view.hpp"
 #include "../manifest.hpp"
 #include "component.hpp"
 
@@ -42,21 +43,20 @@ struct Window {
   // A mid-window checkpoint's gradients belong to the layout that collected them.
   template <class View>
   static void check(const View& view, const Manifest& manifest, const std::string& where) {
-    using Accel = typename View::Accelerator;
+    const CheckpointPolicies& here = view.policies;
     const WindowRecord& window = manifest.window;
     const int saved_world = manifest.world_size;
-    const int world = view.accelerator.num_processes();
-    const std::string here = fmt::format("{} on {} processes", Accel::parallelism_policy::name,
-                                         world);
-    if (window.collecting && (saved_world != world ||
-                              manifest.parallelism != Accel::parallelism_policy::name ||
-                              manifest.accumulation_steps != Accel::accumulation_steps))
+    if (window.collecting &&
+        (saved_world != view.world_size || manifest.parallelism != here.parallelism ||
+         manifest.accumulation_steps != here.accumulation_steps))
       accel::detail::fail("load_state: '{}' was saved mid-window (micro-step {} of {}) by {} on {} "
                           "processes with GradAccum<{}>; its collected gradients belong to that "
-                          "layout, so load it with the same, not {} with GradAccum<{}> (or save at "
-                          "the end of a window, when sync_gradients() is true)",
+                          "layout, so load it with the same, not {} on {} processes with "
+                          "GradAccum<{}> (or save at the end of a window, when sync_gradients() "
+                          "is true)",
                           where, window.position, window.length, manifest.parallelism, saved_world,
-                          manifest.accumulation_steps, here, Accel::accumulation_steps);
+                          manifest.accumulation_steps, here.parallelism, view.world_size,
+                          here.accumulation_steps);
   }
 
   // Load: the window, and mid-window the gradients collected so far.
