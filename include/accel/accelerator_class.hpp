@@ -24,10 +24,10 @@
 // Longer than accel's headers should be because it is one class template: its public surface
 // (prepare, backward, the collectives, trackers, profiling, the checkpoints' entry points) and
 // the private handle protocol that only prepared.hpp's handles call (forward, optimizer_step,
-// optimizer_zero_grad, the loaders' epoch and batch calls). Each step of the loop reads as calls
-// into the strategy, the precision and the gradient state; what is not the class's own
-// orchestration lives beside it (accelerator_core.hpp: the state and start-up that do not depend
-// on the policies; runtime/collectives.hpp, runtime/same_model.hpp, parallel/detail/clip.hpp,
+// optimizer_zero_grad). Each step of the loop reads as calls into the strategy, the precision
+// and the gradient state; what is not the class's own orchestration lives beside it
+// (accelerator_core.hpp: the state, start-up and calls that do not depend on the policies, the
+// loaders' protocol among them; runtime/collectives.hpp, runtime/same_model.hpp, parallel/detail/clip.hpp,
 // state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
 // parallel/contract.hpp and precision/contract.hpp.
 #pragma once
@@ -117,7 +117,8 @@ struct CheckpointIO {
 
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator
-    : detail::AcceleratorCore,  // what every Accelerator holds (accelerator_core.hpp)
+    : public detail::AcceleratorCore,  // what every Accelerator holds (accelerator_core.hpp):
+                                       // its state, and print() and to_device()
       public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
   using checked = policy::Checked<Par, Prec, Acc>;
   // The behaviour behind each policy meets its contract (parallel/contract.hpp,
@@ -339,14 +340,14 @@ class Accelerator
   // next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
   // Returns the folder written.
   std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::save_state(*this, checkpoint_view(), folder);
+    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder);
   }
   // Loads what save_state() wrote; every file is read and checked before any object changes, so
   // on an error the objects are as they were and the message names the file (and tensor).
   // Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
   // Returns the folder loaded.
   std::filesystem::path load_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::load_state(*this, checkpoint_view(), folder);
+    return state::CheckpointIO<Accelerator>::load_state(checkpoint_view(), folder);
   }
   // Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
   // process writes), split into files of at most max_shard_bytes with an index, as the
@@ -532,12 +533,6 @@ class Accelerator
   // Seeds every torch generator (CPU and CUDA) of this process.
   void set_seed(std::uint64_t seed) { torch::manual_seed(seed); }
 
-  // fmt-formatted line on the main process only.
-  template <class... Args>
-  void print(fmt::format_string<Args...> format, Args&&... args) const {
-    if (is_main_process()) fmt::print("{}\n", fmt::format(format, std::forward<Args>(args)...));
-  }
-
   // The precision policy's autocast, for code outside a prepared model's forward.
   precision::Autocast<precision_policy> autocast() const {
     return precision::Autocast<precision_policy>(device_);
@@ -582,12 +577,6 @@ class Accelerator
     return counter.use();
   }
 
-  // Any aggregate of tensors, on this Accelerator's device.
-  template <class T>
-  T to_device(const T& value) const {
-    return data::to_device(value, device_, options_.non_blocking);
-  }
-
  private:
   // --- Called by the prepared handles (prepared.hpp) and nothing else ---------------------------
   template <class, class>
@@ -596,8 +585,6 @@ class Accelerator
   friend class PreparedOptimizer;
   template <class, class>
   friend class PreparedScheduler;
-  template <class, class>
-  friend class PreparedLoader;
 
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {
@@ -674,34 +661,6 @@ class Accelerator
     }
   }
 
-  // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
-  // samples of the last round are not wrap-around duplicates (-1: none are). Evaluation loops
-  // run under torch::NoGradGuard and do not count as micro-steps.
-  // A prepared loader's iteration begins epoch `epoch`: returns how many of its batches to pass
-  // over (skip_first_batches, or a loaded checkpoint's position).
-  std::int64_t on_epoch_begin(std::size_t loader, std::int64_t epoch, std::int64_t batches) {
-    state::LoaderPosition& position = loaders_[loader];
-    position.epoch = epoch;
-    position.batches = batches;
-    position.consumed = std::exchange(position.skip, 0);
-    return position.consumed;
-  }
-  void skip_first_batches(std::size_t loader, std::int64_t batches) { loaders_[loader].skip = batches; }
-
-  template <class Batch>
-  Batch on_batch(std::size_t loader, const Batch& batch, std::int64_t index, std::int64_t count,
-                 std::int64_t real_in_final_round) {
-    loaders_[loader].consumed = index + 1;
-    if (torch::GradMode::is_enabled()) gradients_.begin_micro_step(count - index, index == 0);
-    end_of_data_ = index + 1 == count;
-    real_in_final_round_ = real_in_final_round;
-    return to_device(batch);
-  }
-  // A loader's epoch ran out: a backward() after it is no longer part of its last batch.
-  void on_epoch_end() {
-    if (torch::GradMode::is_enabled()) gradients_.end_micro_step();
-  }
-
   template <class T>
   auto prepare_one(T&& object) {
     using Object = std::remove_cvref_t<T>;
@@ -729,7 +688,9 @@ class Accelerator
       static_assert(std::is_lvalue_reference_v<T>,
                     "accel: prepare() keeps a pointer to the DataLoader; pass a named loader "
                     "that outlives the Accelerator, not a temporary");
-      return PreparedLoader<Accelerator, Object>(
+      // The loaders' protocol is the core's: one PreparedLoader per loader type, whatever the
+      // policies.
+      return PreparedLoader<detail::AcceleratorCore, Object>(
           this, &object, register_loader(object),
           data::Shard{process_.rank, process_.world_size, options_.even_batches,
                       options_.split_batches});
@@ -776,14 +737,6 @@ class Accelerator
     models_.push_back(module);
   }
 
-  template <class Loader>
-  std::size_t register_loader(Loader& loader) {
-    for (std::size_t i = 0; i < loaders_.size(); ++i)
-      if (loaders_[i].identity == &loader) return i;
-    loaders_.push_back(state::loader_position(loader));
-    return loaders_.size() - 1;
-  }
-
   // Token-weighted windows (backward(loss_sum, tokens)), once on the last micro-step: every
   // strategy holds the gradient sums averaged over the W ranks (Ddp every parameter's, the
   // sharded strategies this rank's shard), so they are multiplied by W / the window's tokens
@@ -823,7 +776,8 @@ class Accelerator
             .window = gradients_,
             .completed_steps = completed_steps_,
             .save_state_pre_hooks = save_state_pre_hooks_,
-            .load_state_pre_hooks = load_state_pre_hooks_};
+            .load_state_pre_hooks = load_state_pre_hooks_,
+            .precision = &precision_};
   }
 
   parallel::Strategy<parallelism_policy> strategy_;

@@ -2,19 +2,26 @@
 // process group, the objects prepare() registered, and the loop's counters. Its constructor and
 // destructor are compiled once in the separately compiled mode (impl/accelerator_core.ipp);
 // Accelerator<Par, Prec, Acc> (accelerator_class.hpp) adds the policies' behaviour and is what
-// each variant instantiates, so that a variant compiles only what depends on its policies.
+// each variant instantiates, so that a variant compiles only what depends on its policies. The
+// member templates that do not depend on them are here too (print, to_device, the prepared
+// loaders' protocol): a program of several variants instantiates each of them once per argument
+// type, not once per variant.
 #pragma once
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "data/tensor_tree.hpp"
 #include "detail/gradient_state.hpp"
 #include "detail/separate_compilation.hpp"
 #include "logging/logger.hpp"
@@ -25,9 +32,27 @@
 #include "state/custom_objects.hpp"
 #include "state/loader_position.hpp"
 
+namespace accel {
+template <class, class>
+class PreparedLoader;
+}
+
 namespace accel::detail {
 
 class AcceleratorCore {
+ public:
+  // fmt-formatted line on the main process only.
+  template <class... Args>
+  void print(fmt::format_string<Args...> format, Args&&... args) const {
+    if (process_.rank == 0) fmt::print("{}\n", fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  // Any aggregate of tensors, on this Accelerator's device.
+  template <class T>
+  T to_device(const T& value) const {
+    return data::to_device(value, device_, options_.non_blocking);
+  }
+
  protected:
   // Reads the environment and joins the run's process group; then tunes the CPU heap
   // (Options::tune_cpu_heap, a lower default threshold where the strategy shards parameters)
@@ -52,6 +77,47 @@ class AcceleratorCore {
                                                   bool run_open);
   // Now on the system clock, as rank 0 read it (one broadcast): a profile's time zero.
   ACCEL_DECL std::int64_t profile_base_ns();
+
+  // --- Called by the prepared loaders (prepared.hpp), whatever the policies ---------------------
+  template <class, class>
+  friend class accel::PreparedLoader;
+
+  // A prepared loader's slot in loaders_ (the same loader prepared twice: the same slot).
+  template <class Loader>
+  std::size_t register_loader(Loader& loader) {
+    for (std::size_t i = 0; i < loaders_.size(); ++i)
+      if (loaders_[i].identity == &loader) return i;
+    loaders_.push_back(state::loader_position(loader));
+    return loaders_.size() - 1;
+  }
+
+  // A prepared loader's iteration begins epoch `epoch`: returns how many of its batches to pass
+  // over (skip_first_batches, or a loaded checkpoint's position).
+  std::int64_t on_epoch_begin(std::size_t loader, std::int64_t epoch, std::int64_t batches) {
+    state::LoaderPosition& position = loaders_[loader];
+    position.epoch = epoch;
+    position.batches = batches;
+    position.consumed = std::exchange(position.skip, 0);
+    return position.consumed;
+  }
+  void skip_first_batches(std::size_t loader, std::int64_t batches) { loaders_[loader].skip = batches; }
+
+  // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
+  // samples of the last round are not wrap-around duplicates (-1: none are). Evaluation loops
+  // run under torch::NoGradGuard and do not count as micro-steps.
+  template <class Batch>
+  Batch on_batch(std::size_t loader, const Batch& batch, std::int64_t index, std::int64_t count,
+                 std::int64_t real_in_final_round) {
+    loaders_[loader].consumed = index + 1;
+    if (torch::GradMode::is_enabled()) gradients_.begin_micro_step(count - index, index == 0);
+    end_of_data_ = index + 1 == count;
+    real_in_final_round_ = real_in_final_round;
+    return to_device(batch);
+  }
+  // A loader's epoch ran out: a backward() after it is no longer part of its last batch.
+  void on_epoch_end() {
+    if (torch::GradMode::is_enabled()) gradients_.end_micro_step();
+  }
 
   Options options_;
   runtime::Environment environment_;

@@ -87,6 +87,8 @@ class PreparedScheduler {
 // known as each batch arrives. With the loader's num_workers, its workers build this rank's
 // global batches ahead (the ones from the resumed position on); slicing, the Accelerator's
 // bookkeeping and the copy to the device stay on the loop's thread, as each batch is served.
+// Accel is detail::AcceleratorCore (accelerator_core.hpp), whose protocol it calls: one
+// PreparedLoader per loader type, whatever the Accelerators' policies.
 template <class Accel, class Loader>
 class PreparedLoader {
  public:

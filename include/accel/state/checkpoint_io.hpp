@@ -147,7 +147,7 @@ struct StateIO {
     const Path folder = detail::broadcast_string(group, chosen);
     run_pre_hooks(group, view.load_state_pre_hooks, folder, "load_state");
 
-    std::vector<std::function<void()>> apply;
+    ApplySteps apply;
     error = detail::error_of([&] { apply = stage(view, folder); });
     detail::agree(group, error, "load_state");
     torch::NoGradGuard no_grad;
@@ -233,14 +233,14 @@ struct StateIO {
   // rank file is read whole and checked against the manifest (the staged values may be views of
   // its bytes: the catalog lives as long as the steps that copy them in), and each component
   // stages its part.
-  static std::vector<std::function<void()>> stage(const View& view, const Path& folder) {
+  static ApplySteps stage(const View& view, const Path& folder) {
     const Manifest manifest = Manifest::read(folder, "load_state");
     try {
       const std::string where = (folder / manifest_name).string();
       for_each_component([&](auto c) { decltype(c)::check(view, manifest, where); });
       auto catalog =
           std::make_shared<SliceCatalog>(read_checkpoint_files(folder, manifest, "load_state"));
-      std::vector<std::function<void()>> apply{[catalog] {}};
+      ApplySteps apply{[catalog] {}};
       const components::Staging<View> staging{
           view, manifest, *catalog, where, folder, view.rank, apply};
       for_each_component([&](auto c) { decltype(c)::stage(staging); });
@@ -252,20 +252,35 @@ struct StateIO {
   }
 };
 
+// The precision's state in a manifest, for one precision behaviour (precision::Precision<P>):
+// what CheckpointView::describe_precision and stage_precision point to.
+template <class Precision>
+struct PrecisionStateIO {
+  static void describe(const void* precision, Manifest& manifest) {
+    manifest.precision_state = static_cast<const Precision*>(precision)->state();
+  }
+  static void stage(void* precision, const Manifest& manifest, ApplySteps& apply) {
+    Precision& behaviour = *static_cast<Precision*>(precision);
+    auto state = manifest.precision_state.template get<typename Precision::state_type>();
+    behaviour.check_state(state);
+    apply.push_back([&behaviour, state] { behaviour.load_state(state); });
+  }
+};
+
 // Every Accelerator's checkpoints (accelerator_class.hpp declares the primary template, which
-// stops a call made without this header): StateIO for its strategy, with its precision's state
-// added to the view the Accelerator passes.
+// stops a call made without this header): StateIO for its strategy, the view's precision
+// functions set for its precision.
 template <class Accel>
 struct CheckpointIO<Accel, void> {
   using Path = std::filesystem::path;
   using Strategy = parallel::Strategy<typename Accel::parallelism_policy>;
   using View = CheckpointView<Strategy>;
 
-  static Path save_state(Accel& acc, View view, const std::optional<Path>& folder) {
-    return StateIO<Strategy>::save_state(with_precision(acc, std::move(view)), folder);
+  static Path save_state(View view, const std::optional<Path>& folder) {
+    return StateIO<Strategy>::save_state(with_precision(std::move(view)), folder);
   }
-  static Path load_state(Accel& acc, View view, const std::optional<Path>& folder) {
-    return StateIO<Strategy>::load_state(with_precision(acc, std::move(view)), folder);
+  static Path load_state(View view, const std::optional<Path>& folder) {
+    return StateIO<Strategy>::load_state(with_precision(std::move(view)), folder);
   }
   static void save_model(const View& view, torch::nn::Module& model, const Path& folder,
                          std::uint64_t max_shard_bytes) {
@@ -277,18 +292,10 @@ struct CheckpointIO<Accel, void> {
   }
 
  private:
-  // The precision's state as the manifest keeps it: its to_json on a save; on a load its
-  // from_json, checked by the precision, and the step that sets it.
-  static View with_precision(Accel& acc, View view) {
-    view.describe_precision = [&acc](Manifest& manifest) {
-      manifest.precision_state = acc.precision_state();
-    };
-    view.stage_precision = [&acc](const Manifest& manifest, typename View::ApplySteps& apply) {
-      using State = typename precision::Precision<typename Accel::precision_policy>::state_type;
-      auto state = manifest.precision_state.template get<State>();
-      acc.precision().check_state(state);
-      apply.push_back([&acc, state] { acc.load_precision_state(state); });
-    };
+  static View with_precision(View view) {
+    using Functions = PrecisionStateIO<precision::Precision<typename Accel::precision_policy>>;
+    view.describe_precision = &Functions::describe;
+    view.stage_precision = &Functions::stage;
     return view;
   }
 };

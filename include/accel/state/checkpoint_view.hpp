@@ -5,13 +5,12 @@
 //
 // It replaces a friend that read the Accelerator's private members: what a checkpoint touches is
 // this list and nothing else, and the list says which of them a load may change (the loaders'
-// positions, the window, the step count, through the strategy its slices, through
-// stage_precision the precision's state). This header is light (no safetensors, no JSON), since
-// every Accelerator includes it.
+// positions, the window, the step count, through the strategy its slices, the precision's
+// state). This header is light (no safetensors, no JSON), since every Accelerator includes it.
 //
 // It depends on the strategy only, not on the Accelerator: the policies are names, and the
-// precision's state (whose type only the Accelerator knows) comes through two functions that
-// CheckpointIO sets. So the checkpoint code is compiled once per strategy in a translation unit,
+// precision is reached through two functions that CheckpointIO sets. So the checkpoint code is
+// compiled once per strategy in a translation unit,
 // however many precisions and accumulation counts its Accelerators combine it with: a program
 // of the examples' 32 variants compiles it four times, not 32 (docs/benchmarks.md, "Test suite
 // time").
@@ -38,6 +37,8 @@ class ProcessGroup;
 namespace accel::state {
 
 struct Manifest;
+// The steps a staged load runs once every rank has staged every part (components/component.hpp).
+using ApplySteps = std::vector<std::function<void()>>;
 
 // The Accelerator's policies, as a manifest records them and a load compares them.
 struct CheckpointPolicies {
@@ -49,7 +50,6 @@ struct CheckpointPolicies {
 template <class Strategy>
 struct CheckpointView {
   using PreHooks = std::vector<std::function<void(const std::filesystem::path&)>>;
-  using ApplySteps = std::vector<std::function<void()>>;
 
   // Where this process stands and what it was asked for: the Accelerator's public surface.
   runtime::ProcessGroup* group;  // null on one process
@@ -72,11 +72,14 @@ struct CheckpointView {
   // register_save_state_pre_hook / register_load_state_pre_hook.
   const PreHooks& save_state_pre_hooks;
   const PreHooks& load_state_pre_hooks;
-  // The precision's state (precision/contract.hpp: its to_json / from_json), set by
-  // CheckpointIO: written into the manifest; read back from one, checked by the precision, with
-  // the apply step that sets it appended.
-  std::function<void(Manifest&)> describe_precision = {};
-  std::function<void(const Manifest&, ApplySteps&)> stage_precision = {};
+  // The precision's behaviour object (precision::Precision<P>), whose state goes into the
+  // manifest through its to_json / from_json (precision/contract.hpp). The two functions over it
+  // are CheckpointIO's (checkpoint_io.hpp), which knows its type and sets them: describe writes
+  // its state into a manifest; stage reads it back from one, has the precision check it, and
+  // appends the apply step that sets it.
+  void* precision;
+  void (*describe_precision)(const void* precision, Manifest& manifest) = nullptr;
+  void (*stage_precision)(void* precision, const Manifest& manifest, ApplySteps& apply) = nullptr;
 };
 
 }  // namespace accel::state

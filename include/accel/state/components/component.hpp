@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../../detail/separate_compilation.hpp"
+#include "../checkpoint_view.hpp"
 #include "../manifest.hpp"
 #include "../slice_catalog.hpp"
 
@@ -46,7 +47,7 @@ struct Staging {
   const std::string& where;     // the manifest's path, for errors
   const std::filesystem::path& folder;
   int rank;
-  std::vector<std::function<void()>>& apply;
+  ApplySteps& apply;
 };
 
 template <class C, class View>
