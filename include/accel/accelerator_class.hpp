@@ -400,30 +400,10 @@ class Accelerator
   // options.output_dir, else the open run's folder, else ./profile. Every rank calls it (with a
   // run open and no output_dir, the main process's run folder is broadcast).
   profiling::Profile profile(const ProfileOptions& options = {}) {
-    std::filesystem::path folder;
-    std::int64_t base_ns = 0;
-    {
-      const profiling::Unrecorded unrecorded;  // its own broadcasts are no step's
-      folder = profile_folder(options.output_dir, this->tracker().run_dir(),
-                              this->tracker().is_open());
-      base_ns = profile_base_ns();
-    }
-    if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
-    recorder_->start_trace(options, folder / fmt::format("trace_rank{}.json", process_.rank),
-                           base_ns);
-    return profiling::Profile(recorder_.get());
+    return start_profile(options, this->tracker().run_dir(), this->tracker().is_open());
   }
 
-  // Starts the per-step timeline now, as Options::timeline does at construction (or replaces its
-  // options): for a program that learns its FLOPs per sample or its device's peak only once the
-  // Accelerator exists. Every rank calls it.
-  void start_timeline(TimelineOptions options) {
-    options.enabled = true;
-    profiling::check_timeline_options(options);
-    options_.timeline = options;
-    if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
-    recorder_->start_timeline();
-  }
+  // start_timeline(TimelineOptions): the core's (accelerator_core.hpp).
 
   // Ends the run (tracking/accelerator_tracking.hpp), logging the timeline's last steps first.
   void end_training() {
@@ -621,15 +601,9 @@ class Accelerator
     }
   }
 
-  // The timeline's finished steps, gathered from every rank and logged (timeline.hpp), while a
-  // run is open; outside one they are dropped. Every rank takes the same steps, so that all of
-  // them call the all-gather or none does.
+  // The timeline's finished steps, logged while a run is open (take_timeline_rows).
   void log_timeline() {
-    const profiling::Unrecorded unrecorded;
-    const std::vector<profiling::StepTimes> mine = recorder_->take_steps();
-    if (mine.empty() || !this->tracker().is_open()) return;
-    for (const auto& row : profiling::timeline_rows(profiling::gather_steps(group_.get(), mine),
-                                                    options_.timeline))
+    for (const auto& row : take_timeline_rows(this->tracker().is_open()))
       this->log(row.metrics, row.step);
   }
 

@@ -26,7 +26,9 @@
 #include "detail/separate_compilation.hpp"
 #include "logging/logger.hpp"
 #include "options.hpp"
+#include "profiling/profile_scope.hpp"
 #include "profiling/recorder.hpp"
+#include "profiling/timeline.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/process_group.hpp"
 #include "state/custom_objects.hpp"
@@ -53,6 +55,11 @@ class AcceleratorCore {
     return data::to_device(value, device_, options_.non_blocking);
   }
 
+  // Starts the per-step timeline now, as Options::timeline does at construction (or replaces its
+  // options): for a program that learns its FLOPs per sample or its device's peak only once the
+  // Accelerator exists. Every rank calls it.
+  ACCEL_DECL void start_timeline(TimelineOptions options);
+
  protected:
   // Reads the environment and joins the run's process group; then tunes the CPU heap
   // (Options::tune_cpu_heap, a lower default threshold where the strategy shards parameters)
@@ -70,13 +77,15 @@ class AcceleratorCore {
   ACCEL_DECL static void add_pre_hook(std::vector<PreHook>& hooks, PreHook hook,
                                       std::string_view call);
 
-  // The folder accelerator.profile() writes into: `given`, else the open run's folder (the main
-  // process's, broadcast: `run_open` is the same on every rank), else ./profile; made here.
-  ACCEL_DECL std::filesystem::path profile_folder(const std::filesystem::path& given,
-                                                  const std::filesystem::path& run_dir,
-                                                  bool run_open);
-  // Now on the system clock, as rank 0 read it (one broadcast): a profile's time zero.
-  ACCEL_DECL std::int64_t profile_base_ns();
+  // accelerator.profile(): the trace goes into options.output_dir, else the open run's folder
+  // `run_dir` (the main process's, broadcast: `run_open` is the same on every rank), else
+  // ./profile, made here; its time zero is rank 0's clock (one broadcast).
+  ACCEL_DECL profiling::Profile start_profile(const ProfileOptions& options,
+                                              const std::filesystem::path& run_dir, bool run_open);
+  // The timeline's finished steps as rows to log, gathered from every rank (timeline.hpp), while
+  // a run is open (`run_open`); outside one they are dropped. Every rank takes the same steps,
+  // so that all of them call the all-gather or none does.
+  ACCEL_DECL std::vector<profiling::TimelineRow> take_timeline_rows(bool run_open);
 
   // --- Called by the prepared loaders (prepared.hpp), whatever the policies ---------------------
   template <class, class>

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
+#include <system_error>
 #include <unordered_set>
 
 #include "../accelerator_core.hpp"
 #include "../detail/error.hpp"
 #include "../detail/small_tensor.hpp"
+#include "../profiling/span.hpp"
 #include "../profiling/timeline.hpp"
 #include "../runtime/bootstrap.hpp"
 #include "../runtime/cpu_heap.hpp"
@@ -49,28 +52,47 @@ ACCEL_DECL AcceleratorCore::AcceleratorCore(Options options, int accumulation_st
 
 ACCEL_DECL AcceleratorCore::~AcceleratorCore() = default;
 
-ACCEL_DECL std::filesystem::path AcceleratorCore::profile_folder(
-    const std::filesystem::path& given, const std::filesystem::path& run_dir, bool run_open) {
-  std::filesystem::path folder = given;
-  if (folder.empty() && run_open)
-    folder = group_ ? std::filesystem::path(group_->broadcast_bytes(run_dir.string(), 0)) : run_dir;
-  if (folder.empty()) folder = "profile";
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (error || !std::filesystem::is_directory(folder))
-    fail("profile(): cannot create the trace folder {}: {}; choose a writable folder "
-         "(ProfileOptions::output_dir)",
-         folder.string(), error ? error.message() : "it is not a folder");
-  return folder;
+ACCEL_DECL profiling::Profile AcceleratorCore::start_profile(const ProfileOptions& options,
+                                                             const std::filesystem::path& run_dir,
+                                                             bool run_open) {
+  std::filesystem::path folder = options.output_dir;
+  torch::Tensor base_ns;
+  {
+    const profiling::Unrecorded unrecorded;  // its own broadcasts are no step's
+    if (folder.empty() && run_open)
+      folder = group_ ? std::filesystem::path(group_->broadcast_bytes(run_dir.string(), 0)) : run_dir;
+    if (folder.empty()) folder = "profile";
+    std::error_code error;
+    std::filesystem::create_directories(folder, error);
+    if (error || !std::filesystem::is_directory(folder))
+      fail("profile(): cannot create the trace folder {}: {}; choose a writable folder "
+           "(ProfileOptions::output_dir)",
+           folder.string(), error ? error.message() : "it is not a folder");
+    base_ns = one_value(static_cast<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count()));
+    if (group_) group_->broadcast(base_ns, 0);
+  }
+  if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+  recorder_->start_trace(options, folder / fmt::format("trace_rank{}.json", process_.rank),
+                         base_ns.item<std::int64_t>());
+  return profiling::Profile(recorder_.get());
 }
 
-ACCEL_DECL std::int64_t AcceleratorCore::profile_base_ns() {
-  torch::Tensor now = one_value(static_cast<std::int64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count()));
-  if (group_) group_->broadcast(now, 0);
-  return now.item<std::int64_t>();
+ACCEL_DECL void AcceleratorCore::start_timeline(TimelineOptions options) {
+  options.enabled = true;
+  profiling::check_timeline_options(options);
+  options_.timeline = options;
+  if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+  recorder_->start_timeline();
+}
+
+ACCEL_DECL std::vector<profiling::TimelineRow> AcceleratorCore::take_timeline_rows(bool run_open) {
+  const profiling::Unrecorded unrecorded;
+  const std::vector<profiling::StepTimes> mine = recorder_->take_steps();
+  if (mine.empty() || !run_open) return {};
+  return profiling::timeline_rows(profiling::gather_steps(group_.get(), mine), options_.timeline);
 }
 
 ACCEL_DECL std::vector<torch::Tensor> AcceleratorCore::prepared_parameters() const {
