@@ -27,9 +27,9 @@
 // optimizer_zero_grad). Each step of the loop reads as calls into the strategy, the precision
 // and the gradient state; what is not the class's own orchestration lives beside it
 // (accelerator_core.hpp: the state, start-up and calls that do not depend on the policies, the
-// loaders' protocol among them; runtime/collectives.hpp, runtime/same_model.hpp, parallel/detail/clip.hpp,
-// state/checkpoint_io.hpp). What it asks of its strategy and precision is written down once, in
-// parallel/contract.hpp and precision/contract.hpp.
+// loaders' protocol among them; runtime/collectives.hpp, runtime/same_model.hpp,
+// parallel/detail/clip.hpp, state/checkpoint_io.hpp). What it asks of its strategy and precision
+// is written down once, in parallel/contract.hpp and precision/contract.hpp.
 #pragma once
 
 #include <fmt/format.h>

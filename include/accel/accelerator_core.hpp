@@ -2,10 +2,10 @@
 // process group, the objects prepare() registered, and the loop's counters. Its constructor and
 // destructor are compiled once in the separately compiled mode (impl/accelerator_core.ipp);
 // Accelerator<Par, Prec, Acc> (accelerator_class.hpp) adds the policies' behaviour and is what
-// each variant instantiates, so that a variant compiles only what depends on its policies. The
-// member templates that do not depend on them are here too (print, to_device, the prepared
-// loaders' protocol): a program of several variants instantiates each of them once per argument
-// type, not once per variant.
+// each variant instantiates, so that a variant compiles only what depends on its policies. What
+// else does not depend on them is here too: print and to_device, the prepared loaders' protocol
+// (member templates: a program of several variants instantiates each once per argument type,
+// not once per variant), and profile() and the timeline (compiled once).
 #pragma once
 
 #include <fmt/format.h>
@@ -109,7 +109,9 @@ class AcceleratorCore {
     position.consumed = std::exchange(position.skip, 0);
     return position.consumed;
   }
-  void skip_first_batches(std::size_t loader, std::int64_t batches) { loaders_[loader].skip = batches; }
+  void skip_first_batches(std::size_t loader, std::int64_t batches) {
+    loaders_[loader].skip = batches;
+  }
 
   // A loader yielded this rank's batch `index` of `count`; `real_in_final_round` is how many
   // samples of the last round are not wrap-around duplicates (-1: none are). Evaluation loops

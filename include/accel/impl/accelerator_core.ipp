@@ -60,7 +60,8 @@ ACCEL_DECL profiling::Profile AcceleratorCore::start_profile(const ProfileOption
   {
     const profiling::Unrecorded unrecorded;  // its own broadcasts are no step's
     if (folder.empty() && run_open)
-      folder = group_ ? std::filesystem::path(group_->broadcast_bytes(run_dir.string(), 0)) : run_dir;
+      folder = group_ ? std::filesystem::path(group_->broadcast_bytes(run_dir.string(), 0))
+                      : run_dir;
     if (folder.empty()) folder = "profile";
     std::error_code error;
     std::filesystem::create_directories(folder, error);

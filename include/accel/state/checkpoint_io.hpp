@@ -5,8 +5,8 @@
 // component's: the folder, the pre-hooks, the ranks' agreement (rank_agreement.hpp), writing the
 // rank files and the one Manifest (manifest.hpp), committing. It reaches the Accelerator only
 // through the CheckpointView the Accelerator hands it (checkpoint_view.hpp), which depends on the
-// strategy alone: StateIO<Strategy> is all of it, and CheckpointIO<Accelerator> adds the
-// precision's state, the one part whose type is the Accelerator's. save_model and load_model are
+// strategy alone: StateIO<Strategy> is all of it, and CheckpointIO<Accelerator> only points the
+// view at its precision's state functions (PrecisionStateIO). save_model and load_model are
 // model_files.hpp's.
 //
 // A checkpoint is a folder:

@@ -10,10 +10,9 @@
 //
 // It depends on the strategy only, not on the Accelerator: the policies are names, and the
 // precision is reached through two functions that CheckpointIO sets. So the checkpoint code is
-// compiled once per strategy in a translation unit,
-// however many precisions and accumulation counts its Accelerators combine it with: a program
-// of the examples' 32 variants compiles it four times, not 32 (docs/benchmarks.md, "Test suite
-// time").
+// compiled once per strategy in a translation unit, however many precisions and accumulation
+// counts its Accelerators combine it with: the examples' 32 variants compile it four times, not
+// 32 (docs/benchmarks.md, "Test suite time").
 #pragma once
 
 #include <torch/torch.h>
