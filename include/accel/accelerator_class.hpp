@@ -64,6 +64,7 @@
 #include "parallel/contract.hpp"
 #include "parallel/detail/clip.hpp"
 #include "parallel/ddp.hpp"
+#include "parallel/full_parameters.hpp"
 #include "policy.hpp"
 #include "precision/contract.hpp"
 #include "precision/autocast.hpp"
@@ -523,23 +524,10 @@ class Accelerator
   // here, so every rank must enter the scope, and at its end writes its part of any change back
   // to its shard and frees them again. Elsewhere parameters are always whole and it does nothing.
   // Takes the prepared handle, the holder or the shared_ptr.
-  class [[nodiscard]] FullParameters {
-   public:
-    FullParameters(Accelerator& accelerator, torch::nn::Module& module)
-        : accelerator_(accelerator), module_(module) {
-      accelerator_.strategy_.gather_full(module_);
-    }
-    ~FullParameters() { accelerator_.strategy_.release_full(module_); }
-    FullParameters(const FullParameters&) = delete;
-    FullParameters& operator=(const FullParameters&) = delete;
-
-   private:
-    Accelerator& accelerator_;
-    torch::nn::Module& module_;
-  };
+  using FullParameters = parallel::FullParameters<parallel::Strategy<parallelism_policy>>;
   template <class Model>
   FullParameters full_parameters(Model& model) {
-    return FullParameters(*this, static_cast<torch::nn::Module&>(*model));
+    return FullParameters(strategy_, static_cast<torch::nn::Module&>(*model));
   }
 
   // Bytes of parameters, gradients and optimizer state this rank holds for the prepared models

@@ -17,6 +17,7 @@
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
 #include "../detail/shape_text.hpp"
+#include "../parallel/full_parameters.hpp"
 #include "../runtime/process_group.hpp"
 #include "dtype_conversion.hpp"
 #include "rank_agreement.hpp"
@@ -38,15 +39,8 @@ void save_model_files(const View& view, torch::nn::Module& model,
                       const std::filesystem::path& folder, std::uint64_t max_shard_bytes) {
   const runtime::ProcessGroup::Caller caller(view.group, "save_model");
   std::string error;
-  // Accelerator::FullParameters' protocol: gathered here, written back and freed at the end.
-  struct Gathered {
-    decltype(view.strategy)& strategy;
-    torch::nn::Module& model;
-    ~Gathered() { strategy.release_full(model); }
-  };
-  view.strategy.gather_full(model);
   {
-    const Gathered gathered{view.strategy, model};
+    const parallel::FullParameters full(view.strategy, model);
     error = detail::error_of([&] {
       if (view.rank != 0) return;
       std::vector<std::pair<std::string, torch::Tensor>> named;
