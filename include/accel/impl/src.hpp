@@ -99,3 +99,5 @@
 #include "../state/impl/weights.ipp"
 #include "../state/impl/weights_reader.ipp"
 #include "../state/impl/writable_folder.ipp"
+#include "../tracking/impl/tracker.ipp"
+#include "../tracking/impl/values.ipp"

@@ -17,8 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "../detail/error.hpp"
-#include "json.hpp"
+#include "../detail/separate_compilation.hpp"
 
 namespace accel::tracking {
 
@@ -38,21 +37,8 @@ class ConfigValue {
 
   const std::variant<bool, std::int64_t, double, std::string>& value() const { return value_; }
 
-  std::string to_json() const {
-    return std::visit(
-        [](const auto& v) -> std::string {
-          using V = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<V, bool>)
-            return v ? "true" : "false";
-          else if constexpr (std::is_same_v<V, std::int64_t>)
-            return fmt::format("{}", v);
-          else if constexpr (std::is_same_v<V, double>)
-            return json::number(v);
-          else
-            return json::string(v);
-        },
-        value_);
-  }
+  // The value as JSON: true/false, a number, or a quoted string.
+  ACCEL_DECL std::string to_json() const;
 
  private:
   std::variant<bool, std::int64_t, double, std::string> value_;
@@ -63,9 +49,8 @@ class ConfigValue {
 struct Number {
   double value = 0.0;
   bool single = false;
-  std::string text() const {
-    return single ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
-  }
+  // The number as written: the shortest round-trip form, a float's digits when `single`.
+  ACCEL_DECL std::string text() const;
 };
 
 // One metric value: a number. A tensor must hold exactly one element (a loss, an accuracy); its
@@ -80,25 +65,9 @@ class Metric {
 
   // The number, or an accel::Error naming `name` when a tensor is not one element.
   double value(std::string_view name) const { return number(name).value; }
-  Number number(std::string_view name) const {
-    if (!tensor_.defined()) return {value_, single_};
-    if (tensor_.numel() != 1)
-      detail::fail("log(): metric '{}' is a tensor of shape {} ({} elements); log one number per "
-                   "name, e.g. {{\"{}\", t.mean()}}",
-                   name, shape(), tensor_.numel(), name);
-    return {tensor_.item<double>(), tensor_.scalar_type() == torch::kFloat ||
-                                        tensor_.scalar_type() == torch::kBFloat16 ||
-                                        tensor_.scalar_type() == torch::kHalf};
-  }
+  ACCEL_DECL Number number(std::string_view name) const;
 
  private:
-  std::string shape() const {
-    std::string text = "[";
-    for (const std::int64_t size : tensor_.sizes())
-      text += fmt::format("{}{}", text.size() > 1 ? ", " : "", size);
-    return text + "]";
-  }
-
   double value_ = 0.0;
   bool single_ = false;
   torch::Tensor tensor_;
@@ -113,3 +82,7 @@ using Scalars = std::vector<std::pair<std::string, Number>>;
 using Texts = std::vector<std::pair<std::string, std::string>>;
 
 }  // namespace accel::tracking
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/values.ipp"
+#endif
