@@ -1,5 +1,6 @@
-# Configures and builds tests/package/consumer against accel, either installed (find_package)
-# or as a subdirectory, then runs the consumer. Invoked by ctest with -P.
+# Configures and builds tests/package/consumer against accel, either installed (find_package,
+# with the variants of tests/package/variants) or as a subdirectory, then runs the consumer.
+# Invoked by ctest with -P.
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(consumer_args -DACCEL_CONSUMER_MODE=${MODE})
 if(MODE STREQUAL "find_package")
@@ -9,8 +10,10 @@ if(MODE STREQUAL "find_package")
     message(FATAL_ERROR "install failed: ${rc}")
   endif()
   # Installed, the consumer is built in the separately compiled mode (accel::compiled from the
-  # installed src/accel.cpp); through add_subdirectory, header-only.
-  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" -DACCEL_CONSUMER_COMPILED=ON)
+  # installed src/accel.cpp), with its variants (package.variants runs them); through
+  # add_subdirectory, header-only.
+  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" -DACCEL_CONSUMER_COMPILED=ON
+       -DACCEL_CONSUMER_VARIANTS=ON)
 else()
   list(APPEND consumer_args "-DACCEL_SOURCE_DIR=${SOURCE_DIR}")
 endif()

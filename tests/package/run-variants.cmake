@@ -1,33 +1,14 @@
-# accel_add_variants() through find_package(accel): installs accel, builds tests/package/variants
-# (one executable per variant, and one carrying both), runs each, asks for variants that are and
-# are not compiled in, and checks that a bad variant stops the configuration. Invoked by ctest
-# with -P, with SOURCE_DIR, BUILD_DIR, WORK_DIR and GENERATOR.
-file(REMOVE_RECURSE "${WORK_DIR}")
+# accel_add_variants() and accel::Variants through an installed accel (find_package): runs the
+# variants package.find_package built into WORK_DIR (run-consumer.cmake, its fixture), asks for
+# variants that are and are not compiled in, and checks that a bad variant stops the
+# configuration. Invoked by ctest with -P, with SOURCE_DIR, WORK_DIR and GENERATOR.
 unset(ENV{ACCEL_VARIANT})
-execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix"
-                RESULT_VARIABLE rc OUTPUT_QUIET)
-if(rc)
-  message(FATAL_ERROR "install failed: ${rc}")
-endif()
-set(project "${SOURCE_DIR}/tests/package/variants")
-# No build type, as in run-consumer.cmake: what is tested is the packaging, and code compiled
-# without optimization builds in much less time.
-execute_process(
-  COMMAND ${CMAKE_COMMAND} -S "${project}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-          "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
-  RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring the variants consumer failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build "${WORK_DIR}/build" RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the variants consumer failed: ${rc}")
-endif()
+set(built "${WORK_DIR}/build/variants")
 
 # expect(<status> <regex> <program> [args...]): the program exits with status and its output
 # (stdout and stderr) matches regex.
 function(expect status regex program)
-  execute_process(COMMAND "${WORK_DIR}/build/${program}" ${ARGN}
+  execute_process(COMMAND "${built}/${program}" ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc STREQUAL "${status}" OR NOT "${out}${err}" MATCHES "${regex}")
     message(FATAL_ERROR "${program} ${ARGN}: exit ${rc}, output:\n${out}${err}\n"
@@ -48,9 +29,11 @@ expect(2 "accel: variant 'Zero3,Bf16,4' is not compiled into this program. it ha
 expect(2 "accel: variant 'Zero2,Fp32,2' is not compiled into this program. it has Ddp,Fp32,1\\."
        train_ddp_fp32_1 --variant=Zero2,Fp32,2)
 
+file(REMOVE_RECURSE "${WORK_DIR}/bad")
 execute_process(
-  COMMAND ${CMAKE_COMMAND} -S "${project}" -B "${WORK_DIR}/bad" -G "${GENERATOR}"
-          "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DACCEL_BAD_VARIANT=Ddp,Bf17,1"
+  COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/package/consumer" -B "${WORK_DIR}/bad"
+          -G "${GENERATOR}" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" -DACCEL_CONSUMER_VARIANTS=ON
+          "-DACCEL_BAD_VARIANT=Ddp,Bf17,1"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc OR NOT err MATCHES "accel: accel_add_variants\\(bad\\): variant 'Ddp,Bf17,1' has precision 'Bf17'")
   message(FATAL_ERROR "a bad variant: exit ${rc}, output:\n${out}${err}")
