@@ -3,9 +3,10 @@
 # benchmarks, and runs the whole test suite, on one or both libtorch legs:
 #   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/
 #   scripts/test.sh --leg debian13   libtorch 2.6, in a Debian 13 root (debootstrap + chroot),
-#                                    in build-debian13/, without the benchmarks and the
-#                                    compile-fail twins (the host leg has both; see
-#                                    tests/CMakeLists.txt for why the twins need one leg)
+#                                    in build-debian13/, without the benchmarks, the
+#                                    compile-fail twins and the header-only consumer (the
+#                                    host leg has them; tests/CMakeLists.txt says why the
+#                                    twins and the consumer need one leg)
 #   scripts/test.sh --leg all        both, the host first; the Debian 13 root is made while the
 #                                    host leg builds and tests (downloads and unpacking wait on
 #                                    the network and the disk, the build on the CPU)
@@ -55,7 +56,7 @@ both_legs="-DACCEL_USE_COMPILED=ON -DACCEL_QUICK_PROGRAMS=ON"
 # The root sees the repo at /src; its build folder is separate from the host's.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF\" \"\$@\"" \
+    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_HEADER_ONLY_CONSUMER=OFF\" \"\$@\"" \
     configure_build_test "$@"
 }
 
