@@ -11,7 +11,7 @@
 
 #include <cstdint>
 #include <exception>
-#include <future>
+#include <memory>
 #include <utility>
 
 #include "../detail/separate_compilation.hpp"
@@ -19,6 +19,11 @@
 #include "transport_declarations.hpp"
 
 namespace accel::runtime {
+
+// How a collective started on the shared-memory path's thread ends: shared_memory_path.hpp
+// defines it, around a std::shared_future. Held through a pointer, so that the headers of the
+// training path need not parse <future> (14 MB of the compiler's memory in every TU).
+struct Completion;
 
 // A sum all-reduce of a contiguous tensor (ProcessGroup::allreduce_async): after wait(), read
 // the tensor (the wire copy travelled where the dtype needed one, and is copied back).
@@ -29,7 +34,7 @@ struct PendingAllreduce {
   c10::intrusive_ptr<c10d::Work> work;
   torch::Tensor tensor;  // the tensor the result lands in
   torch::Tensor wire;    // its fp32 stand-in on a wire without the dtype, else undefined
-  std::shared_future<void> shared_memory;  // instead of `work` on the shared-memory path
+  std::shared_ptr<Completion> shared_memory;  // instead of `work` on the shared-memory path
   ACCEL_DECL void wait();
 };
 
@@ -42,8 +47,8 @@ struct PendingCollective {
   std::uint64_t sequence = 0;
   torch::Tensor input;
   torch::Tensor result;  // reduce_scatter_async's chunk; undefined for allgather_into_async
-  std::shared_future<void> done;
-  bool pending() const { return done.valid(); }
+  std::shared_ptr<Completion> done;
+  bool pending() const { return done != nullptr; }
   ACCEL_DECL void wait();
 };
 

@@ -38,6 +38,12 @@ namespace accel::runtime {
 // The transport's element type for a tensor it can carry, or nothing (Gloo carries it).
 ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t);
 
+// A collective queued on the path's thread: its end (or its error) once it has run. Pending
+// collectives hold it by pointer (pending_collective.hpp).
+struct Completion {
+  std::shared_future<void> future;
+};
+
 class SharedMemoryPath {
  public:
   // Bytes of each rank's slot: a collective streams through 2 x (ranks + 1) of them.
@@ -54,7 +60,7 @@ class SharedMemoryPath {
   ACCEL_DECL ~SharedMemoryPath();
 
   // Queues `collective` (a call on the transport) behind those issued before it.
-  ACCEL_DECL std::shared_future<void> submit(std::function<void(shm::Transport&)> collective);
+  ACCEL_DECL std::shared_ptr<Completion> submit(std::function<void(shm::Transport&)> collective);
   // The same, waiting for it; rethrows its error. Runs on the calling thread once the queue is
   // empty (no hand-off to the worker thread: most collectives are blocking, and small).
   template <class Collective>
@@ -87,7 +93,7 @@ class SharedMemoryPath {
   // The group's collectives on contiguous CPU tensors of a type the transport carries
   // (shared_memory_type(); all-gather and broadcast copy bytes: any type). The blocking ones run
   // here, behind the asynchronous ones issued before, and name `call` when they fail; the
-  // start_ ones return the future a PendingCollective waits on (pending_collective.hpp), and
+  // start_ ones return the Completion a PendingCollective waits on (pending_collective.hpp), and
   // keep the tensors' storage alive until the collective has run.
   ACCEL_DECL void allreduce(torch::Tensor& data, shm::DataType type, shm::Reduction op,
                             const CollectiveCall& call);
@@ -96,10 +102,10 @@ class SharedMemoryPath {
   ACCEL_DECL void allgather(const torch::Tensor& input, torch::Tensor& output,
                             const CollectiveCall& call);
   ACCEL_DECL void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call);
-  ACCEL_DECL std::shared_future<void> start_allreduce(torch::Tensor data, shm::DataType type);
-  ACCEL_DECL std::shared_future<void> start_reduce_scatter(torch::Tensor flat, torch::Tensor result,
+  ACCEL_DECL std::shared_ptr<Completion> start_allreduce(torch::Tensor data, shm::DataType type);
+  ACCEL_DECL std::shared_ptr<Completion> start_reduce_scatter(torch::Tensor flat, torch::Tensor result,
                                                            shm::DataType type, shm::Reduction op);
-  ACCEL_DECL std::shared_future<void> start_allgather(torch::Tensor input, torch::Tensor output);
+  ACCEL_DECL std::shared_ptr<Completion> start_allgather(torch::Tensor input, torch::Tensor output);
 
   // Collective: a segment of one region of `bytes` per rank that every rank maps (shm/regions.hpp),
   // made by rank 0 and named to the others through `store`, as the transport's own segment is.
@@ -114,7 +120,7 @@ class SharedMemoryPath {
   ACCEL_DECL void allreduce_regions(shm::Regions& regions, const torch::Tensor& data,
                                     shm::DataType type, double scale, const CollectiveCall& call);
   // The same on the path's thread; keeps `regions` mapped and `data` alive until it has run.
-  ACCEL_DECL std::shared_future<void> start_allreduce_regions(std::shared_ptr<shm::Regions> regions,
+  ACCEL_DECL std::shared_ptr<Completion> start_allreduce_regions(std::shared_ptr<shm::Regions> regions,
                                                               torch::Tensor data,
                                                               shm::DataType type, double scale);
 

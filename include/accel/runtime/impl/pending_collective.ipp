@@ -13,9 +13,9 @@ ACCEL_DECL void PendingAllreduce::wait() {
   const profiling::Span span(profiling::Phase::communication, "allreduce",
                              static_cast<std::int64_t>(sequence),
                              static_cast<std::int64_t>(call.tensor.nbytes()), profiling::Part::wait);
-  if (shared_memory.valid()) {
+  if (shared_memory) {
     try {
-      shared_memory.get();
+      shared_memory->future.get();
     } catch (const std::exception& error) {
       path->failed(call, error);
     }
@@ -26,15 +26,15 @@ ACCEL_DECL void PendingAllreduce::wait() {
 }
 
 ACCEL_DECL void PendingCollective::wait() {
-  if (!done.valid()) return;
-  const std::shared_future<void> finished = std::move(done);
-  done = {};
+  if (!done) return;
+  const std::shared_ptr<Completion> finished = std::move(done);
+  done = nullptr;
   const profiling::Span span(profiling::Phase::communication, operation,
                              static_cast<std::int64_t>(sequence),
                              input.defined() ? static_cast<std::int64_t>(input.nbytes()) : 0,
                              profiling::Part::wait);
   try {
-    finished.get();
+    finished->future.get();
   } catch (const std::exception& error) {
     path->failed(CollectiveCall{operation, sequence, input}, error);
   }

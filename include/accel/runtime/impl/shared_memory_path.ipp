@@ -36,12 +36,12 @@ ACCEL_DECL SharedMemoryPath::~SharedMemoryPath() {
   worker_.join();
 }
 
-ACCEL_DECL std::shared_future<void> SharedMemoryPath::submit(
+ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::submit(
     std::function<void(shm::Transport&)> collective) {
   std::packaged_task<void()> task([this, collective = std::move(collective)] {
     collective(transport_);
   });
-  std::shared_future<void> done = task.get_future().share();
+  auto done = std::make_shared<Completion>(Completion{task.get_future().share()});
   {
     const std::scoped_lock lock(mutex_);
     queue_.push_back(std::move(task));
@@ -88,7 +88,7 @@ ACCEL_DECL void SharedMemoryPath::broadcast(torch::Tensor& bytes, int root,
   });
 }
 
-ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allreduce(torch::Tensor data,
+ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce(torch::Tensor data,
                                                                       shm::DataType type) {
   return submit([data, type](shm::Transport& transport) {
     transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
@@ -96,7 +96,7 @@ ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allreduce(torch::Ten
   });
 }
 
-ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_reduce_scatter(torch::Tensor flat,
+ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_reduce_scatter(torch::Tensor flat,
                                                                            torch::Tensor result,
                                                                            shm::DataType type,
                                                                            shm::Reduction op) {
@@ -106,7 +106,7 @@ ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_reduce_scatter(torch
   });
 }
 
-ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allgather(torch::Tensor input,
+ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allgather(torch::Tensor input,
                                                                       torch::Tensor output) {
   return submit([input, output](shm::Transport& transport) {
     transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
@@ -139,7 +139,7 @@ ACCEL_DECL void SharedMemoryPath::allreduce_regions(shm::Regions& regions,
   });
 }
 
-ACCEL_DECL std::shared_future<void> SharedMemoryPath::start_allreduce_regions(
+ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce_regions(
     std::shared_ptr<shm::Regions> regions, torch::Tensor data, shm::DataType type, double scale) {
   const std::size_t offset = offset_in(*regions, data);
   return submit(
