@@ -103,8 +103,10 @@ class SharedMemoryPath {
                             const CollectiveCall& call);
   ACCEL_DECL void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call);
   ACCEL_DECL std::shared_ptr<Completion> start_allreduce(torch::Tensor data, shm::DataType type);
-  ACCEL_DECL std::shared_ptr<Completion> start_reduce_scatter(torch::Tensor flat, torch::Tensor result,
-                                                           shm::DataType type, shm::Reduction op);
+  ACCEL_DECL std::shared_ptr<Completion> start_reduce_scatter(torch::Tensor flat,
+                                                              torch::Tensor result,
+                                                              shm::DataType type,
+                                                              shm::Reduction op);
   ACCEL_DECL std::shared_ptr<Completion> start_allgather(torch::Tensor input, torch::Tensor output);
 
   // Collective: a segment of one region of `bytes` per rank that every rank maps (shm/regions.hpp),
@@ -120,9 +122,8 @@ class SharedMemoryPath {
   ACCEL_DECL void allreduce_regions(shm::Regions& regions, const torch::Tensor& data,
                                     shm::DataType type, double scale, const CollectiveCall& call);
   // The same on the path's thread; keeps `regions` mapped and `data` alive until it has run.
-  ACCEL_DECL std::shared_ptr<Completion> start_allreduce_regions(std::shared_ptr<shm::Regions> regions,
-                                                              torch::Tensor data,
-                                                              shm::DataType type, double scale);
+  ACCEL_DECL std::shared_ptr<Completion> start_allreduce_regions(
+      std::shared_ptr<shm::Regions> regions, torch::Tensor data, shm::DataType type, double scale);
 
  private:
   // Rank 0 creates a segment of `bytes` under a fresh random name (shm/segment_name.hpp) and

@@ -89,7 +89,7 @@ ACCEL_DECL void SharedMemoryPath::broadcast(torch::Tensor& bytes, int root,
 }
 
 ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce(torch::Tensor data,
-                                                                      shm::DataType type) {
+                                                                         shm::DataType type) {
   return submit([data, type](shm::Transport& transport) {
     transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
                         shm::Reduction::sum);
@@ -97,9 +97,9 @@ ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce(torch::
 }
 
 ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_reduce_scatter(torch::Tensor flat,
-                                                                           torch::Tensor result,
-                                                                           shm::DataType type,
-                                                                           shm::Reduction op) {
+                                                                              torch::Tensor result,
+                                                                              shm::DataType type,
+                                                                              shm::Reduction op) {
   return submit([flat, result, type, op](shm::Transport& transport) {
     transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
                              static_cast<std::size_t>(result.numel()), type, op);
@@ -107,7 +107,7 @@ ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_reduce_scatter(to
 }
 
 ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allgather(torch::Tensor input,
-                                                                      torch::Tensor output) {
+                                                                         torch::Tensor output) {
   return submit([input, output](shm::Transport& transport) {
     transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
   });
