@@ -28,7 +28,6 @@ ACCEL_DECL void PendingAllreduce::wait() {
 ACCEL_DECL void PendingCollective::wait() {
   if (!done) return;
   const std::shared_ptr<Completion> finished = std::move(done);
-  done = nullptr;
   const profiling::Span span(profiling::Phase::communication, operation,
                              static_cast<std::int64_t>(sequence),
                              input.defined() ? static_cast<std::int64_t>(input.nbytes()) : 0,
