@@ -94,6 +94,36 @@ T narrow(typename Accumulator<T>::type v) {
     return static_cast<T>(v);
 }
 
+// The sum (or the mean) of `Ranks` inputs times `scale`, element by element, written into one
+// output or into every input: each element's inputs are read before its outputs are written,
+// so an output may be an input. With the rank count known at compile time the sum stays in a
+// register and the loop streams each input and output once: about twice as fast as the blocked
+// loop of reduce() below, which makes several passes over its accumulators
+// (docs/benchmarks.md, "Ddp's reduction in one pass").
+template <class T, int Ranks>
+void sum_in_one_pass(const std::byte* const* inputs, std::byte* const* outputs, bool into_inputs,
+                     std::size_t count, bool mean, double scale) {
+  using A = typename Accumulator<T>::type;
+  const T* source[Ranks];
+  for (int r = 0; r < Ranks; ++r) source[r] = reinterpret_cast<const T*>(inputs[r]);
+  const A factor = static_cast<A>(scale);
+  const auto stream = [&]<int Outputs>(std::integral_constant<int, Outputs>) {
+    T* target[Outputs];
+    for (int o = 0; o < Outputs; ++o) target[o] = reinterpret_cast<T*>(outputs[o]);
+    for (std::size_t i = 0; i < count; ++i) {
+      A v = widen(source[0][i]);
+      for (int r = 1; r < Ranks; ++r) v += widen(source[r][i]);
+      if (mean) v /= static_cast<A>(Ranks);
+      const T result = narrow<T>(v * factor);
+      for (int o = 0; o < Outputs; ++o) target[o][i] = result;
+    }
+  };
+  if (into_inputs)
+    stream(std::integral_constant<int, Ranks>{});
+  else
+    stream(std::integral_constant<int, 1>{});
+}
+
 // outputs[o][i] = (reduction over r of inputs[r][i], in rank order) x scale, for i in [0, count)
 // and each of the `output_count` outputs; the scale multiplies the accumulator, before the
 // rounding to a half type. An output may be an input: each block is read in full before any
@@ -135,6 +165,25 @@ void reduce(const std::byte* const* inputs, int ranks, std::byte* const* outputs
     for (int o = 0; o < output_count; ++o) {
       T* result = reinterpret_cast<T*>(outputs[o]) + begin;
       for (std::size_t i = 0; i < n; ++i) result[i] = narrow<T>(acc[i]);
+    }
+  }
+}
+
+// sum_in_one_pass where it applies (a floating type, a sum or a mean, 2 to 4 ranks, one
+// output or every input as output); false where the caller should use reduce().
+template <class T>
+bool reduce_in_one_pass(const std::byte* const* inputs, int ranks, std::byte* const* outputs,
+                        bool into_inputs, std::size_t count, Reduction op, double scale) {
+  if constexpr (std::is_integral_v<T>) {
+    return false;
+  } else {
+    if (op != Reduction::sum && op != Reduction::mean) return false;
+    const bool mean = op == Reduction::mean;
+    switch (ranks) {
+      case 2: sum_in_one_pass<T, 2>(inputs, outputs, into_inputs, count, mean, scale); return true;
+      case 3: sum_in_one_pass<T, 3>(inputs, outputs, into_inputs, count, mean, scale); return true;
+      case 4: sum_in_one_pass<T, 4>(inputs, outputs, into_inputs, count, mean, scale); return true;
+      default: return false;
     }
   }
 }

@@ -26,14 +26,21 @@ void for_type(DataType type, Call&& call) {
 ACCEL_DECL void reduce(DataType type, const std::byte* const* inputs, int ranks, std::byte* out,
                        std::size_t count, Reduction op) {
   elements::for_type(type, [&]<class T>(T) {
-    elements::reduce<T>(inputs, ranks, &out, 1, count, op, 1.0);
+    if (!elements::reduce_in_one_pass<T>(inputs, ranks, &out, false, count, op, 1.0))
+      elements::reduce<T>(inputs, ranks, &out, 1, count, op, 1.0);
   });
 }
 
 ACCEL_DECL void sum_into_each(DataType type, const std::byte* const* inputs, int ranks,
                               std::byte* const* outputs, int output_count, std::size_t count,
                               double scale) {
+  const bool into_inputs =
+      output_count == ranks && std::equal(outputs, outputs + ranks, inputs);
   elements::for_type(type, [&]<class T>(T) {
+    if ((output_count == 1 || into_inputs) &&
+        elements::reduce_in_one_pass<T>(inputs, ranks, outputs, into_inputs, count,
+                                        Reduction::sum, scale))
+      return;
     elements::reduce<T>(inputs, ranks, outputs, output_count, count, Reduction::sum, scale);
   });
 }

@@ -150,17 +150,20 @@ ACCEL_DECL void Transport::start(Operation op, DataType type, std::uint64_t coun
   for (std::size_t i = 0; i < current_.size(); ++i)
     std::atomic_ref(controls()[rank_].call[i]).store(current_[i], std::memory_order_relaxed);
   meet(op);
-  std::string calls;
-  bool agree = true;
-  for (int r = 0; r < size_; ++r) {
+  const auto call_of = [&](int r) {
     Call theirs{};
     for (std::size_t i = 0; i < theirs.size(); ++i)
       theirs[i] = std::atomic_ref(controls()[r].call[i]).load(std::memory_order_relaxed);
-    agree = agree && theirs == current_;
-    calls += fmt::format("\n  rank {}: {}", r, describe(theirs));
-  }
+    return theirs;
+  };
+  bool agree = true;
+  for (int r = 0; r < size_; ++r) agree = agree && call_of(r) == current_;
   if (!agree) {
     broken_ = true;
+    // Formatted only here: every collective passes through this check.
+    std::string calls;
+    for (int r = 0; r < size_; ++r)
+      calls += fmt::format("\n  rank {}: {}", r, describe(call_of(r)));
     accel::detail::fail("mismatched collective on rank {}: the ranks called different collectives "
                         "at the same point; every rank must issue the same collectives in the same "
                         "order with the same dtypes and sizes:{}",
