@@ -17,28 +17,30 @@
 #   scripts/in-debian13.sh -e DEBIAN_FRONTEND=noninteractive -- 'apt-get update &&
 #     apt-get install -y --no-upgrade python3-torch'
 #
-# gpt (examples/gpt/model.hpp, bench/reference/gpt_model.py: byte vocabulary, AdamW, warmup
-# cosine) runs at world size 2 only, --gpt-turns alternating turns (default 3) of accel_bench
-# --strategy ddp, zero2, zero3 and fsdp against ddp.py --strategy ddp, fsdp-grad-op,
-# fsdp-full and fsdp-no-shard, each turn ending with the ceiling: two independent one-process
-# accel_bench --model gpt runs at once, one per core. Its table gives median tokens/s, every
-# rank's median peak RSS, and accel over its PyTorch counterpart (Ddp: DDP and FSDP NO_SHARD;
-# Zero2: SHARD_GRAD_OP; Zero3 and Fsdp<FullShard>: FULL_SHARD) and over the ceiling. Where the
-# Python torch has no FSDP on CPU (Debian 12's 1.13 under Python 3.11), ddp.py prints why and the
-# table says "skipped". Size: --gpt-size (default issue 32's: hidden 512, 8 blocks, seq 128,
-# batch 4 per rank, 25.5M parameters), --gpt-steps timed steps (default 5, x --steps-scale)
-# after --gpt-warmup (default 2).
+# gpt (examples/gpt/model.hpp, bench/reference/gpt_model.py: byte vocabulary, AdamW, warmup cosine)
+# runs at world size 2 only, --gpt-turns alternating turns (default 3) of accel_bench --strategy
+# ddp, zero2, zero3 and fsdp against ddp.py --strategy ddp, fsdp-grad-op, fsdp-full and
+# fsdp-no-shard, each turn ending with the ceiling: two independent one-process accel_bench --model
+# gpt runs at once, one per core. Its table gives median tokens/s, every rank's median peak RSS, and
+# accel over its PyTorch counterpart (Ddp: DDP and FSDP NO_SHARD; Zero2: SHARD_GRAD_OP; Zero3 and
+# Fsdp<FullShard>: FULL_SHARD) and over the ceiling and the lockstep ceiling (both as for the other
+# models, below). Where the Python torch has no FSDP on CPU (Debian 12's 1.13 under Python 3.11),
+# ddp.py prints why and the table says "skipped". Size: --gpt-size (default issue 32's: hidden 512,
+# 8 blocks, seq 128, batch 4 per rank, 25.5M parameters), --gpt-steps timed steps (default 5, x
+# --steps-scale) after --gpt-warmup (default 2).
 #
 # For each model and world size it runs build/bench/accel_bench and bench/reference/ddp.py in
-# alternating turns (accel, PyTorch, accel, PyTorch, ...; --turns each, default 5), takes the
-# median samples/s of each, and prints a table: the ratio accel/PyTorch and, at world size 2, the
-# scaling efficiency of each (samples/s at 2 ranks / (2 x samples/s at 1 rank)), and the ceiling
-# that two independent one-process accel_bench runs at the same time reach (no communication at
-# all: what sharing the cores alone costs). At world size 1 it also runs accel_bench --plain (the
-# same training in a plain libtorch loop, no Accelerator; --no-plain skips it) in the same turns,
-# for the Accelerator's own cost per model. Then it runs build/bench/accel_overhead (the
-# Accelerator against a plain libtorch loop, one process) and prints its overhead_pct line.
-# Raw output goes to $BUILD_DIR/bench-results/<date>/.
+# alternating turns (accel, PyTorch, accel, PyTorch, ...; --turns each, default 5), takes the median
+# samples/s of each, and prints a table: the ratio accel/PyTorch and, at world size 2, the scaling
+# efficiency of each (samples/s at 2 ranks / (2 x samples/s at 1 rank)), and the ceiling that two
+# independent one-process accel_bench runs at the same time reach (no communication at all: what
+# sharing the cores alone costs), and accel over it; then the lockstep ceiling, twice the slower of
+# those two processes (what training whose every step waits for the slower rank can reach when one
+# core runs slower than the other), and accel over that. At world size 1 it also runs accel_bench
+# --plain (the same training in a plain libtorch loop, no Accelerator; --no-plain skips it) in the
+# same turns, for the Accelerator's own cost per model. Then it runs build/bench/accel_overhead (the
+# Accelerator against a plain libtorch loop, one process) and prints its overhead_pct line. Raw
+# output goes to $BUILD_DIR/bench-results/<date>/.
 #
 # One thread per rank (--threads 1 in both benchmarks limits OpenBLAS's own pool too), and each
 # rank pinned to its own core (--pin; --no-pin leaves placement to the scheduler: a one-thread
@@ -237,9 +239,11 @@ run_one() {  # impl model world
   echo "impl=$impl model=$model world=$world $last" | tee -a "$raw" >&2
 }
 
-# Two independent one-process runs at the same time: the samples/s they reach together.
 # Two independent one-process accel_bench runs at once, one per core (pinned when --pin): prints
-# the sum of their last lines' FIELD (samples_per_s, tokens_per_s), or fails naming WHAT.
+# the sum of their last lines' FIELD (samples_per_s, tokens_per_s) and twice the smaller of the
+# two, or fails naming WHAT. The sum is the ceiling; twice the slower process is what training
+# in lockstep can reach on those two cores at that time (each step waits for the slower rank),
+# which is lower when one core runs slower than the other, as a VM's cores may.
 two_at_once() {  # field what accel_bench-args...
   local field=$1 what=$2 a b cpu0=() cpu1=(); shift 2
   [ ${#pin[@]} -gt 0 ] && { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
@@ -250,13 +254,15 @@ two_at_once() {  # field what accel_bench-args...
   a=$(tail -n 1 "$results/pair0.txt" | sed -n "s/.*$field=\([0-9.]*\).*/\1/p")
   b=$(tail -n 1 "$results/pair1.txt" | sed -n "s/.*$field=\([0-9.]*\).*/\1/p")
   [ -n "$a" ] && [ -n "$b" ] || { echo "run.sh: the pair run of $what failed; see $results/stderr.txt" >&2; exit 1; }
-  awk -v a="$a" -v b="$b" 'BEGIN { print a + b }'
+  awk -v a="$a" -v b="$b" 'BEGIN { print a + b, 2 * (a < b ? a : b) }'
 }
 
 run_pair() {  # model
-  local model=$1 sum
-  sum=$(two_at_once samples_per_s "$model" --model "$model" --nproc 1 --steps "$(steps "$model" 1)" "${extra[@]}")
+  local model=$1 sum lockstep
+  read -r sum lockstep < <(two_at_once samples_per_s "$model" --model "$model" --nproc 1 \
+    --steps "$(steps "$model" 1)" "${extra[@]}")
   echo "impl=pair model=$model world=2 samples_per_s=$sum" | tee -a "$raw" >&2
+  echo "impl=lockstep model=$model world=2 samples_per_s=$lockstep" | tee -a "$raw" >&2
 }
 
 # --- gpt: world size 2, accel's strategies and PyTorch's, and the ceiling ---------------------------
@@ -292,10 +298,11 @@ run_gpt() {  # impl(accel|torch) strategy
 
 # The ceiling: two independent one-process accel_bench runs at once, one per core.
 run_gpt_pair() {
-  local sum
-  sum=$(two_at_once tokens_per_s gpt --model gpt --nproc 1 --steps "$(gpt_timed_steps)" \
-        --warmup "$gpt_warmup" "${gpt_size[@]}" "${extra[@]}")
+  local sum lockstep
+  read -r sum lockstep < <(two_at_once tokens_per_s gpt --model gpt --nproc 1 \
+    --steps "$(gpt_timed_steps)" --warmup "$gpt_warmup" "${gpt_size[@]}" "${extra[@]}")
   echo "impl=pair strategy=one-process tokens_per_s=$sum" | tee -a "$raw_gpt" >&2
+  echo "impl=lockstep strategy=one-process tokens_per_s=$lockstep" | tee -a "$raw_gpt" >&2
 }
 
 echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); leg $leg_text; commit $commit; malloc $malloc; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
@@ -343,8 +350,9 @@ med = {k: statistics.median(v) for k, v in runs.items()}
 models = list(dict.fromkeys(k[0] for k in runs))
 print("| machine | leg | commit | model | world size | accel samples/s | PyTorch samples/s | "
       "accel/PyTorch | scaling eff. accel | scaling eff. PyTorch | "
-      "ceiling: 2 independent processes | accel overhead vs plain libtorch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "ceiling: 2 independent processes | accel/ceiling | lockstep ceiling: 2 x the slower "
+      "process | accel/lockstep ceiling | accel overhead vs plain libtorch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     for w in (1, 2):
         a, t = med.get((m, w, "accel")), med.get((m, w, "torch"))
@@ -352,12 +360,18 @@ for m in models:
             continue
         eff = lambda impl: med[(m, 2, impl)] / (2 * med[(m, 1, impl)]) if w == 2 and (m, 1, impl) in med else None
         ea, et = eff("accel"), eff("torch")
-        ceiling = med[(m, 2, "pair")] / (2 * med[(m, 1, "accel")]) if w == 2 and (m, 2, "pair") in med else None
+        # The ceilings as scaling efficiencies, and accel's samples/s over each.
+        bound = lambda impl: med[(m, 2, impl)] if w == 2 and (m, 2, impl) in med else None
+        one = med.get((m, 1, "accel"))
+        scaled = lambda v: None if v is None or one is None else v / (2 * one)
+        over = lambda v: "" if v is None else f"{a / v:.2f}"
+        pair, lockstep = bound("pair"), bound("lockstep")
         fmt = lambda e: "" if e is None else f"{100 * e:.0f}%"
         p = med.get((m, 1, "plain")) if w == 1 else None
         overhead = "" if p is None else f"{100 * (p / a - 1):+.1f}%"
         print(f"| {machine} | {leg} | {commit} | {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | "
-              f"{fmt(ea)} | {fmt(et)} | {fmt(ceiling)} | {overhead} |")
+              f"{fmt(ea)} | {fmt(et)} | {fmt(scaled(pair))} | {over(pair)} | "
+              f"{fmt(scaled(lockstep))} | {over(lockstep)} | {overhead} |")
 EOF
 printf '%s\n' "$overhead" | tail -n 1
 fi
@@ -389,12 +403,14 @@ accel_names = {"ddp": "Ddp", "zero2": "Zero2", "zero3": "Zero3", "fsdp": "Fsdp<F
 pairs = [("ddp", "ddp"), ("ddp", "fsdp-no-shard"), ("zero2", "fsdp-grad-op"),
          ("zero3", "fsdp-full"), ("fsdp", "fsdp-full")]
 ceiling = med.get(("pair", "one-process"))
+lockstep = med.get(("lockstep", "one-process"))
 print(f"gpt ({size}), world size 2, one thread per rank; medians of {turns} turns of "
       f"{steps} timed steps; tokens/s global; peak RSS MB rank 0 / rank 1")
 print("| machine | leg | commit | accel | accel tokens/s | accel peak RSS | PyTorch | "
       "PyTorch tokens/s | PyTorch peak RSS | accel/PyTorch tokens/s | accel/PyTorch RSS rank 0 | "
-      "ceiling tokens/s (2 independent processes) | accel/ceiling |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "ceiling tokens/s (2 independent processes) | accel/ceiling | lockstep ceiling tokens/s "
+      "(2 x the slower process) | accel/lockstep ceiling |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 show_rss = lambda r: "" if r is None else " / ".join(f"{x:.0f}" for x in r)
 for a_name, t_name in pairs:
     a, t = med.get(("accel", a_name)), med.get(("torch", t_name))
@@ -407,10 +423,12 @@ for a_name, t_name in pairs:
     elif t is not None:
         t_cell, tr_cell, ratio = f"{t:.0f}", show_rss(tr), f"**{a / t:.2f}**"
         rss_ratio = f"{ar[0] / tr[0]:.2f}" if ar and tr else ""
-    c_cell = "" if ceiling is None else f"{ceiling:.0f}"
-    c_ratio = "" if ceiling is None else f"{a / ceiling:.2f}"
+    bound = lambda c: ("", "") if c is None else (f"{c:.0f}", f"{a / c:.2f}")
+    c_cell, c_ratio = bound(ceiling)
+    l_cell, l_ratio = bound(lockstep)
     print(f"| {machine} | {leg} | {commit} | {accel_names[a_name]} | {a:.0f} | {show_rss(ar)} | "
-          f"{names[t_name]} | {t_cell} | {tr_cell} | {ratio} | {rss_ratio} | {c_cell} | {c_ratio} |")
+          f"{names[t_name]} | {t_cell} | {tr_cell} | {ratio} | {rss_ratio} | {c_cell} | {c_ratio} | "
+          f"{l_cell} | {l_ratio} |")
 for (impl, strategy), why in skipped.items():
     why = why.removeprefix(f"--strategy {strategy}: ")
     print(f"skipped: PyTorch {names.get(strategy, strategy)} (ddp.py --strategy {strategy}): {why}")
