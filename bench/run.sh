@@ -258,9 +258,10 @@ two_at_once() {  # field what accel_bench-args...
 }
 
 run_pair() {  # model
-  local model=$1 sum lockstep
-  read -r sum lockstep < <(two_at_once samples_per_s "$model" --model "$model" --nproc 1 \
+  local model=$1 both sum lockstep
+  both=$(two_at_once samples_per_s "$model" --model "$model" --nproc 1 \
     --steps "$(steps "$model" 1)" "${extra[@]}")
+  read -r sum lockstep <<<"$both"
   echo "impl=pair model=$model world=2 samples_per_s=$sum" | tee -a "$raw" >&2
   echo "impl=lockstep model=$model world=2 samples_per_s=$lockstep" | tee -a "$raw" >&2
 }
@@ -298,9 +299,10 @@ run_gpt() {  # impl(accel|torch) strategy
 
 # The ceiling: two independent one-process accel_bench runs at once, one per core.
 run_gpt_pair() {
-  local sum lockstep
-  read -r sum lockstep < <(two_at_once tokens_per_s gpt --model gpt --nproc 1 \
-    --steps "$(gpt_timed_steps)" --warmup "$gpt_warmup" "${gpt_size[@]}" "${extra[@]}")
+  local both sum lockstep
+  both=$(two_at_once tokens_per_s gpt --model gpt --nproc 1 --steps "$(gpt_timed_steps)" \
+    --warmup "$gpt_warmup" "${gpt_size[@]}" "${extra[@]}")
+  read -r sum lockstep <<<"$both"
   echo "impl=pair strategy=one-process tokens_per_s=$sum" | tee -a "$raw_gpt" >&2
   echo "impl=lockstep strategy=one-process tokens_per_s=$lockstep" | tee -a "$raw_gpt" >&2
 }
