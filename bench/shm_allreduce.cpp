@@ -5,8 +5,13 @@
 //
 // Rank 0 prints one row per size: the all-reduce's algorithm bandwidth (bytes of the tensor over
 // the time of one all-reduce, median of N), memcpy's bandwidth over the same bytes, their ratio;
-// the last line is `shm_allreduce_vs_memcpy_at_1MiB_and_up=<lowest ratio from 1 MiB up>`.
+// then `shm_allreduce_vs_memcpy_at_1MiB_and_up=<lowest ratio from 1 MiB up>`. Last, on rank 0
+// alone, the reduction loop by itself (runtime/shm/elements.hpp): two inputs summed, scaled and
+// written back into both, as a rank's share of Ddp's buckets is, by the one-pass loop and by the
+// general blocked loop, with the last level of cache flushed before each; the last line is
+// `one_pass_vs_blocked_at_4MiB_and_up=<lowest speed-up from 4 MiB up>`.
 // Torch-free: it measures the transport alone (bench/run.sh measures it inside Ddp training).
+#include <accel/runtime/shm/elements.hpp>
 #include <accel/runtime/shm/transport.hpp>
 
 #include <algorithm>
@@ -29,6 +34,43 @@ int env(const char* name) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The one-pass loop against the blocked one on two inputs of `n` bytes each, written back into
+// both; prints a row per size and the lowest speed-up from 4 MiB up.
+void compare_reduction_loops(int repeat) {
+  fmt::print("{:>10} {:>12} {:>12} {:>8}   (reduction loop alone, 2 inputs written back into "
+             "both, fp32, median of {})\n",
+             "bytes", "one pass", "blocked", "speed-up", repeat);
+  std::vector<float> flush(std::size_t{64} << 20 >> 2);  // larger than the last level of cache
+  double lowest = 1e9;
+  for (std::size_t n = 64 << 10; n <= (std::size_t{16} << 20); n *= 4) {
+    std::vector<float> a(n / 4, 1.0f), b(n / 4, 2.0f);
+    std::byte* io[2] = {reinterpret_cast<std::byte*>(a.data()),
+                        reinterpret_cast<std::byte*>(b.data())};
+    const auto timed = [&](auto&& loop) {
+      for (float& f : flush) f += 1.0f;
+      const auto start = Clock::now();
+      loop();
+      return std::chrono::duration<double>(Clock::now() - start).count();
+    };
+    std::vector<double> one_pass_s, blocked_s;
+    for (int r = 0; r < repeat; ++r) {
+      one_pass_s.push_back(timed([&] {
+        if (!shm::elements::reduce_in_one_pass<float>(io, 2, io, true, a.size(),
+                                                      shm::Reduction::sum, 0.5))
+          std::abort();
+      }));
+      blocked_s.push_back(timed([&] {
+        shm::elements::reduce<float>(io, 2, io, 2, a.size(), shm::Reduction::sum, 0.5);
+      }));
+    }
+    const double one_pass = median(one_pass_s), blocked = median(blocked_s);
+    if (n >= (std::size_t{4} << 20)) lowest = std::min(lowest, blocked / one_pass);
+    fmt::print("{:>10} {:>9.3f} ms {:>9.3f} ms {:>8.2f}\n", n, one_pass * 1e3, blocked * 1e3,
+               blocked / one_pass);
+  }
+  fmt::print("one_pass_vs_blocked_at_4MiB_and_up={:.2f}\n", lowest);
 }
 
 }  // namespace
@@ -76,5 +118,6 @@ int main(int argc, char** argv) {
                  reduce_gbs / copy_gbs);
   }
   if (rank == 0) fmt::print("shm_allreduce_vs_memcpy_at_1MiB_and_up={:.3f}\n", lowest);
+  if (rank == 0) compare_reduction_loops(repeat);
   return 0;
 }
