@@ -21,27 +21,35 @@ void for_type(DataType type, Call&& call) {
     default: return call(std::uint8_t{});
   }
 }
+
+// The one-pass loop where it applies (one output, or every input as its own output), the
+// blocked loop otherwise: the one choice both entry points below make.
+template <class T>
+void reduce_fastest(const std::byte* const* inputs, int ranks, std::byte* const* outputs,
+                    int output_count, std::size_t count, Reduction op, double scale) {
+  const bool into_inputs =
+      output_count == ranks && std::equal(outputs, outputs + ranks, inputs);
+  if ((output_count == 1 || into_inputs) &&
+      reduce_in_one_pass<T>(inputs, ranks, outputs, into_inputs, count, op, scale))
+    return;
+  reduce<T>(inputs, ranks, outputs, output_count, count, op, scale);
+}
+
 }  // namespace elements
 
 ACCEL_DECL void reduce(DataType type, const std::byte* const* inputs, int ranks, std::byte* out,
                        std::size_t count, Reduction op) {
   elements::for_type(type, [&]<class T>(T) {
-    if (!elements::reduce_in_one_pass<T>(inputs, ranks, &out, false, count, op, 1.0))
-      elements::reduce<T>(inputs, ranks, &out, 1, count, op, 1.0);
+    elements::reduce_fastest<T>(inputs, ranks, &out, 1, count, op, 1.0);
   });
 }
 
 ACCEL_DECL void sum_into_each(DataType type, const std::byte* const* inputs, int ranks,
                               std::byte* const* outputs, int output_count, std::size_t count,
                               double scale) {
-  const bool into_inputs =
-      output_count == ranks && std::equal(outputs, outputs + ranks, inputs);
   elements::for_type(type, [&]<class T>(T) {
-    if ((output_count == 1 || into_inputs) &&
-        elements::reduce_in_one_pass<T>(inputs, ranks, outputs, into_inputs, count,
-                                        Reduction::sum, scale))
-      return;
-    elements::reduce<T>(inputs, ranks, outputs, output_count, count, Reduction::sum, scale);
+    elements::reduce_fastest<T>(inputs, ranks, outputs, output_count, count, Reduction::sum,
+                                scale);
   });
 }
 
