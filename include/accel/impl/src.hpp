@@ -41,6 +41,7 @@
 #include "../parallel/detail/impl/shard_optimizers.ipp"
 #include "../parallel/detail/impl/sharded_communication.ipp"
 #include "../parallel/detail/impl/sharded_strategy.ipp"
+#include "../parallel/detail/impl/unit_order_check.ipp"
 #include "../parallel/impl/ddp.ipp"
 #include "../parallel/impl/fused_step.ipp"
 #include "../parallel/impl/zero2.ipp"

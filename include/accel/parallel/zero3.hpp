@@ -18,12 +18,20 @@
 //                    two child units gathered at once, and never one whose gather is in flight
 //                    freed or read before it lands.
 //   backward         gradients accumulate into a unit's full flat gradient, allocated when its
-//                    backward starts; once every gradient of the unit has arrived, on the
-//                    micro-step that ends a window, the gradient is reduce-scattered (mean) into
-//                    this rank's shard gradient (allocated by the first such reduce-scatter, or
-//                    the first step: prepare() allocates the shards alone) and released, and the
-//                    unit's full parameters are freed. Units no backward completed are finished
-//                    after autograd, in order.
+//                    backward starts; once every gradient of the unit has arrived its full
+//                    parameters are freed, and on the micro-step that ends a window its gradient
+//                    is reduce-scattered (mean) into this rank's shard gradient (allocated by the
+//                    first such reduce-scatter, or the first step: prepare() allocates the shards
+//                    alone) and released. Reduce-scatters go in one fixed order, the same on
+//                    every rank (the last prepared model first, each model's child units last
+//                    called first, then its root): a finished unit waits for the ones before it,
+//                    and after autograd every unit of a model this window reached is sent, zeros
+//                    where this rank's backward left it without gradients.
+//   same units       every rank must call and reach the same units in the same order, which the
+//                    ranks compare as each backward starts and ends, and after a forward without
+//                    a graph (detail/unit_order_check.hpp); a
+//                    parameter no rank has had a gradient for is not stepped (as on one process,
+//                    where its .grad is undefined).
 //   optimizer.step() the user's optimizer type over this rank's shard (detail/shard_optimizers.hpp);
 //                    nothing gathered: the next forward gathers the updated shards.
 //   offload          (Options::offload) parameters: the shards and their gradients live on the
@@ -49,6 +57,7 @@
 #include "../detail/separate_compilation.hpp"
 #include "../policy/parallelism.hpp"
 #include "detail/sharded_strategy.hpp"
+#include "detail/unit_order_check.hpp"
 #include "detail/units.hpp"
 
 namespace accel::parallel {
@@ -90,6 +99,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     if (model == nullptr) return;
     if (!torch::GradMode::is_enabled()) {
       for (const std::size_t u : model->units) to_rest(u);
+      unit_order_.check(*group_, name_, unit_names_);
       return;
     }
     if (model->root == no_unit) return;
@@ -103,11 +113,12 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
 
   ACCEL_DECL void before_backward(bool sync);
 
-  // In order, so every rank issues the same collectives: on a window's last micro-step, every
-  // gradient not yet reduce-scattered is (a unit whose backward left a parameter unused, or
-  // gradients collected on earlier micro-steps by a unit this backward did not reach); every
-  // unit this backward reached goes back to rest. A unit it did not reach keeps what it holds:
-  // a forward's graph may still need it (a GAN's generator across its discriminator's backward).
+  // The ranks compare the units they called and reached; on a window's last micro-step, every
+  // unit not yet reduce-scattered of each model the window reached is, in the fixed order (a
+  // unit whose backward left a parameter unused, gradients collected on earlier micro-steps by a
+  // unit this backward did not reach, zeros for one no backward reached here); every unit this
+  // backward reached goes back to rest. A unit it did not reach keeps what it holds: a forward's
+  // graph may still need it (a GAN's generator across its discriminator's backward).
   ACCEL_DECL void after_backward(bool sync);
 
   // Called by a unit's wrapper in its Sequential: gathered for the call, freed after it; a hook
@@ -149,7 +160,9 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     std::size_t parameters = 0;  // trainable ones, each counted once
     std::size_t waiting = 0;     // gradients not yet arrived in this backward
     bool reached = false;        // by this backward
+    bool finished = false;       // all its gradients arrived in this backward
     bool prefetched = false;     // gathered ahead of its call, not yet used
+    std::size_t model = 0;       // in models_
     std::size_t next = no_unit, previous = no_unit;  // child units of its Sequentials, in call order
   };
   struct Model {
@@ -170,7 +183,8 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   ACCEL_DECL void warn_if_mostly_root(const detail::NamedParameters& rest, std::int64_t total,
                                       const std::string& label) const;
 
-  ACCEL_DECL std::size_t add_unit(const detail::NamedParameters& named, const std::string& label);
+  ACCEL_DECL std::size_t add_unit(const detail::NamedParameters& named, const std::string& label,
+                                  std::string name);
 
   // prepare_model's cutting into units and flattening, after begin_prepare.
   ACCEL_DECL void cut_into_units(torch::nn::Module& module, const std::string& label);
@@ -210,8 +224,12 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   ACCEL_DECL void prepare_backward(std::size_t u);
 
   // Autograd accumulated one of flat parameter f's gradients; the unit's last one finishes its
-  // backward: reduce-scatter (on the window's last micro-step) and free.
+  // backward: its full parameters freed, and on the window's last micro-step the finished units
+  // next in the sending order reduce-scattered.
   ACCEL_DECL void gradient_arrived(std::size_t f, std::size_t /*index*/);
+
+  // Unit u's gradients reduce-scattered into its shards (zeros where none arrived on this rank).
+  ACCEL_DECL void send(std::size_t u);
 
   // The shards changed: a full copy still gathered (a forward whose backward never ran) is
   // stale, so the next forward gathers again.
@@ -229,6 +247,12 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   std::size_t prefetches_ = 0;
   std::vector<Model> models_;
   bool sync_ = true;  // this backward ends its window
+  // Every unit in the order its gradients are reduce-scattered (zero3.hpp's top), and how many of
+  // them this backward has sent.
+  std::vector<std::size_t> send_order_;
+  std::size_t sent_ = 0;
+  std::vector<std::string> unit_names_;  // per unit, for errors
+  detail::UnitOrderCheck unit_order_;
 };
 
 #if defined(ACCEL_SEPARATE_COMPILATION)

@@ -13,10 +13,15 @@
 //                  by dtype and device, into flat parameters (../flat_parameter.hpp), cut into
 //                  as many shards as the shard group has ranks; the frozen ones recorded.
 //   the hooks      one on each flattened parameter's gradient accumulator: the flat parameter
-//                  is marked pending (a gradient arrived since its last reduce-scatter), then
-//                  the strategy is told, through the function it gave the constructor (a plain
-//                  function pointer: no virtual dispatch, and this class stays a non-template,
-//                  compiled once).
+//                  is marked pending (a gradient arrived since its last reduce-scatter) and the
+//                  parameter as having produced one in this window, then the strategy is told,
+//                  through the function it gave the constructor (a plain function pointer: no
+//                  virtual dispatch, and this class stays a non-template, compiled once).
+//   had a gradient which parameters any rank has produced a gradient for so far
+//                  (agree_on_gradients at each window's end): on one process a parameter that
+//                  never had one has an undefined .grad, which torch's optimizers skip, so the
+//                  shard optimizers skip its pieces until it has (docs/distributed.md,
+//                  "Parameters without gradients").
 //   trainability   freezing or unfreezing a parameter after prepare() is refused
 //                  (check_still_trainable), since the other ranks' collectives were laid out
 //                  with it.
@@ -91,6 +96,15 @@ class FlatParameterSet {
   void mark_pending(std::size_t f) { pending_[f] = 1; }
   void clear_pending(std::size_t f) { pending_[f] = 0; }
 
+  // At a window's end, on every rank: whether any rank has produced a gradient for parameter i
+  // of flat parameter f in this window or an earlier one, as one all-reduce of a byte per
+  // parameter, skipped (on every rank alike: the answers are the same everywhere) once every
+  // parameter has had one. One process keeps a .grad once a parameter has one (zero_grad zeroes
+  // it in place), and steps it from then on; so does a shard optimizer.
+  ACCEL_DECL void agree_on_gradients(runtime::ProcessGroup& group);
+  bool had_gradient(std::size_t f, std::size_t i) const { return had_gradient_[f][i] != 0; }
+  bool all_had_gradients() const { return all_had_gradients_; }
+
   // The part of a flattened parameter in this rank's shard, where it starts in the parameter.
   ACCEL_DECL std::optional<ParameterSlice> this_ranks_piece(const Location& location) const;
   // That part's gradient, the shard gradient allocated first (zeros where no gradient reached
@@ -134,6 +148,10 @@ class FlatParameterSet {
   std::vector<std::string> labels_;  // the model (or unit) of each flat parameter, for errors
   // One byte each, so that autograd threads of different devices never share a word.
   std::vector<char> pending_;
+  // Per flat parameter and parameter: a gradient produced on this rank in this window (written
+  // by the hooks), and produced on any rank in any window so far (agree_on_gradients).
+  std::vector<std::vector<char>> produced_, had_gradient_;
+  bool all_had_gradients_ = false;
   std::unordered_map<const void*, Location> where_;  // by TensorImpl
   std::vector<Frozen> frozen_;
   // The tensor holds its accumulator weakly: kept here, or the hook silently never fires.

@@ -46,8 +46,8 @@ class GradientReduceScatter {
   }
 
   // Flat parameter f's full gradient, averaged over the ranks, added to its shard gradient;
-  // then the full gradient is released. A flat parameter no backward reached since its last
-  // reduce-scatter holds zeros only and sends nothing.
+  // then the full gradient is released. Where this rank holds none (no backward reached f since
+  // its last reduce-scatter), zeros are sent: the other ranks may hold some.
   ACCEL_DECL void reduce_scatter(std::size_t f);
   // Flat parameter f's full gradient reduce-scattered (mean) in place where the shared-memory
   // path carries it: the chunk lands in this rank's part of the buffer itself (dead once sent),

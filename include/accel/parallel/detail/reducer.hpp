@@ -8,7 +8,11 @@
 // Which backward a Reducer takes part in: one where at least one of its model's gradients
 // arrives. A model that a loss does not reach at all (the generator during a GAN's
 // discriminator backward, whose input was detached) is left alone; its gradients stay as they
-// are for the backward that does reach it. Parameters that do not require a gradient are in no
+// are for the backward that does reach it. Under DdpOptions::find_unused_parameters a parameter
+// without a gradient on this rank counts as zeros; one that no rank has ever had a gradient for
+// keeps an undefined .grad, as on one process, so the optimizer skips it (one all-reduce of a byte
+// per parameter after the buckets start, until every parameter has had a gradient). Parameters
+// that do not require a gradient are in no
 // bucket; freezing or unfreezing one after prepare() is refused, since the buckets, and the
 // other ranks' collectives, were planned without it.
 //
@@ -94,6 +98,8 @@ class Reducer {
   // Starts every complete bucket from the next one in index order, stopping at the first
   // incomplete one: the same launch order on every rank.
   void launch_ready();
+  // find_unused_parameters, after every bucket started: had_gradient_ from every rank's produced_.
+  void agree_on_gradients();
 
   std::string_view strategy_;
   runtime::ProcessGroup& group_;
@@ -106,6 +112,10 @@ class Reducer {
   std::vector<bool> trainable_;  // requires_grad at prepare(): the parameters in buckets
   std::vector<bool> arrived_;
   std::size_t arrivals_ = 0;  // gradients arrived in this backward
+  // find_unused_parameters: whether each parameter's gradient came from autograd in this
+  // backward (not zeros filled in), and whether any rank has had one for it so far.
+  std::vector<char> produced_, had_gradient_;
+  bool all_had_gradients_ = false;
   std::vector<Bucket> buckets_;
   std::shared_ptr<runtime::shm::Regions> regions_;  // where the buckets live, when shared
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

@@ -56,10 +56,12 @@ class ShardOptimizers {
     std::vector<std::vector<torch::Tensor>> pieces;  // per user param group
     std::size_t parameters = 0;                      // in all its groups, when indexed
     std::unique_ptr<torch::optim::Optimizer> shard;
-    // Per user param group, beside pieces: which of its parameters each piece is, and where.
+    // Per user param group, beside pieces: which of its parameters each piece is, and where
+    // (on more than one process also the flat parameter and its index there).
     struct PieceOf {
       std::size_t index;
       std::int64_t begin;
+      FlatParameterSet::Location location = {};
     };
     std::vector<std::vector<PieceOf>> piece_of;
     // build() for the user's type, which only add() knows.
@@ -118,10 +120,13 @@ class ShardOptimizers {
     // The user's options as they are now: a scheduler, or the user, may have changed them.
     for (std::size_t g = 0; g < groups.size(); ++g)
       shard_groups[g].set_options(groups[g].options().clone());
-    // Every piece steps with a gradient, zeros where none arrived (the shard gradients are
-    // allocated when first needed): what the optimizer did when they were allocated at prepare.
+    // A piece steps with its shard gradient (zeros where none arrived this window; the shard
+    // gradients are allocated when first needed) once its parameter has had a gradient on any
+    // rank: before, on one process, its .grad would be undefined and the optimizer skip it.
     for (const std::size_t f : sharded.flats) flats_[f].shard_gradient();
+    const std::vector<torch::Tensor> withheld = withhold_gradients_never_produced(sharded);
     step_shard_optimizer(sharded);
+    give_back_gradients(sharded, withheld);
     return &sharded.flats;
   }
 
@@ -175,6 +180,12 @@ class ShardOptimizers {
   // copies: the step needs the gradients, and the next forward the values. The step itself is
   // fused where it applies (../fused_step.hpp, Options::fused_optimizer).
   ACCEL_DECL void step_shard_optimizer(ShardedOptimizer& sharded);
+
+  // The .grad of each piece whose parameter no rank has produced a gradient for yet, taken away
+  // for the step (each piece's, in order; undefined where it stays), and given back after it.
+  ACCEL_DECL std::vector<torch::Tensor> withhold_gradients_never_produced(ShardedOptimizer& sharded);
+  ACCEL_DECL static void give_back_gradients(ShardedOptimizer& sharded,
+                                             const std::vector<torch::Tensor>& withheld);
 
   // The optimizer over this rank's shard, built from the param groups as they are now unless it
   // exists already.

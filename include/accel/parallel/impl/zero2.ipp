@@ -97,6 +97,7 @@ ACCEL_DECL void ShardedGradientStrategy::after_backward(bool sync) {
   }
   while (!in_flight_.empty()) land_oldest();
   reduce_scatter_.set_in_shards(true);
+  flats_.agree_on_gradients(*group_);
 }
 
 ACCEL_DECL bool ShardedGradientStrategy::takes_part(const Model& model) const {

@@ -76,7 +76,8 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
   for (const auto& child : detail::sequential_children(root)) {
     const auto named = detail::exclusive_parameters(*child.module, child.name, references);
     for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
-    const std::size_t u = add_unit(named, fmt::format("{}, unit '{}'", label, child.name));
+    const std::size_t u =
+        add_unit(named, fmt::format("{}, unit '{}'", label, child.name), child.name);
     if (u == no_unit) continue;  // nothing trainable: called as it is
     to_rest(u);  // at once: the model's full copy then never exists twice during prepare()
     if (!model.units.empty()) {  // the child units in call order, for prefetching
@@ -95,37 +96,65 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
     if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
       rest.emplace_back(item.key(), item.value());
   warn_if_mostly_root(rest, total, label);
-  model.root = add_unit(rest, label);
+  model.root = add_unit(rest, label, "the root unit");
   if (model.root != no_unit) {
     model.units.push_back(model.root);
     to_rest(model.root);
+  }
+  for (const std::size_t u : model.units) units_[u].model = models_.size() - 1;
+  // The sending order: the models last prepared first (a GAN's discriminator, whose backward
+  // comes before the generator's), each model's child units in reverse call order (the order
+  // backward finishes them), then its root (whose first layer's gradient comes last).
+  send_order_.clear();
+  for (auto m = models_.rbegin(); m != models_.rend(); ++m) {
+    for (auto u = m->units.rbegin(); u != m->units.rend(); ++u)
+      if (*u != m->root) send_order_.push_back(*u);
+    if (m->root != no_unit) send_order_.push_back(m->root);
   }
 }
 
 ACCEL_DECL void FullyShardedStrategy::before_forward(torch::nn::Module& module) {
   if (group_ == nullptr) return;
-  if (const Model* model = find_model(module); model != nullptr && model->root != no_unit)
+  if (const Model* model = find_model(module); model != nullptr && model->root != no_unit) {
+    unit_order_.record(detail::UnitOrderCheck::Event::forward, model->root);
     gather(model->root);
+  }
 }
 
 ACCEL_DECL void FullyShardedStrategy::before_backward(bool sync) {
   if (group_ == nullptr) return;
+  // The forwards' units compared before the backward gathers and sends anything by them.
+  unit_order_.check(*group_, name_, unit_names_);
   begin_backward(sync);
   sync_ = sync;
   for (auto& unit : units_) {
     unit.waiting = unit.parameters;
     unit.reached = false;
+    unit.finished = false;
   }
+  sent_ = 0;
 }
 
 ACCEL_DECL void FullyShardedStrategy::after_backward(bool sync) {
   if (group_ == nullptr) return;
-  for (std::size_t u = 0; u < units_.size(); ++u) {
-    if (sync)
-      for (const std::size_t f : units_[u].flats) reduce_scatter_.reduce_scatter(f);
-    if (units_[u].reached) to_rest(u);
+  // The units the backward reached, before anything more is sent by them.
+  unit_order_.check(*group_, name_, unit_names_);
+  if (sync) {
+    // A model takes part in the window if its backward reached it here, or gradients it
+    // collected on earlier micro-steps wait; each of its units is sent then, on every rank.
+    std::vector<char> takes_part(models_.size(), 0);
+    for (const Unit& unit : units_) {
+      bool part = unit.reached;
+      for (const std::size_t f : unit.flats) part = part || flats_.pending(f);
+      if (part) takes_part[unit.model] = 1;
+    }
+    for (; sent_ < send_order_.size(); ++sent_)
+      if (takes_part[units_[send_order_[sent_]].model] != 0) send(send_order_[sent_]);
+    reduce_scatter_.set_in_shards(true);
+    flats_.agree_on_gradients(*group_);
   }
-  if (sync) reduce_scatter_.set_in_shards(true);
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].reached) to_rest(u);
 }
 
 ACCEL_DECL void FullyShardedStrategy::gather_full(torch::nn::Module& module) {
@@ -171,9 +200,10 @@ ACCEL_DECL void FullyShardedStrategy::warn_if_mostly_root(const detail::NamedPar
 }
 
 ACCEL_DECL std::size_t FullyShardedStrategy::add_unit(const detail::NamedParameters& named,
-                                                      const std::string& label) {
+                                                      const std::string& label, std::string name) {
   const auto flats = flats_.flatten(named, label, Residency::sharded);
   if (flats.empty()) return no_unit;
+  unit_names_.push_back(std::move(name));
   Unit& unit = units_.emplace_back();
   unit.flats = flats;
   for (const std::size_t f : flats) {
@@ -261,6 +291,7 @@ ACCEL_DECL void FullyShardedStrategy::to_rest(std::size_t u) {
 }
 
 ACCEL_DECL bool FullyShardedStrategy::enter(std::size_t u) {
+  unit_order_.record(detail::UnitOrderCheck::Event::forward, u);
   const bool was_gathered = is_gathered(u) && !units_[u].prefetched;
   gather(u);
   prefetch(units_[u].next);
@@ -293,6 +324,7 @@ ACCEL_DECL void FullyShardedStrategy::hook_backward(const std::vector<torch::Ten
 }
 
 ACCEL_DECL void FullyShardedStrategy::prepare_backward(std::size_t u) {
+  unit_order_.record(detail::UnitOrderCheck::Event::backward, u);
   units_[u].reached = true;
   gather(u);
   prefetch(units_[u].previous);
@@ -303,10 +335,15 @@ ACCEL_DECL void FullyShardedStrategy::gradient_arrived(std::size_t f, std::size_
   Unit& unit = units_[unit_of_[f]];
   unit.reached = true;
   if (unit.waiting == 0 || --unit.waiting != 0) return;
-  for (const std::size_t g : unit.flats) {
-    if (sync_) reduce_scatter_.reduce_scatter(g);
-    flats_[g].free_full();
-  }
+  for (const std::size_t g : unit.flats) flats_[g].free_full();
+  if (!sync_) return;
+  unit.finished = true;
+  while (sent_ < send_order_.size() && units_[send_order_[sent_]].finished)
+    send(send_order_[sent_++]);
+}
+
+ACCEL_DECL void FullyShardedStrategy::send(std::size_t u) {
+  for (const std::size_t f : units_[u].flats) reduce_scatter_.reduce_scatter(f);
 }
 
 ACCEL_DECL void FullyShardedStrategy::after_shard_step(const std::vector<std::size_t>& flats) {

@@ -46,6 +46,9 @@ ACCEL_DECL std::vector<std::size_t> FlatParameterSet::flatten(
     labels_.push_back(label);
     pending_.push_back(0);
     const auto& params = flats_.back()->parameters();
+    produced_.emplace_back(params.size(), 0);
+    had_gradient_.emplace_back(params.size(), 0);
+    all_had_gradients_ = false;
     for (std::size_t i = 0; i < params.size(); ++i) {
       where_[params[i].unsafeGetTensorImpl()] = {f, i};
       install_hook(params[i], f, i);
@@ -102,7 +105,31 @@ ACCEL_DECL void FlatParameterSet::restore_full_gradients(
     flats_[f]->attach_gradients();
     flats_[f]->gradient().copy_(gradients[f]);
     pending_[f] = 1;
+    // Saved mid-window without which parameters produced them: counted as produced, as zeros
+    // collected for a parameter are once the window's step has them.
+    std::fill(produced_[f].begin(), produced_[f].end(), 1);
   }
+}
+
+ACCEL_DECL void FlatParameterSet::agree_on_gradients(runtime::ProcessGroup& group) {
+  if (!all_had_gradients_) {
+    std::int64_t count = 0;
+    for (const auto& flags : produced_) count += static_cast<std::int64_t>(flags.size());
+    torch::Tensor any = torch::empty({count}, torch::kInt);
+    auto* out = any.data_ptr<int>();
+    for (std::size_t f = 0; f < produced_.size(); ++f)
+      for (std::size_t i = 0; i < produced_[f].size(); ++i)
+        *out++ = (produced_[f][i] | had_gradient_[f][i]) != 0 ? 1 : 0;
+    group.allreduce(any, runtime::ReduceOp::max);
+    const auto* in = any.data_ptr<int>();
+    all_had_gradients_ = true;
+    for (auto& flags : had_gradient_)
+      for (char& flag : flags) {
+        flag = static_cast<char>(*in++ != 0);
+        all_had_gradients_ = all_had_gradients_ && flag != 0;
+      }
+  }
+  for (auto& flags : produced_) std::fill(flags.begin(), flags.end(), 0);
 }
 
 ACCEL_DECL void FlatParameterSet::count_memory(state::MemoryCounter& counter) const {
@@ -125,6 +152,7 @@ ACCEL_DECL void FlatParameterSet::install_hook(const torch::Tensor& parameter, s
       [this, f, i](const torch::autograd::variable_list& outputs,
                    const torch::autograd::variable_list& /*inputs*/) {
         pending_[f] = 1;
+        produced_[f][i] = 1;
         arrived_(owner_, f, i);
         return outputs;
       }));

@@ -11,18 +11,19 @@
 namespace accel::parallel::detail {
 
 ACCEL_DECL void GradientReduceScatter::reduce_scatter(std::size_t f) {
-  if (flats_.pending(f)) {
-    runtime::ProcessGroup::PendingCollective sent = start(f);
-    sent.wait();
-    add_to_shard(f, sent.result);
-  }
+  runtime::ProcessGroup::PendingCollective sent = start(f);
+  sent.wait();
+  add_to_shard(f, sent.result);
   flats_[f].release_gradients();
 }
 
 ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start(std::size_t f) {
   FlatParameter& flat = flats_[f];
   const std::int64_t shard = flat.layout().shard_numel;
-  const torch::Tensor full = flat.gradient();  // a handle: released below when narrowed
+  // A handle, released below when narrowed; zeros where this rank has no gradient to send.
+  const torch::Tensor full = flat.gradient().defined()
+                                 ? flat.gradient()
+                                 : flat.full_size_buffer(flat.flat().scalar_type()).zero_();
   if (!narrows(wire_, full))
     return shards_->reduce_scatter_async(full, runtime::ReduceOp::mean,
                                          full.narrow(0, flat.rank() * shard, shard));

@@ -18,7 +18,11 @@ Reducer<Hook>::Reducer(std::string_view strategy, runtime::ProcessGroup& group, 
                        const DdpOptions& options, Hook hook)
     : strategy_(strategy), group_(group), model_(std::move(model)), names_(std::move(names)),
       parameters_(std::move(parameters)), options_(options), hook_(hook),
-      slot_(parameters_.size()), arrived_(parameters_.size(), false) {
+      slot_(parameters_.size()), arrived_(parameters_.size(), false),
+      produced_(parameters_.size(), 0),
+      // Without find_unused_parameters every parameter of a model the loss reaches has one.
+      had_gradient_(parameters_.size(), options.find_unused_parameters ? 0 : 1),
+      all_had_gradients_(!options.find_unused_parameters) {
   for (const auto& p : parameters_) trainable_.push_back(p.requires_grad());
   build_buckets();
   install_hooks();
@@ -53,12 +57,20 @@ void Reducer<Hook>::finalize() {
           "(requires_grad_(false)), or set Options{{.ddp = {{.find_unused_parameters = "
           "true}}}} to treat it as a zero gradient",
           strategy_, names_[i], model_, group_.rank());
+    // Unused in this backward: what earlier micro-steps of the window collected (PyTorch's
+    // DDP sends the same), else zeros.
     Bucket& bucket = buckets_[slot_[i].bucket];
-    bucket.flat.narrow(0, slot_[i].offset, parameters_[i].numel()).zero_();
+    torch::Tensor slot = bucket.flat.narrow(0, slot_[i].offset, parameters_[i].numel());
+    if (const torch::Tensor& grad = parameters_[i].grad(); !grad.defined())
+      slot.zero_();
+    else if (!is_bucket_view(i))
+      slot.copy_(grad.reshape(-1));
+    produced_[i] = static_cast<char>(parameters_[i].grad().defined());
     arrived_[i] = true;
     --bucket.waiting;
   }
   launch_ready();
+  if (options_.find_unused_parameters) agree_on_gradients();
   // Compressed buckets were divided before sending, shared ones averaged as they were summed.
   const bool averaged = Hook::divides_before_sending || regions_ != nullptr;
   for (auto& bucket : buckets_) {
@@ -69,6 +81,7 @@ void Reducer<Hook>::finalize() {
     else
       group_.allreduce_in_regions(*regions_, bucket.flat, inverse_);
     for (std::size_t i : bucket.members) {
+      if (had_gradient_[i] == 0) continue;  // skipped by the optimizer, as on one process
       torch::Tensor& p = parameters_[i];
       torch::Tensor sum = bucket.flat.narrow(0, slot_[i].offset, p.numel()).view_as(p);
       // Averaged on the way to the gradient: one pass over the bytes, not a scaling pass over
@@ -182,8 +195,26 @@ void Reducer<Hook>::on_gradient(std::size_t i) {
   if (!is_bucket_view(i))
     bucket.flat.narrow(0, slot_[i].offset, p.numel()).copy_(p.grad().reshape(-1));
   arrived_[i] = true;
+  produced_[i] = 1;
   ++arrivals_;
   if (--bucket.waiting == 0) launch_ready();
+}
+
+template <class Hook>
+void Reducer<Hook>::agree_on_gradients() {
+  if (!all_had_gradients_) {
+    torch::Tensor any = torch::empty({static_cast<std::int64_t>(parameters_.size())}, torch::kInt);
+    auto* flags = any.data_ptr<int>();
+    for (std::size_t i = 0; i < parameters_.size(); ++i)
+      flags[i] = (produced_[i] | had_gradient_[i]) != 0 || !trainable_[i] ? 1 : 0;
+    group_.allreduce(any, runtime::ReduceOp::max);
+    all_had_gradients_ = true;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      had_gradient_[i] = static_cast<char>(flags[i] != 0);
+      all_had_gradients_ = all_had_gradients_ && flags[i] != 0;
+    }
+  }
+  std::fill(produced_.begin(), produced_.end(), 0);
 }
 
 template <class Hook>

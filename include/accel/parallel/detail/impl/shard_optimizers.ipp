@@ -102,6 +102,35 @@ ACCEL_DECL void ShardOptimizers::step_shard_optimizer(ShardedOptimizer& sharded)
       sharded.pieces[g][j].copy_(sharded.host[g][j]);
 }
 
+ACCEL_DECL std::vector<torch::Tensor> ShardOptimizers::withhold_gradients_never_produced(
+    ShardedOptimizer& sharded) {
+  std::vector<torch::Tensor> withheld;
+  // On one process the pieces are the parameters themselves, with their own .grad.
+  if (group_ == nullptr || flats_.all_had_gradients()) return withheld;
+  for (std::size_t g = 0; g < sharded.pieces.size(); ++g)
+    for (std::size_t j = 0; j < sharded.pieces[g].size(); ++j) {
+      const auto [f, i] = sharded.piece_of[g][j].location;
+      torch::Tensor& piece = sharded.pieces[g][j];
+      if (flats_.had_gradient(f, i)) {
+        withheld.emplace_back();
+        continue;
+      }
+      withheld.push_back(piece.grad());
+      piece.mutable_grad() = torch::Tensor();
+    }
+  return withheld;
+}
+
+ACCEL_DECL void ShardOptimizers::give_back_gradients(ShardedOptimizer& sharded,
+                                                     const std::vector<torch::Tensor>& withheld) {
+  if (withheld.empty()) return;
+  std::size_t k = 0;
+  for (auto& pieces : sharded.pieces)
+    for (auto& piece : pieces)
+      if (const torch::Tensor& gradient = withheld[k++]; gradient.defined())
+        piece.mutable_grad() = gradient;
+}
+
 ACCEL_DECL ShardOptimizers::ShardedOptimizer& ShardOptimizers::index_pieces(
     ShardedOptimizer& found, const torch::optim::Optimizer& user) {
   ShardedOptimizer* sharded = &found;
@@ -132,7 +161,7 @@ ACCEL_DECL ShardOptimizers::ShardedOptimizer& ShardOptimizers::index_pieces(
         sharded->flats.push_back(f);
       if (const auto* piece = flats_[f].piece_of(i)) {
         sharded->pieces[g].push_back(piece->data);
-        sharded->piece_of[g].push_back({k, piece->begin});
+        sharded->piece_of[g].push_back({k, piece->begin, *location});
       }
     }
   }
