@@ -97,7 +97,7 @@ class FlatParameterSet {
   void clear_pending(std::size_t f) { pending_[f] = 0; }
 
   // At a window's end, on every rank: whether any rank has produced a gradient for parameter i
-  // of flat parameter f in this window or an earlier one, as one all-reduce of a byte per
+  // of flat parameter f in this window or an earlier one, as one all-reduce of an integer per
   // parameter, skipped (on every rank alike: the answers are the same everywhere) once every
   // parameter has had one. One process keeps a .grad once a parameter has one (zero_grad zeroes
   // it in place), and steps it from then on; so does a shard optimizer.

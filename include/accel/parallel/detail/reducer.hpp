@@ -10,9 +10,9 @@
 // discriminator backward, whose input was detached) is left alone; its gradients stay as they
 // are for the backward that does reach it. Under DdpOptions::find_unused_parameters a parameter
 // without a gradient on this rank counts as zeros; one that no rank has ever had a gradient for
-// keeps an undefined .grad, as on one process, so the optimizer skips it (one all-reduce of a byte
-// per parameter after the buckets start, until every parameter has had a gradient). Parameters
-// that do not require a gradient are in no
+// keeps an undefined .grad, as on one process, so the optimizer skips it (one all-reduce of an
+// integer per parameter after the buckets start, until every parameter has had a gradient).
+// Parameters that do not require a gradient are in no
 // bucket; freezing or unfreezing one after prepare() is refused, since the buckets, and the
 // other ranks' collectives, were planned without it.
 //

@@ -6,8 +6,9 @@
 // gradients. So each rank records which units its forwards called and its backwards reached, in
 // order, and the ranks compare a digest of that record as each backward starts (the forwards'
 // calls, before the backward gathers by them) and ends (the units it reached), and after a
-// forward without a graph: one all-reduce of two integers each time. Where they differ every rank stops
-// with an error that lists its own record, before any optimizer step can use what was mixed.
+// forward without a graph: one all-reduce of two integers each time. Where they differ every
+// rank stops with an error that lists its own record, before any optimizer step can use what was
+// mixed.
 #pragma once
 
 #include <cstddef>
