@@ -25,17 +25,27 @@ using accel_test::test_options;
 
 constexpr std::int64_t width = 6, rows_per_rank = 4, blocks = 4;
 
+// `gated` rows also pass through the gate, which is not called when there are none: a parameter
+// of the unit that some ranks' backward reaches and others' does not, so the unit's backward
+// finishes during autograd on some ranks and only after it on others.
 struct RoutedBlockImpl : torch::nn::Module {
   torch::nn::LayerNorm norm{nullptr};
-  torch::nn::Linear fc{nullptr};
+  torch::nn::Linear fc{nullptr}, gate{nullptr};
   RoutedBlockImpl()
       : norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})))),
-        fc(register_module("fc", torch::nn::Linear(width, width))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return x + torch::tanh(fc(norm(x))); }
+        fc(register_module("fc", torch::nn::Linear(width, width))),
+        gate(register_module("gate", torch::nn::Linear(width, width))) {}
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& gated) {
+    torch::Tensor h = x + torch::tanh(fc(norm(x)));
+    if (gated.numel() == 0) return h;
+    const torch::Tensor g = h.index_select(0, gated);
+    return h.index_copy(0, gated, torch::sigmoid(gate(g)) * g);
+  }
 };
 TORCH_MODULE(RoutedBlock);
 
-// Blocks 0..3 routed by row, block 4 (the late one) applied to every row when asked.
+// Blocks 0..3 routed by row (block b's gate for the rows that skip block b + 1), block 4 (the late
+// one) applied to every row when asked; the gates of blocks 3 and 4 are never used.
 struct RoutedNetImpl : torch::nn::Module {
   torch::nn::Linear in{nullptr}, out{nullptr};
   torch::nn::ModuleList list{nullptr};
@@ -57,9 +67,10 @@ struct RoutedNetImpl : torch::nn::Module {
     for (std::int64_t b = 0; b < blocks; ++b) {
       const torch::Tensor rows = skip.ne(b).nonzero().reshape({-1});
       if (rows.numel() == 0 && !call_empty) continue;
-      h = h.index_copy(0, rows, block[b](h.index_select(0, rows)));
+      const torch::Tensor gated = skip.index_select(0, rows).eq(b + 1).nonzero().reshape({-1});
+      h = h.index_copy(0, rows, block[b](h.index_select(0, rows), gated));
     }
-    if (late) h = block[blocks](h);
+    if (late) h = block[blocks](h, torch::empty({0}, torch::kLong));
     return out(h);
   }
 };
@@ -166,10 +177,12 @@ void skipped_units_refused() {
 int run(int argc, char** argv) {
   using Zero3 = accel::Accelerator<accel::Zero3>;
   using FullShard = accel::Accelerator<accel::Fsdp<accel::FullShard>>;
+  using Zero3Accum = accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>;
+  using Zero2Accum = accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>;
+  using DdpAccum = accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>;
   const accel_test::Scenarios scenarios = {
       {"routed_zero3", [] { routed_matches_single_process<Zero3>(true); }},
-      {"routed_zero3_accum",
-       [] { routed_matches_single_process<accel::Accelerator<accel::Zero3, accel::Fp32, accel::GradAccum<2>>>(true); }},
+      {"routed_zero3_accum", [] { routed_matches_single_process<Zero3Accum>(true); }},
       {"routed_zero3_prefetch",
        [] {
          accel::Options options = test_options();
@@ -178,8 +191,7 @@ int run(int argc, char** argv) {
        }},
       {"routed_fsdp_full_shard", [] { routed_matches_single_process<FullShard>(true); }},
       {"routed_zero2", [] { routed_matches_single_process<accel::Accelerator<accel::Zero2>>(false); }},
-      {"routed_zero2_accum",
-       [] { routed_matches_single_process<accel::Accelerator<accel::Zero2, accel::Fp32, accel::GradAccum<2>>>(false); }},
+      {"routed_zero2_accum", [] { routed_matches_single_process<Zero2Accum>(false); }},
       {"routed_ddp_find_unused",
        [] {
          accel::Options options = test_options();
@@ -190,7 +202,7 @@ int run(int argc, char** argv) {
        [] {
          accel::Options options = test_options();
          options.ddp.find_unused_parameters = true;
-         routed_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>(false, options);
+         routed_matches_single_process<DdpAccum>(false, options);
        }},
       {"skipped_units_refused_zero3", skipped_units_refused<Zero3>},
       {"skipped_units_refused_fsdp_full_shard", skipped_units_refused<FullShard>},
