@@ -9,7 +9,8 @@ macro(accel_find_dependencies)
   # Boost.PFR ships with Boost 1.75 and later (Debian 12: libboost1.81-dev).
   find_dependency(Boost 1.75 CONFIG)
   # nlohmann/json (header-only; Debian: nlohmann-json3-dev): safetensors headers, the weights'
-  # index file, checkpoint manifests.
+  # index file, checkpoint manifests, and the escaping of every string in the run files and
+  # traces (tracking/json.hpp).
   find_dependency(nlohmann_json 3)
   # xxHash, used header-only (XXH_INLINE_ALL, state/checksum.hpp): only its header is needed,
   # and nothing is linked. Debian: libxxhash-dev.

@@ -155,7 +155,8 @@ class AcceleratorCore {
   // optimizer (Accelerator::check_last_window_used).
   std::optional<std::uint64_t> unused_window_;
   // Spans' recorder (profiling/recorder.hpp): made by Options::timeline or the first profile().
-  std::unique_ptr<profiling::Recorder> recorder_;
+  // Shared so that a Profile, which may outlive the Accelerator, can hold it weakly.
+  std::shared_ptr<profiling::Recorder> recorder_;
 };
 
 }  // namespace accel::detail

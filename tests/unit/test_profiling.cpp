@@ -7,13 +7,16 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,11 @@ struct TemporaryFolder {
     fs::remove_all(path, ignored);
   }
 };
+
+std::string tracking_read(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 nlohmann::json read_json(const fs::path& file) {
   std::ifstream in(file);
@@ -280,6 +288,99 @@ TEST_CASE("timeline, each step's phases reach the trackers and add up to the ste
   std::string header;
   std::getline(csv, header);
   CHECK(header.find("timeline/rank0/backward") != std::string::npos);
+}
+
+// The file's bytes before its closing "]" and trailer: the events written so far.
+std::string events_part(const std::string& text) {
+  const std::size_t end = text.rfind("\n],\n");
+  REQUIRE(end != std::string::npos);
+  return text.substr(0, end);
+}
+
+TEST_CASE("profile without a repeat limit appends each cycle: the file is valid after every step "
+          "and never written whole again") {
+  TemporaryFolder folder;
+  accel::Accelerator<accel::Ddp> accelerator;
+  constexpr int steps = 40;
+  accel::DataLoader loader(accel_test::Regression(4 * steps), {.batch_size = 4});
+  auto net = accel_test::seeded_mlp();
+  torch::optim::SGD sgd(net->parameters(), 0.01);
+  auto [model, optimizer, batches] = accelerator.prepare(net, sgd, loader);
+  // One recorded step per cycle, cycles without end: a save at every step.
+  auto profile = accelerator.profile(
+      {.schedule = accel::ProfileSchedule{.active = 1, .repeat = 0}, .output_dir = folder.path});
+  accel::profiling::Recorder* recorder = accel::profiling::detail::claimed_recorder.load();
+  REQUIRE(recorder != nullptr);
+  std::string before;
+  ino_t inode = 0;
+  int saved = 0;
+  for (const auto& batch : batches) {
+    const auto loss = torch::mse_loss(model(batch.x), batch.y);
+    accelerator.backward(loss);
+    optimizer.step();
+    optimizer.zero_grad();
+    if (!fs::exists(profile.file())) continue;  // the first step closes at the next one's data
+    struct stat file {};
+    REQUIRE(::stat(profile.file().c_str(), &file) == 0);
+    const std::string text = tracking_read(profile.file());
+    const nlohmann::json trace = nlohmann::json::parse(text);  // whole after every save
+    int step_spans = 0;
+    for (const auto& span : spans_of(trace)) step_spans += span.at("cat") == "step";
+    if (before.empty()) inode = file.st_ino;
+    // The same file, grown at its end: what was written stays, byte for byte.
+    CHECK(file.st_ino == inode);
+    CHECK(events_part(text).rfind(before, 0) == 0);
+    CHECK(step_spans >= saved);
+    saved = step_spans;
+    before = events_part(text);
+  }
+  profile.close();
+  const std::string text = tracking_read(profile.file());
+  const nlohmann::json trace = nlohmann::json::parse(text);
+  check_nested_and_ordered(trace);
+  int step_spans = 0;
+  for (const auto& span : spans_of(trace)) step_spans += span.at("cat") == "step";
+  CHECK(step_spans == steps);
+  // Every byte of the file written once, plus the closing bytes again at each later save: the
+  // cost of a save does not grow with the file.
+  const accel::profiling::TraceWrites writes = recorder->trace_writes();
+  const auto tail = static_cast<std::int64_t>(text.size() - events_part(text).size());
+  CHECK(writes.whole == 1);
+  CHECK(writes.saves == steps);
+  CHECK(writes.bytes == static_cast<std::int64_t>(text.size()) + (writes.saves - 1) * tail);
+  CHECK(recorder->events().empty());  // saved spans are let go
+}
+
+TEST_CASE("a profile that outlives its Accelerator: the Accelerator ends it, then it is inert") {
+  TemporaryFolder folder;
+  std::optional<accel::profiling::Profile> kept, dropped;
+  {
+    auto accelerator = std::make_unique<accel::Accelerator<accel::Ddp>>();
+    kept.emplace(accelerator->profile({.output_dir = folder.path / "kept"}));
+    train(*accelerator, 2);
+    accelerator.reset();  // writes the trace, as the end of the profile's scope would
+  }
+  CHECK(accel::profiling::detail::active_recorder.load() == nullptr);
+  CHECK(accel::profiling::detail::claimed_recorder.load() == nullptr);
+  const fs::path file = kept->file();
+  int step_spans = 0;
+  for (const auto& span : spans_of(read_json(file))) step_spans += span.at("cat") == "step";
+  CHECK(step_spans == 2);
+  const auto written = fs::last_write_time(file);
+  kept->close();  // nothing left to do: the Accelerator is gone
+  kept.reset();
+  CHECK(fs::last_write_time(file) == written);
+  {
+    auto accelerator = std::make_unique<accel::Accelerator<accel::Ddp>>();
+    dropped.emplace(accelerator->profile({.output_dir = folder.path / "dropped"}));
+  }
+  dropped.reset();  // destroyed without close(), after its Accelerator
+  CHECK(fs::exists(folder.path / "dropped" / "trace_rank0.json"));
+  // Profiling is free for the next Accelerator.
+  accel::Accelerator<accel::Ddp> next;
+  auto again = next.profile({.output_dir = folder.path / "next"});
+  again.close();
+  CHECK(fs::exists(folder.path / "next" / "trace_rank0.json"));
 }
 
 }  // namespace unit_profiling

@@ -45,12 +45,23 @@ ACCEL_DECL AcceleratorCore::AcceleratorCore(Options options, int accumulation_st
       options_.checkpoints.directory != CheckpointOptions{}.directory);
   if (options_.timeline.enabled) {
     profiling::check_timeline_options(options_.timeline);
-    recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+    recorder_ = std::make_shared<profiling::Recorder>(process_.rank);
     recorder_->start_timeline();
   }
 }
 
-ACCEL_DECL AcceleratorCore::~AcceleratorCore() = default;
+// A Profile still open ends here, its trace written, as its own end would have; the Profile
+// then finds its recorder gone and does nothing. A destructor cannot throw: a failure to write
+// is reported on stderr.
+ACCEL_DECL AcceleratorCore::~AcceleratorCore() {
+  if (!recorder_ || !recorder_->tracing()) return;
+  try {
+    recorder_->stop_trace();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "accel: warning: the Accelerator ended its open profile: {}\n",
+               without_accel_prefix(e.what()));
+  }
+}
 
 ACCEL_DECL profiling::Profile AcceleratorCore::start_profile(const ProfileOptions& options,
                                                              const std::filesystem::path& run_dir,
@@ -75,17 +86,17 @@ ACCEL_DECL profiling::Profile AcceleratorCore::start_profile(const ProfileOption
             .count()));
     if (group_) group_->broadcast(base_ns, 0);
   }
-  if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+  if (!recorder_) recorder_ = std::make_shared<profiling::Recorder>(process_.rank);
   recorder_->start_trace(options, folder / fmt::format("trace_rank{}.json", process_.rank),
                          base_ns.item<std::int64_t>());
-  return profiling::Profile(recorder_.get());
+  return profiling::Profile(recorder_);
 }
 
 ACCEL_DECL void AcceleratorCore::start_timeline(TimelineOptions options) {
   options.enabled = true;
   profiling::check_timeline_options(options);
   options_.timeline = options;
-  if (!recorder_) recorder_ = std::make_unique<profiling::Recorder>(process_.rank);
+  if (!recorder_) recorder_ = std::make_shared<profiling::Recorder>(process_.rank);
   recorder_->start_timeline();
 }
 

@@ -26,6 +26,7 @@
 #include "options.hpp"
 #include "records.hpp"
 #include "schedule.hpp"
+#include "trace_file.hpp"
 
 namespace accel::profiling {
 
@@ -47,8 +48,11 @@ class Recorder {
   ACCEL_DECL void stop_trace();
   bool tracing() const { return tracing_; }
   const std::filesystem::path& trace_file() const { return file_; }
-  // The trace's events kept so far (tests).
+  // The trace's events not saved yet: each save (trace_file.hpp) adds them to the file and lets
+  // them go, so that memory and the cost of a save do not grow with the profile (tests).
   const std::vector<SpanRecord>& events() const { return events_; }
+  // What saving the last trace has written (tests).
+  TraceWrites trace_writes() const { return trace_ ? trace_->writes() : TraceWrites{}; }
 
   // --- The timeline (Options::timeline) ---
   ACCEL_DECL void start_timeline();
@@ -95,6 +99,7 @@ class Recorder {
   std::mutex events_mutex_;                // spans from other threads (CUDA's autograd threads)
   std::vector<SpanRecord> events_;
   std::vector<OpRecord> ops_;
+  std::unique_ptr<TraceFile> trace_;       // the file being written, from start_trace
   std::unique_ptr<TorchOps> torch_ops_;
 
   bool timeline_ = false;

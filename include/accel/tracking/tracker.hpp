@@ -61,7 +61,8 @@ class Tracker {
                         const TrackerOptions& options, const RunDescription& description,
                         bool writes);
 
-  // Records `values` at `step` (unset: the step after the last one logged, 0 at first).
+  // Records `values` at `step` (unset: the step after the last one logged, 0 at first). A
+  // negative step, and an unset one after INT64_MAX, are refused, naming the value.
   ACCEL_DECL void log(const Metrics& values, std::optional<std::int64_t> step);
 
   // Records text values at `step`, as log() does numbers (and sharing its step counter).
@@ -75,6 +76,10 @@ class Tracker {
 
  private:
   ACCEL_DECL void check_open(std::string_view call) const;
+
+  // The step a call is made at: `step`, or the one after the last logged; refused when
+  // negative, or when the one after would not fit std::int64_t.
+  ACCEL_DECL std::int64_t step_of(std::string_view call, std::optional<std::int64_t> step) const;
 
   // `what`: "metric" or "text"; `seen`: the names of this call so far.
   ACCEL_DECL static void check_name(std::string_view call, std::string_view what,
@@ -98,7 +103,8 @@ class Tracker {
   RunDescription description_;
   std::chrono::system_clock::time_point started_;
   std::chrono::steady_clock::time_point clock_;
-  std::int64_t next_step_ = 0, logged_ = 0;
+  std::optional<std::int64_t> last_step_;  // the last logged; none yet: the next is 0
+  std::int64_t logged_ = 0;
   std::vector<AnyTracker> trackers_;  // this process's, in the order they are called
 };
 

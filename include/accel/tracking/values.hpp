@@ -4,13 +4,17 @@
 //   accelerator.init_trackers("fashion_mnist", {{"lr", 1e-3}, {"batch_size", 64}, {"strategy", "ddp"}});
 //   accelerator.log({{"loss", loss}, {"lr", lr}}, step);
 // read as they do in Accelerate. A metric may be any arithmetic value or a one-element tensor;
-// log_text() takes (name, text) pairs.
+// log_text() takes (name, text) pairs. An integer (an integral value, an integer or bool tensor)
+// that fits std::int64_t is kept as one, not rounded through a double: 2^53 + 1 is written
+// 9007199254740993.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <concepts>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,14 +25,31 @@
 
 namespace accel::tracking {
 
+// `value` as a std::int64_t, or nothing when it does not fit (an unsigned value above
+// INT64_MAX, which the caller keeps as a double).
+template <std::integral T>
+constexpr std::optional<std::int64_t> exact_integer(T value) {
+  if constexpr (std::is_unsigned_v<T>)
+    if (static_cast<std::uint64_t>(value) >
+        static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return std::nullopt;
+  return static_cast<std::int64_t>(value);
+}
+
 // One configuration value. Constructors rather than a bare std::variant, so that a string
-// literal is a string (not a bool) and any integer or floating type is accepted.
+// literal is a string (not a bool) and any integer or floating type is accepted. An integer is
+// kept exactly (an unsigned one above INT64_MAX as a double).
 class ConfigValue {
  public:
   ConfigValue(bool value) : value_(value) {}  // NOLINT: implicit, for brace lists
   template <std::integral T>
     requires(!std::same_as<T, bool>)
-  ConfigValue(T value) : value_(static_cast<std::int64_t>(value)) {}  // NOLINT
+  ConfigValue(T value) {  // NOLINT
+    if (const auto exact = exact_integer(value))
+      value_ = *exact;
+    else
+      value_ = static_cast<double>(value);
+  }
   template <std::floating_point T>
   ConfigValue(T value) : value_(static_cast<double>(value)) {}  // NOLINT
   ConfigValue(const char* value) : value_(std::string(value)) {}  // NOLINT
@@ -47,9 +68,12 @@ class ConfigValue {
 // A metric's number, and whether it came from a float (a float32 tensor or a float): such a
 // number is written with the digits a float needs (0.64895701, not 0.6489570140838623).
 struct Number {
-  double value = 0.0;
+  double value = 0.0;  // for an integer, the nearest double (exact up to 2^53)
   bool single = false;
-  // The number as written: the shortest round-trip form, a float's digits when `single`.
+  // Set for an integer that fits std::int64_t: its exact value, which the files write.
+  std::optional<std::int64_t> integer = std::nullopt;
+  // The number as written: an integer's digits, else the shortest round-trip form, a float's
+  // digits when `single`.
   ACCEL_DECL std::string text() const;
 };
 
@@ -60,7 +84,9 @@ class Metric {
   template <class T>
     requires std::integral<T> || std::floating_point<T>
   Metric(T value)  // NOLINT: implicit, for brace lists
-      : value_(static_cast<double>(value)), single_(std::is_same_v<T, float>) {}
+      : value_(static_cast<double>(value)), single_(std::is_same_v<T, float>) {
+    if constexpr (std::integral<T>) integer_ = exact_integer(value);
+  }
   Metric(const torch::Tensor& value) : tensor_(value) {}  // NOLINT
 
   // The number, or an accel::Error naming `name` when a tensor is not one element.
@@ -70,6 +96,7 @@ class Metric {
  private:
   double value_ = 0.0;
   bool single_ = false;
+  std::optional<std::int64_t> integer_;
   torch::Tensor tensor_;
 };
 

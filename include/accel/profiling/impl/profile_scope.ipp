@@ -9,7 +9,7 @@
 namespace accel::profiling {
 
 ACCEL_DECL Profile::~Profile() noexcept(false) {
-  if (recorder_ == nullptr) return;
+  if (recorder_.expired()) return;
   if (std::uncaught_exceptions() == 0) {
     close();
     return;
@@ -22,7 +22,8 @@ ACCEL_DECL Profile::~Profile() noexcept(false) {
 }
 
 ACCEL_DECL void Profile::close() {
-  if (Recorder* recorder = std::exchange(recorder_, nullptr)) recorder->stop_trace();
+  if (const std::shared_ptr<Recorder> recorder = std::exchange(recorder_, {}).lock())
+    recorder->stop_trace();
 }
 
 }  // namespace accel::profiling

@@ -72,6 +72,8 @@ ACCEL_DECL void Recorder::start_trace(const ProfileOptions& options, std::filesy
   clock_offset_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(system.time_since_epoch()).count() -
       steady;
+  trace_ = std::make_unique<TraceFile>(
+      file_, rank_, TraceClock{clock_offset_ns_, base_ns_, at::RecordFunction::currentThreadId()});
   tracing_ = true;
   try {
     enter(options_.schedule ? schedule_action(*options_.schedule, 0) : ScheduleAction::record,
@@ -96,7 +98,13 @@ ACCEL_DECL void Recorder::stop_trace() {
   tracing_ = false;
   events_on_ = false;
   publish();
-  write_trace();
+  try {
+    write_trace();
+  } catch (...) {
+    trace_->close();
+    throw;
+  }
+  trace_->close();
 }
 
 ACCEL_DECL void Recorder::start_timeline() {
@@ -194,8 +202,14 @@ ACCEL_DECL void Recorder::write_trace() {
     const std::lock_guard<std::mutex> lock(events_mutex_);
     spans = events_;
   }
-  write_trace_file(file_, chrome_trace(rank_, spans, ops_, clock_offset_ns_, base_ns_,
-                                       at::RecordFunction::currentThreadId()));
+  trace_->save(spans, ops_);
+  // In the file now: let them go, so that the next save adds only what is new. Kept when the
+  // save failed, for the next one to write.
+  {
+    const std::lock_guard<std::mutex> lock(events_mutex_);
+    events_.erase(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(spans.size()));
+  }
+  ops_.clear();
 }
 
 }  // namespace accel::profiling

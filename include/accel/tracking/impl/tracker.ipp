@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 
 #include "../../detail/error.hpp"
 #include "../../version.hpp"
@@ -126,11 +127,11 @@ ACCEL_DECL void Tracker::log(const Metrics& values, std::optional<std::int64_t> 
     check_name("log()", "metric", name, names);
     numbers.emplace_back(name, metric.number(name));
   }
-  const std::int64_t at = step.value_or(next_step_);
+  const std::int64_t at = step_of("log()", step);
   const auto failure = call_each("log()", at, [&](AnyTracker& tracker, double seconds) {
     tracker.log(numbers, at, seconds);
   });
-  next_step_ = at + 1;
+  last_step_ = at;
   ++logged_;
   if (failure) detail::fail("{}", *failure);
 }
@@ -139,11 +140,11 @@ ACCEL_DECL void Tracker::log_text(const Texts& values, std::optional<std::int64_
   check_open("log_text()");
   std::unordered_set<std::string_view> names;
   for (const auto& [name, text] : values) check_name("log_text()", "text", name, names);
-  const std::int64_t at = step.value_or(next_step_);
+  const std::int64_t at = step_of("log_text()", step);
   const auto failure = call_each("log_text()", at, [&](AnyTracker& tracker, double seconds) {
     tracker.log_text(values, at, seconds);
   });
-  next_step_ = at + 1;
+  last_step_ = at;
   if (failure) detail::fail("{}", *failure);
 }
 
@@ -172,6 +173,23 @@ ACCEL_DECL void Tracker::check_open(std::string_view call) const {
     detail::fail("{} without an open run: {}; call accelerator.init_trackers(\"project\", "
                  "config) before logging",
                  call, ended_ ? "end_training() has ended it" : "init_trackers() was not called");
+}
+
+ACCEL_DECL std::int64_t Tracker::step_of(std::string_view call,
+                                         std::optional<std::int64_t> step) const {
+  if (step) {
+    if (*step < 0)
+      detail::fail("{}: the step {} is negative; steps count up from 0, e.g. "
+                   "accelerator.completed_steps()",
+                   call, *step);
+    return *step;
+  }
+  if (!last_step_) return 0;
+  if (*last_step_ == std::numeric_limits<std::int64_t>::max())
+    detail::fail("{}: the step after {} does not fit std::int64_t; pass a step of your own as "
+                 "{}'s second argument",
+                 call, *last_step_, call);
+  return *last_step_ + 1;
 }
 
 ACCEL_DECL void Tracker::check_name(std::string_view call, std::string_view what,

@@ -26,18 +26,24 @@ ACCEL_DECL std::string ConfigValue::to_json() const {
 }
 
 ACCEL_DECL std::string Number::text() const {
+  if (integer) return fmt::format("{}", *integer);
   return single ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
 }
 
 ACCEL_DECL Number Metric::number(std::string_view name) const {
-  if (!tensor_.defined()) return {value_, single_};
+  if (!tensor_.defined()) return {value_, single_, integer_};
   if (tensor_.numel() != 1)
     detail::fail("log(): metric '{}' is a tensor of shape [{}] ({} elements); log one number per "
                  "name, e.g. {{\"{}\", t.mean()}}",
                  name, detail::shape_text(tensor_.sizes()), tensor_.numel(), name);
-  return {tensor_.item<double>(), tensor_.scalar_type() == torch::kFloat ||
-                                      tensor_.scalar_type() == torch::kBFloat16 ||
-                                      tensor_.scalar_type() == torch::kHalf};
+  if (c10::isIntegralType(tensor_.scalar_type(), /*includeBool=*/true)) {
+    const auto exact = tensor_.item<std::int64_t>();
+    return {static_cast<double>(exact), false, exact};
+  }
+  const torch::ScalarType type = tensor_.scalar_type();
+  return {tensor_.item<double>(),
+          type == torch::kFloat || type == torch::kBFloat16 || type == torch::kHalf,
+          std::nullopt};
 }
 
 }  // namespace accel::tracking
