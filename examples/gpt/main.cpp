@@ -92,6 +92,10 @@ struct Args {
 };
 
 constexpr std::int64_t kMaxSeq = 1 << 16;
+// Training windows start every max(--seq, kMinWindowStride) bytes of the training stream: the
+// loader's shuffled order holds 8 bytes (an int64 index) per window, and as an epoch begins the
+// prepared loader briefly holds two copies of it, so at most one byte per byte of text.
+constexpr std::int64_t kMinWindowStride = 16;
 constexpr std::int64_t kMaxBatch = 1 << 20;
 constexpr std::int64_t kMaxWidth = 1 << 16;
 constexpr int kMaxThreads = 1024;
@@ -215,31 +219,36 @@ struct Window {
   torch::Tensor tokens;  // seq + 1 bytes as int64: the input is the first seq, the target the last
 };
 
-// Training: every window of the training stream, one per start position; the loader shuffles
-// them with --seed (accel's splitmix64 shuffle), so the run draws random windows without
-// replacement, the same on every machine, and a checkpoint records where it stands.
+// Training: the windows of the training stream that start every `stride` bytes (--seq, or
+// kMinWindowStride for a shorter --seq: with --seq they overlap by the byte one predicts and the
+// next one reads, so that an epoch predicts every byte once). The loader shuffles them with
+// --seed (accel's splitmix64 shuffle), so the run draws random windows without replacement, the
+// same on every machine, and a checkpoint records where it stands. A sample is a window's index,
+// not a byte's: the shuffled order costs 8 / stride bytes per byte of text (twice that as an
+// epoch begins), and the bytes themselves stay in the page cache (the stream maps the files).
 struct TrainWindows {
-  torch::Tensor bytes;  // uint8
+  gpt::ByteStream bytes;
   std::int64_t window;
-  std::int64_t size() const { return bytes.size(0) - window + 1; }
-  Window get(std::int64_t start) const { return {bytes.narrow(0, start, window).to(torch::kLong)}; }
+  std::int64_t stride;
+  std::int64_t size() const { return (bytes.size() - window) / stride + 1; }
+  Window get(std::int64_t index) const { return {bytes.tokens(index * stride, window)}; }
 };
 
 // Validation: a fixed set of windows. The stream's non-overlapping windows (starts 0, seq, 2 seq,
 // ...: every byte predicted once), or `limit` of them evenly spread.
 struct ValidationWindows {
-  torch::Tensor bytes;
+  gpt::ByteStream bytes;
   std::int64_t window;
   std::vector<std::int64_t> starts;
-  ValidationWindows(torch::Tensor bytes_, std::int64_t seq, std::int64_t limit)
+  ValidationWindows(gpt::ByteStream bytes_, std::int64_t seq, std::int64_t limit)
       : bytes(std::move(bytes_)), window(seq + 1) {
-    const std::int64_t all = (bytes.size(0) - 1) / seq;  // at least 1: load_corpus checked
+    const std::int64_t all = (bytes.size() - 1) / seq;  // at least 1: load_corpus checked
     const std::int64_t count = limit > 0 ? std::min(limit, all) : all;
     for (std::int64_t i = 0; i < count; ++i) starts.push_back(i * all / count * seq);
   }
   std::int64_t size() const { return static_cast<std::int64_t>(starts.size()); }
   Window get(std::int64_t i) const {
-    return {bytes.narrow(0, starts[static_cast<std::size_t>(i)], window).to(torch::kLong)};
+    return {bytes.tokens(starts[static_cast<std::size_t>(i)], window)};
   }
 };
 
@@ -284,7 +293,8 @@ int train(const Args& args, const gpt::Corpus& corpus) {
               .min_ratio = 0.1});
 
   const std::int64_t window = args.seq + 1;
-  accel::DataLoader train_data(TrainWindows{corpus.train, window},
+  accel::DataLoader train_data(
+      TrainWindows{corpus.train, window, std::max(args.seq, kMinWindowStride)},
                                {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
   accel::DataLoader validation_data(
       ValidationWindows(corpus.validation, args.seq, args.eval_windows),
@@ -318,8 +328,8 @@ int train(const Args& args, const gpt::Corpus& corpus) {
       "gpt: {} parameters ({} layers, hidden {}, {} heads, context {}, {} head); text: {}, "
       "{} training bytes ({} {}), {} validation bytes ({} {}), {} validation windows",
       parameters, args.layers, args.hidden, args.heads, args.seq,
-      args.tied_head ? "tied" : "untied", corpus.source, corpus.train.size(0),
-      corpus.train_pieces, corpus.unit, corpus.validation.size(0), corpus.validation_pieces,
+      args.tied_head ? "tied" : "untied", corpus.source, corpus.train.size(),
+      corpus.train_pieces, corpus.unit, corpus.validation.size(), corpus.validation_pieces,
       corpus.unit, validation_data.num_samples());
   accelerator.print("training {} steps: {} x {} x {}, batch {} x {} bytes, {} process(es) on {}, "
                     "{} thread(s) each",
