@@ -311,6 +311,14 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   if (args.resume) {
     const fs::path from = accelerator.load_state();
     accelerator.print("resumed from {} at step {}", from.string(), accelerator.completed_steps());
+    // Nothing left to train: another checkpoint would repeat this one, and the run's results are
+    // the ones the run that wrote it printed.
+    if (accelerator.completed_steps() >= args.steps) {
+      accelerator.print("gpt: the run is complete: {} holds step {} of --steps {}; nothing to "
+                        "train and no checkpoint written (raise --steps to train further)",
+                        from.string(), accelerator.completed_steps(), args.steps);
+      return 0;
+    }
   }
   std::int64_t step = accelerator.completed_steps();
   auto checkpoint = [&] {
