@@ -40,8 +40,8 @@ inline bool is_validation(std::uint64_t hash) { return hash % kValidationOneIn =
 struct Corpus {
   ByteStream train;       // the training stream
   ByteStream validation;  // the validation stream
-  std::string source;        // what was read, for the log ("38 fortune files in ...")
-  std::string unit;          // "fortunes" or "chunks": what the hash split
+  std::string source;     // what was read, for the log ("38 fortune files in ...")
+  std::string unit;       // "fortunes" or "chunks": what the hash split
   std::int64_t train_pieces = 0, validation_pieces = 0;
 };
 

@@ -14,7 +14,9 @@ namespace gpt {
 
 TextFile::TextFile(std::filesystem::path path, std::string fix)
     : path_(std::move(path)), fix_(std::move(fix)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put in place of a file opens at once (and is refused below) instead of
+  // waiting for a writer; it changes nothing for a regular file.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) fail("cannot be opened", errno);
   struct stat status {};
   if (::fstat(fd_, &status) != 0) fail("cannot be examined", errno);
