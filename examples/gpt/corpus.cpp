@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+#include <memory>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -22,14 +22,6 @@ std::uint64_t fnv1a64(std::string_view bytes) {
 }
 
 namespace {
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{} cannot be read", path.string()));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw DataError(fmt::format("{} cannot be read", path.string()));
-  return bytes;
-}
 
 bool ends_with(const std::string& name, std::string_view suffix) {
   return name.size() >= suffix.size() &&
@@ -51,12 +43,6 @@ std::vector<fs::path> files_in(const fs::path& dir, bool fortunes) {
   if (error) throw DataError(fmt::format("{} cannot be listed: {}", dir.string(), error.message()));
   std::sort(files.begin(), files.end());
   return files;
-}
-
-torch::Tensor as_tensor(const std::string& bytes) {
-  torch::Tensor t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
-  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(t.data_ptr<std::uint8_t>()));
-  return t;
 }
 
 bool blank(std::string_view text) {
@@ -89,14 +75,41 @@ void split_fortunes(const std::string& file, Corpus& corpus, std::string& train,
   flush();
 }
 
-void split_chunks(const std::string& file, Corpus& corpus, std::string& train,
-                  std::string& validation) {
-  for (std::size_t at = 0; at < file.size(); at += kChunkBytes) {
-    const std::string_view chunk(file.data() + at,
-                                 std::min<std::size_t>(kChunkBytes, file.size() - at));
-    const bool held_out = is_validation(fnv1a64(chunk));
-    (held_out ? validation : train) += chunk;
+// Appends each chunk of `bytes` to its split's stream. `bytes` starts at a chunk boundary and
+// holds, read into a buffer, what `at` points to in memory that `owner` keeps: the streams keep
+// pointers into that memory (the file's mapping), not the buffer.
+void split_chunks(std::string_view bytes, const std::shared_ptr<const void>& owner,
+                  const std::uint8_t* at, Corpus& corpus) {
+  for (std::size_t from = 0; from < bytes.size(); from += kChunkBytes) {
+    const std::size_t size = std::min<std::size_t>(kChunkBytes, bytes.size() - from);
+    const bool held_out = is_validation(fnv1a64(bytes.substr(from, size)));
+    (held_out ? corpus.validation : corpus.train)
+        .append(owner, at + from, static_cast<std::int64_t>(size));
     ++(held_out ? corpus.validation_pieces : corpus.train_pieces);
+  }
+}
+
+// A --text file, split by chunks. A file with a size is hashed a block at a time through read()
+// (which reports an unreadable file as an error, where a mapping would raise SIGBUS) and mapped
+// for the streams. One whose size reads 0 (a pseudo-file of /proc), or that its file system
+// cannot map (most of /sys), is read whole onto the heap instead.
+void split_file(const fs::path& path, const std::string& fix, Corpus& corpus) {
+  const TextFile file(path, fix);
+  const std::shared_ptr<const std::uint8_t> mapping = file.size() > 0 ? file.map() : nullptr;
+  if (mapping == nullptr) {
+    auto bytes = std::make_shared<const std::string>(file.read_all());
+    split_chunks(*bytes, bytes, reinterpret_cast<const std::uint8_t*>(bytes->data()), corpus);
+    return;
+  }
+  constexpr std::int64_t kBlock = 1024 * kChunkBytes;  // whole chunks
+  std::string block(static_cast<std::size_t>(kBlock), '\0');
+  for (std::int64_t at = 0; at < file.size(); at += kBlock) {
+    const std::int64_t want = std::min(kBlock, file.size() - at);
+    if (file.read(at, block.data(), want) != want)
+      throw DataError(fmt::format("{} changed while it was read: it ends before its {} bytes{}",
+                                  path.string(), file.size(), fix));
+    split_chunks(std::string_view(block.data(), static_cast<std::size_t>(want)), mapping,
+                 mapping.get() + at, corpus);
   }
 }
 
@@ -104,7 +117,6 @@ void split_chunks(const std::string& file, Corpus& corpus, std::string& train,
 
 Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
   Corpus corpus;
-  std::string train, validation;
   std::error_code error;
   if (!text) {
     const fs::path dir = kFortunesDir;
@@ -114,7 +126,15 @@ Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
     if (!fs::is_directory(dir, error))
       throw DataError(fmt::format("{} does not exist{}", dir.string(), fix));
     const std::vector<fs::path> files = files_in(dir, /*fortunes=*/true);
-    for (const fs::path& file : files) split_fortunes(read_bytes(file), corpus, train, validation);
+    std::string train, validation;
+    for (const fs::path& file : files)
+      split_fortunes(TextFile(file, fix).read_all(), corpus, train, validation);
+    for (auto [bytes, stream] : {std::pair{&train, &corpus.train},
+                                 std::pair{&validation, &corpus.validation}}) {
+      auto owned = std::make_shared<const std::string>(std::move(*bytes));
+      stream->append(owned, reinterpret_cast<const std::uint8_t*>(owned->data()),
+                     static_cast<std::int64_t>(owned->size()));
+    }
     if (corpus.train_pieces + corpus.validation_pieces == 0)
       throw DataError(fmt::format("{} holds no fortunes ({} fortune files){}", dir.string(),
                                   files.size(), fix));
@@ -133,8 +153,8 @@ Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
       files.push_back(path);
     else
       throw DataError(fmt::format("--text {} is neither a file nor a folder{}", path.string(), fix));
-    for (const fs::path& file : files) split_chunks(read_bytes(file), corpus, train, validation);
-    if (train.empty() && validation.empty())
+    for (const fs::path& file : files) split_file(file, fix, corpus);
+    if (corpus.train.size() + corpus.validation.size() == 0)
       throw DataError(fmt::format("--text {} is empty{}{}", path.string(),
                                   fs::is_directory(status)
                                       ? fmt::format(" ({} files, no bytes)", files.size())
@@ -145,8 +165,8 @@ Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
                         : path.string();
     corpus.unit = "chunks";
   }
-  auto check = [&](const std::string& stream, std::string_view split) {
-    if (static_cast<std::int64_t>(stream.size()) < window)
+  auto check = [&](const ByteStream& stream, std::string_view split) {
+    if (stream.size() < window)
       throw DataError(fmt::format(
           "the {} split of {} holds {} bytes ({} {}), fewer than one window of --seq + 1 = {} "
           "bytes; give more text or a smaller --seq",
@@ -154,10 +174,8 @@ Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
           split == "training" ? corpus.train_pieces : corpus.validation_pieces, corpus.unit,
           window));
   };
-  check(train, "training");
-  check(validation, "validation");
-  corpus.train = as_tensor(train);
-  corpus.validation = as_tensor(validation);
+  check(corpus.train, "training");
+  check(corpus.validation, "validation");
   return corpus;
 }
 

@@ -8,21 +8,23 @@
 //     5%); each stream is its fortunes, each followed by the line "%", as the files write them.
 //     Identical fortunes (a few appear in two files) land in the same split.
 //   - --text FILE or FOLDER: any bytes. The regular files of a folder (not hidden, not in
-//     subfolders, in name order) are read whole; each file is cut into chunks of kChunkBytes
-//     bytes (the last one shorter), and a chunk's FNV-1a 64 hash picks its split the same way.
+//     subfolders, in name order); each file is cut into chunks of kChunkBytes bytes (the last
+//     one shorter), and a chunk's FNV-1a 64 hash picks its split the same way. The files are
+//     read once, a block at a time, to hash the chunks, and mapped read-only: the two streams
+//     are pieces of the mappings (byte_stream.hpp), so the process holds no copy of the text.
 //
-// Everything here throws DataError, whose text the example prints after "gpt: ", before it
-// creates anything (no run folder, no checkpoint).
+// Everything here throws DataError (text_files.hpp), whose text the example prints after
+// "gpt: ", before it creates anything (no run folder, no checkpoint).
 #pragma once
-
-#include <torch/torch.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "byte_stream.hpp"
+#include "text_files.hpp"
 
 namespace gpt {
 
@@ -30,20 +32,16 @@ inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 inline constexpr std::uint64_t kValidationOneIn = 20;  // 1 in 20: about 5% to validation
 inline constexpr std::int64_t kChunkBytes = 1024;      // --text: the unit of the split
 
-struct DataError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // FNV-1a 64 over `bytes`.
 std::uint64_t fnv1a64(std::string_view bytes);
 // Whether a piece of text with this hash belongs to the validation split.
 inline bool is_validation(std::uint64_t hash) { return hash % kValidationOneIn == 0; }
 
 struct Corpus {
-  torch::Tensor train;       // uint8, 1-D: the training stream
-  torch::Tensor validation;  // uint8, 1-D: the validation stream
-  std::string source;        // what was read, for the log ("38 fortune files in ...")
-  std::string unit;          // "fortunes" or "chunks": what the hash split
+  ByteStream train;       // the training stream
+  ByteStream validation;  // the validation stream
+  std::string source;     // what was read, for the log ("38 fortune files in ...")
+  std::string unit;       // "fortunes" or "chunks": what the hash split
   std::int64_t train_pieces = 0, validation_pieces = 0;
 };
 

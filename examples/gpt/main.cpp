@@ -45,6 +45,11 @@ namespace {
 // program with status 2, as a usage error does, before any training starts.
 using examples::BadArgument;
 using examples::whole_number;
+// Flags that are each well formed but contradict each other: status 2 as well, with the message
+// alone (the usage text would bury it; the message names both flags).
+struct FlagConflict : BadArgument {
+  using BadArgument::BadArgument;
+};
 
 // The peak the MFU figure is measured against, per process, when --peak-tflops is not given:
 // on CPU, per intra-op thread, an AVX-512 core with two FMA units at 2.6 GHz in fp32 (16 lanes x
@@ -65,7 +70,8 @@ struct Args {
   std::int64_t heads = 4;
   bool tied_head = true;
   double lr = 6e-3;                 // peak learning rate (AdamW), after the warmup
-  std::int64_t warmup = 100;        // optimizer steps of linear warmup, then a cosine to lr / 10
+  std::int64_t warmup = 0;          // optimizer steps of linear warmup, then a cosine to lr / 10
+  bool warmup_given = false;        // unset: a tenth of --decay-steps, at most kDefaultWarmup
   std::optional<std::int64_t> decay_steps;  // where the cosine reaches lr / 10; unset: --steps
   double weight_decay = 0.1;        // on the Linear layers' weight matrices only
   double clip = 1.0;                // gradient clipping: the global norm's bound
@@ -92,6 +98,14 @@ struct Args {
 };
 
 constexpr std::int64_t kMaxSeq = 1 << 16;
+// --warmup when it is not given: a tenth of the schedule (--decay-steps, else --steps), at most
+// this, so that a short run warms up in proportion instead of being refused.
+constexpr std::int64_t kDefaultWarmup = 100;
+constexpr std::int64_t kDefaultWarmupDivisor = 10;  // "a tenth" in --help and docs/gpt.md
+// Training windows start every max(--seq, kMinWindowStride) bytes of the training stream: the
+// loader's shuffled order holds 8 bytes (an int64 index) per window, and as an epoch begins the
+// prepared loader briefly holds two copies of it, so at most one byte per byte of text.
+constexpr std::int64_t kMinWindowStride = 16;
 constexpr std::int64_t kMaxBatch = 1 << 20;
 constexpr std::int64_t kMaxWidth = 1 << 16;
 constexpr int kMaxThreads = 1024;
@@ -113,7 +127,8 @@ std::string usage_text() {
       "  --untied-head        an output Linear of its own instead of the token embedding\n"
       "  --lr X               AdamW's peak learning rate, above 0 (default {})\n"
       "  --warmup N           steps of linear warmup, 0 to --decay-steps; then a cosine down to\n"
-      "                       lr/10 at --decay-steps (default {})\n"
+      "                       lr/10 at --decay-steps (default: a tenth of --decay-steps, at most\n"
+      "                       {})\n"
       "  --decay-steps N      the step where the cosine reaches lr/10, at least 1; the lr stays\n"
       "                       there after it. A run cut short by --steps, to be resumed, keeps\n"
       "                       the full run's schedule with it (default: --steps)\n"
@@ -153,7 +168,7 @@ std::string usage_text() {
       "                       stays the run's total\n",
       examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
       examples::joined(examples::accumulation_values()), d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
-      d.warmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
+      kDefaultWarmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
       gpt::kFortunesDir, d.eval_every, d.sample_tokens, d.temperature, d.top_k,
       kCpuPeakTflopsPerThread, kCudaPeakTflops, kMaxThreads, d.log_every);
 }
@@ -179,7 +194,10 @@ Args parse(int argc, char** argv) {
     else if (flag == "--heads") args.heads = whole_number<I>(flag, value(), 1, kMaxWidth);
     else if (flag == "--untied-head") args.tied_head = false;
     else if (flag == "--lr") args.lr = real_number(flag, value());
-    else if (flag == "--warmup") args.warmup = whole_number<I>(flag, value(), 0);
+    else if (flag == "--warmup") {
+      args.warmup = whole_number<I>(flag, value(), 0);
+      args.warmup_given = true;
+    }
     else if (flag == "--decay-steps") args.decay_steps = whole_number<I>(flag, value(), 1);
     else if (flag == "--weight-decay") args.weight_decay = real_number(flag, value(), true);
     else if (flag == "--clip") args.clip = real_number(flag, value());
@@ -199,13 +217,18 @@ Args parse(int argc, char** argv) {
   if (args.help) return args;
   examples::check_checkpoint_flags(args);
   if (args.hidden % args.heads != 0)
-    throw BadArgument(fmt::format("--hidden is {}, not a multiple of --heads {}; each head takes "
-                                  "hidden / heads of the width",
-                                  args.hidden, args.heads));
-  if (args.warmup > args.decay_steps.value_or(args.steps))
-    throw BadArgument(fmt::format("--warmup is {}, more than {} {}; lower --warmup", args.warmup,
-                                  args.decay_steps ? "--decay-steps" : "--steps",
-                                  args.decay_steps.value_or(args.steps)));
+    throw FlagConflict(fmt::format("--hidden is {}, not a multiple of --heads {}; each head "
+                                   "takes hidden / heads of the width",
+                                   args.hidden, args.heads));
+  const std::int64_t schedule_steps = args.decay_steps.value_or(args.steps);
+  if (!args.warmup_given)
+    args.warmup = std::min(kDefaultWarmup, schedule_steps / kDefaultWarmupDivisor);
+  else if (args.warmup > schedule_steps)
+    throw FlagConflict(fmt::format("--warmup is {}, more than {} {}; lower --warmup, or leave it "
+                                   "out for a tenth of {}",
+                                   args.warmup, args.decay_steps ? "--decay-steps" : "--steps",
+                                   schedule_steps,
+                                   args.decay_steps ? "--decay-steps" : "--steps"));
   return args;
 }
 
@@ -215,31 +238,36 @@ struct Window {
   torch::Tensor tokens;  // seq + 1 bytes as int64: the input is the first seq, the target the last
 };
 
-// Training: every window of the training stream, one per start position; the loader shuffles
-// them with --seed (accel's splitmix64 shuffle), so the run draws random windows without
-// replacement, the same on every machine, and a checkpoint records where it stands.
+// Training: the windows of the training stream that start every `stride` bytes (--seq, or
+// kMinWindowStride for a shorter --seq: with --seq they overlap by the byte one predicts and the
+// next one reads, so that an epoch predicts every byte once). The loader shuffles them with
+// --seed (accel's splitmix64 shuffle), so the run draws random windows without replacement, the
+// same on every machine, and a checkpoint records where it stands. A sample is a window's index,
+// not a byte's: the shuffled order costs 8 / stride bytes per byte of text (twice that as an
+// epoch begins), and the bytes themselves stay in the page cache (the stream maps the files).
 struct TrainWindows {
-  torch::Tensor bytes;  // uint8
+  gpt::ByteStream bytes;
   std::int64_t window;
-  std::int64_t size() const { return bytes.size(0) - window + 1; }
-  Window get(std::int64_t start) const { return {bytes.narrow(0, start, window).to(torch::kLong)}; }
+  std::int64_t stride;
+  std::int64_t size() const { return (bytes.size() - window) / stride + 1; }
+  Window get(std::int64_t index) const { return {bytes.tokens(index * stride, window)}; }
 };
 
 // Validation: a fixed set of windows. The stream's non-overlapping windows (starts 0, seq, 2 seq,
 // ...: every byte predicted once), or `limit` of them evenly spread.
 struct ValidationWindows {
-  torch::Tensor bytes;
+  gpt::ByteStream bytes;
   std::int64_t window;
   std::vector<std::int64_t> starts;
-  ValidationWindows(torch::Tensor bytes_, std::int64_t seq, std::int64_t limit)
+  ValidationWindows(gpt::ByteStream bytes_, std::int64_t seq, std::int64_t limit)
       : bytes(std::move(bytes_)), window(seq + 1) {
-    const std::int64_t all = (bytes.size(0) - 1) / seq;  // at least 1: load_corpus checked
+    const std::int64_t all = (bytes.size() - 1) / seq;  // at least 1: load_corpus checked
     const std::int64_t count = limit > 0 ? std::min(limit, all) : all;
     for (std::int64_t i = 0; i < count; ++i) starts.push_back(i * all / count * seq);
   }
   std::int64_t size() const { return static_cast<std::int64_t>(starts.size()); }
   Window get(std::int64_t i) const {
-    return {bytes.narrow(0, starts[static_cast<std::size_t>(i)], window).to(torch::kLong)};
+    return {bytes.tokens(starts[static_cast<std::size_t>(i)], window)};
   }
 };
 
@@ -284,7 +312,8 @@ int train(const Args& args, const gpt::Corpus& corpus) {
               .min_ratio = 0.1});
 
   const std::int64_t window = args.seq + 1;
-  accel::DataLoader train_data(TrainWindows{corpus.train, window},
+  accel::DataLoader train_data(
+      TrainWindows{corpus.train, window, std::max(args.seq, kMinWindowStride)},
                                {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
   accel::DataLoader validation_data(
       ValidationWindows(corpus.validation, args.seq, args.eval_windows),
@@ -301,6 +330,14 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   if (args.resume) {
     const fs::path from = accelerator.load_state();
     accelerator.print("resumed from {} at step {}", from.string(), accelerator.completed_steps());
+    // Nothing left to train: another checkpoint would repeat this one, and the run's results are
+    // the ones the run that wrote it printed.
+    if (accelerator.completed_steps() >= args.steps) {
+      accelerator.print("gpt: the run is complete: {} holds step {} of --steps {}; nothing to "
+                        "train and no checkpoint written (raise --steps to train further)",
+                        from.string(), accelerator.completed_steps(), args.steps);
+      return 0;
+    }
   }
   std::int64_t step = accelerator.completed_steps();
   auto checkpoint = [&] {
@@ -318,15 +355,19 @@ int train(const Args& args, const gpt::Corpus& corpus) {
       "gpt: {} parameters ({} layers, hidden {}, {} heads, context {}, {} head); text: {}, "
       "{} training bytes ({} {}), {} validation bytes ({} {}), {} validation windows",
       parameters, args.layers, args.hidden, args.heads, args.seq,
-      args.tied_head ? "tied" : "untied", corpus.source, corpus.train.size(0),
-      corpus.train_pieces, corpus.unit, corpus.validation.size(0), corpus.validation_pieces,
+      args.tied_head ? "tied" : "untied", corpus.source, corpus.train.size(),
+      corpus.train_pieces, corpus.unit, corpus.validation.size(), corpus.validation_pieces,
       corpus.unit, validation_data.num_samples());
   accelerator.print("training {} steps: {} x {} x {}, batch {} x {} bytes, {} process(es) on {}, "
-                    "{} thread(s) each",
+                    "{} thread(s) each; lr warmup {} steps{}",
                     args.steps, Strategy::parallelism_policy::name,
                     Strategy::precision_policy::name, Strategy::accumulation_steps,
                     args.batch_size, args.seq, processes, accelerator.device().str(),
-                    torch::get_num_threads());
+                    torch::get_num_threads(), args.warmup,
+                    args.warmup_given
+                        ? std::string()
+                        : fmt::format(" (a tenth of the {}-step schedule, at most {})",
+                                      args.decay_steps.value_or(args.steps), kDefaultWarmup));
   // Zero3 and Fsdp<FullShard|HybridShard>: each accel::Sharded block is a unit of its own.
   if constexpr (requires { accelerator.strategy().unit_count(); })
     if (accelerator.strategy().unit_count() > 0)
@@ -573,6 +614,9 @@ int run(int argc, char** argv) {
                             status = train<Strategy>(args, corpus);
                           });
     return status;
+  } catch (const FlagConflict& error) {
+    fmt::print(stderr, "gpt: {}\n", error.what());
+    return 2;
   } catch (const BadArgument& error) {
     fmt::print(stderr, "gpt: {}\n{}", error.what(), usage_text());
     return 2;
