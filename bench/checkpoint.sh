@@ -5,7 +5,7 @@
 #   bench/checkpoint.sh [--turns N] [--strategies "ddp zero2 zero3"] [--hidden H] [--layers L]
 #                       [--build-dir DIR] [--dir FOLDER] [--merge]
 #
-# --merge instead times consolidating a checkpoint's weights (issue 33): `accel-launch checkpoint
+# --merge instead times consolidating a checkpoint's weights: `accel-launch checkpoint
 # merge` of the folder save_state wrote (one process, wall time including its start) against
 # what a training program does (load_state, then save_model: accel_bench --save-model, timed
 # inside the running program, so without its start or the model's build), for each strategy of

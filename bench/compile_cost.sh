@@ -22,12 +22,12 @@
 # that drifts over the run skews the ratio less than it skews the times.
 #
 # --parts also compiles every bench/compile_cost/parts/*.cpp (stripped TUs that include one
-# header group of accel each over <torch/torch.h>, see docs/benchmarks.md) in the same turns
+# header group of accel each over <torch/torch.h>, see docs/dev/build-time.md) in the same turns
 # and prints, per part, its median time and RSS and the difference from parts/torch_only.cpp.
 # They print before the last line, which stays the compile_ratio line.
 #
 # --fmt-header-only configures accel with -DACCEL_FMT_HEADER_ONLY=ON (FMT_HEADER_ONLY, {fmt}
-# compiled into every TU, as accel built before stop 24; default build dir then
+# compiled into every TU; default build dir then
 # build-compile-cost-fmt-header-only/), to measure what linking libfmt buys.
 #
 # --separate times accel.cpp in the separately compiled mode (through accel::compiled, which

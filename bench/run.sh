@@ -25,7 +25,7 @@
 # accel over its PyTorch counterpart (Ddp: DDP and FSDP NO_SHARD; Zero2: SHARD_GRAD_OP; Zero3 and
 # Fsdp<FullShard>: FULL_SHARD) and over the ceiling and the lockstep ceiling (both as for the other
 # models, below). Where the Python torch has no FSDP on CPU (Debian 12's 1.13 under Python 3.11),
-# ddp.py prints why and the table says "skipped". Size: --gpt-size (default issue 32's: hidden 512,
+# ddp.py prints why and the table says "skipped". Size: --gpt-size (default: hidden 512,
 # 8 blocks, seq 128, batch 4 per rank, 25.5M parameters), --gpt-steps timed steps (default 5, x
 # --steps-scale) after --gpt-warmup (default 2).
 #
@@ -48,7 +48,7 @@
 #
 # --malloc tuned runs everything (both sides alike) with MALLOC_MMAP_THRESHOLD_=32 MiB and
 # MALLOC_TRIM_THRESHOLD_=1 GiB, so that glibc keeps freed tensor memory instead of returning it
-# to the kernel and faulting it in again at the next step (see docs/benchmarks.md).
+# to the kernel and faulting it in again at the next step (see docs/performance.md, "The CPU heap").
 #
 # Between the ranks of one node accel's CPU tensors go through shared memory; run with
 # ACCEL_SHARED_MEMORY=0 in the environment for accel over Gloo, as PyTorch's DDP is.

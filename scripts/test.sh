@@ -30,7 +30,7 @@ configure_build_test() {
   # The tests' programs ask glibc's malloc for transparent huge pages (where the kernel's THP mode
   # is madvise or always; nothing changes under never): a program that loads libtorch, or fills
   # the example's 188 MB dataset, then faults its memory in 2 MiB pages rather than 4 KiB ones,
-  # a sixth less CPU for ctest (docs/benchmarks.md, "Test suite time"). No test depends on it.
+  # a sixth less CPU for ctest (docs/dev/test-suite.md). No test depends on it.
   GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 \
     ctest --test-dir "$build" -j"$(nproc)" --output-on-failure "$@"
   echo "test.sh: $name ctest: $((SECONDS - start)) s"

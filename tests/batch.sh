@@ -2,7 +2,7 @@
 # Tests that share one process: a group of checks run in one go (one launch of a distributed
 # worker for many scenarios, one run of a doctest binary for all of its cases), and each check's
 # own test judged from what that run wrote. A process that loads libtorch costs 0.8 s of CPU
-# before its first check, most of what a small one costs (docs/benchmarks.md, "Test suite time").
+# before its first check, most of what a small one costs (docs/dev/test-suite.md).
 #   batch.sh run PREFIX CMD [ARGS...]
 #     the group's fixture test: runs CMD with ACCEL_BATCH_RESULTS=PREFIX; each of its processes
 #     appends "NAME passed" to PREFIX.rank<RANK> for each check that passed (run_scenario.hpp's

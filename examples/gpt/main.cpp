@@ -577,7 +577,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
 // small: more threads made a step slower on the development machine, each small parallel
 // operation waiting for a descheduled thread (measured in docs/gpt.md, "Training", under
 // "Threads"). OpenBLAS, which computes Debian libtorch's matrix products, keeps a pool
-// of its own that torch::set_num_threads does not limit (docs/benchmarks.md), so it gets the same
+// of its own that torch::set_num_threads does not limit (docs/accelerator.md), so it gets the same
 // number through openblas_set_num_threads, looked up at run time (another BLAS skips this).
 int set_threads(std::optional<int> requested) {
   int threads = 1;

@@ -5,8 +5,8 @@
 // program (variants.hpp); the library's version.
 //
 // Two groups are headers of their own, since each costs every translation unit that parses it
-// seconds of compile time and a few hundred MB of compiler memory (docs/benchmarks.md, "Compile
-// cost"), and most TUs of a program use neither:
+// seconds of compile time and a few hundred MB of compiler memory (docs/dev/build-time.md),
+// and most TUs of a program use neither:
 //   <accel/checkpoints.hpp>  save_state, load_state, save_model, load_model (safetensors, JSON)
 //   <accel/memory.hpp>       checkpoint, Checkpointed, checkpoint_sequential_children,
 //                            estimate_memory, find_executable_batch_size

@@ -34,7 +34,7 @@ struct DdpOptions {
   // Buckets of at most this many KiB (fp32 or fp64 on CPU, uncompressed) are all-reduced right
   // after backward on the training thread (where the buckets are, in shared memory, or else
   // over buffers registered with Gloo once) instead of asynchronously, whose hand-offs cost
-  // more than a few KiB take to move (docs/benchmarks.md). Larger buckets stay asynchronous,
+  // more than a few KiB take to move (docs/distributed.md). Larger buckets stay asynchronous,
   // overlapping backward. 0: every bucket asynchronous.
   double small_bucket_kb = 256.0;
   // Where every rank is on this host and CPU tensors travel through shared memory, the buckets
@@ -58,7 +58,7 @@ struct Zero2Options {
   // while it computes the next ones; backward waits for the oldest beyond that. 0: each
   // reduce-scatter is waited for as it starts: no overlap, and the least memory (DeepSpeed's
   // default, overlap_comm off). Each one more overlaps more and holds one more bucket's full
-  // gradient; with no core to spare for the transport it buys no speed (docs/benchmarks.md).
+  // gradient; with no core to spare for the transport it buys no speed (docs/performance.md).
   int reduce_scatters_in_flight = 0;
 };
 
@@ -147,7 +147,7 @@ struct Options {
   bool non_blocking = false;
   // On a CPU device, glibc keeps freed memory in the process (runtime/cpu_heap.hpp) instead of
   // returning it to the kernel and faulting it in again at the next step (faster on CPU models
-  // with activations of a few hundred KiB, same peak RSS: docs/benchmarks.md). It may then hold
+  // with activations of a few hundred KiB, same peak RSS: docs/performance.md). It may then hold
   // up to 1 GiB of freed memory for reuse. Skipped when MALLOC_MMAP_THRESHOLD_ or
   // MALLOC_TRIM_THRESHOLD_ is set, and off the glibc heap (a preloaded jemalloc or tcmalloc).
   bool tune_cpu_heap = true;
@@ -181,7 +181,7 @@ struct Options {
   // all-gather runs beside it (in backward the previous one's), on the shared-memory path's
   // thread; across nodes it stays where it is needed. At most two child units gathered at once.
   // Off by default: the gather then needs a core of its own, and on a machine with a core per
-  // rank it cost steps/s and a unit's memory (docs/benchmarks.md, "Zero3 prefetch").
+  // rank it costs steps/s and a unit's memory (docs/performance.md).
   bool prefetch_units = false;
 
   // optimizer.step() of a prepared torch::optim::SGD, Adam or AdamW runs accel's fused step

@@ -2,7 +2,7 @@
 // Fsdp<FullShard> and Fsdp<HybridShard> (one node: its shards are FullShard's) only the shards are
 // made, and the parameters gathered after prepare are bitwise those of building eagerly; three
 // Adam steps later they still are. Ddp and Zero2 take the eager path (the whole model replayed on
-// every rank), with the same result. And the two together (issue 33): a model larger than what a
+// every rank), with the same result. And the two together: a model larger than what a
 // rank may hold, built empty and filled from a weights folder (load_model), trains under Zero3
 // as the eager build it was saved from.
 #include <accel/accelerator.hpp>
@@ -115,7 +115,7 @@ std::vector<float> train_large(Acc& acc, Model& model, Optimizer& optimizer) {
   return losses;
 }
 
-// Issue 33, "Together": the eager build saved (save_model) and trained; then, in the same
+// "Together": the eager build saved (save_model) and trained; then, in the same
 // process with its peak RSS reset, an empty build (seeded otherwise: every value must come from
 // the folder) prepared and filled by load_model, which must peak below 3/4 of the model's bytes
 // above the process without a model (2 ranks hold half the model each, 3 a third: shards, plus

@@ -54,7 +54,7 @@ static_assert(!accel::precision::PrecisionSetup<accel::precision::WithoutLossSca
 
 // In the separately compiled mode, <accel/accelerator.hpp> leaves the transports and c10d's Gloo
 // backend and stores to impl/ (runtime/process_group.hpp): parsing them cost every training TU
-// about a sixth of its compile above a plain libtorch loop (docs/benchmarks.md, "Compile cost").
+// about a sixth of its compile above a plain libtorch loop (docs/dev/build-time.md).
 // Each class is declared here; had a header defined it, it would be complete.
 #if defined(ACCEL_SEPARATE_COMPILATION)
 namespace c10d {

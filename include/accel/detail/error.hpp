@@ -14,7 +14,7 @@ namespace detail {
 
 // The one place an error is formatted and thrown. Not a template, and cold: the many call sites
 // each instantiate only fail() below, which packs its arguments and calls this, instead of a
-// copy of fmt::format and the string concatenation (docs/benchmarks.md, "Compile cost").
+// copy of fmt::format and the string concatenation (docs/dev/build-time.md).
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_error(fmt::string_view format,
                                                                 fmt::format_args args) {
   // fmt::vformat, compiled in libfmt; fmt::vformat_to into a string would compile fmt's whole

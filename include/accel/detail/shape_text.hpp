@@ -1,7 +1,7 @@
 // A tensor's shape as accel's error messages print it: "4, 5" (inside the message's brackets) or,
 // with separator "x", "4x5". Compiled once: fmt::join over a shape in a header instantiates
 // fmt's integer formatting, which costs a translation unit more to compile than the code that
-// prints the error (docs/benchmarks.md, "Compile cost").
+// prints the error (docs/dev/build-time.md).
 #pragma once
 
 #include <c10/util/ArrayRef.h>

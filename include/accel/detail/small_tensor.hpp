@@ -1,7 +1,7 @@
 // Small tensors made from values: the flags, lengths and layouts sent through collectives, an
 // amax history. Not torch::tensor({...}): its TensorDataContainer (an initializer-list tree with
 // a pretty-printer) adds its code to every translation unit that calls it, for what is one fill
-// or one copy here (what it cost: docs/benchmarks.md, "Compile cost").
+// or one copy here (docs/dev/build-time.md).
 #pragma once
 
 #include <torch/torch.h>

@@ -5,7 +5,7 @@
 #include <ATen/autocast_mode.h>
 // c10d's base classes only (ProcessGroup, on 2.x also Backend; Store, Work, ReduceOp): what
 // accel's declarations name. The Gloo backend and the stores are included by the .ipp files that
-// make them, so a training TU does not parse them (docs/benchmarks.md, "Compile cost").
+// make them, so a training TU does not parse them (docs/dev/build-time.md).
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>

@@ -262,8 +262,8 @@ class FlatParameter {
 
   // The full gradient, zeros. Sharded on CPU: from the flat buffer cache, like the full buffer,
   // since it comes and goes at every unit. Replicated (Zero2's buckets, freed once a step) from
-  // the heap, which lends that memory to the next forward's activations (measured: through the
-  // cache Zero2's peak RSS on the gpt example rose 2 to 5%). On CUDA the caching allocator keeps
+  // the heap, which lends that memory to the next forward's activations (a cache would keep it
+  // for gradients only, and raise Zero2's peak). On CUDA the caching allocator keeps
   // it either way.
   torch::Tensor full_gradient_buffer() const {
     return full_size_buffer(flat_.scalar_type()).zero_();

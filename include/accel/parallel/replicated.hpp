@@ -23,7 +23,8 @@
 namespace accel::parallel {
 
 // In place rather than set to none: the next backward accumulates into the same storage instead
-// of allocating (docs/benchmarks.md, accel_overhead), and gradients that are views of
+// of allocating (with glibc's default heap, every backward would fault its gradients in again:
+// docs/performance.md, "One process"), and gradients that are views of
 // communication buckets stay views.
 inline void zero_grad_in_place(torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;

@@ -3,10 +3,10 @@
 // glibc returns a freed block above its mmap threshold to the kernel (and trims the top of the
 // heap above its trim threshold); both thresholds adapt to the allocation history. A training
 // step frees and allocates the same activation and gradient sizes every step, so with the
-// defaults each step can fault its memory in again: on the development machine the xfmr
-// benchmark model took 468 page faults per step and ran at 61% of the speed it reaches with the
-// memory kept (docs/benchmarks.md). Raising both thresholds keeps that memory for reuse; the
-// peak resident size is unchanged there, since the peak is the live memory of one step.
+// defaults each step can fault its memory in again, which on CPU can cost a large part of the
+// step (docs/performance.md, "The CPU heap: accel's default and glibc's"). Raising both thresholds
+// keeps that memory for reuse; the peak resident size does not grow, since the peak is the live
+// memory of one step.
 #pragma once
 
 #include <cstddef>

@@ -3,8 +3,8 @@
 // Why not c10d's ProcessGroupGloo for everything: c10d hands each collective to a worker thread
 // and moves it through Gloo's unbound buffers, where every message first goes through a
 // send/receive handshake on Gloo's event-loop thread. For a small tensor those hops are the
-// whole cost, and Gloo's own ring over buffers registered once is several times faster (numbers
-// in docs/benchmarks.md, "Where a step goes"). Large tensors move at the same speed either way,
+// whole cost, and Gloo's own ring over buffers registered once is faster (docs/distributed.md,
+// "Small buckets"). Large tensors move at the same speed either way,
 // so they stay on c10d, whose asynchronous work overlaps backward.
 //
 // Gloo does all of the communicating; accel only picks which of its APIs to call.

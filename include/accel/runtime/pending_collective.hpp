@@ -22,7 +22,7 @@ namespace accel::runtime {
 
 // How a collective started on the shared-memory path's thread ends: shared_memory_path.hpp
 // defines it, around a std::shared_future. Held through a pointer, so that the headers of the
-// training path need not parse <future> (14 MB of the compiler's memory in every TU).
+// training path need not parse <future> in every TU (docs/dev/build-time.md).
 struct Completion;
 
 // A sum all-reduce of a contiguous tensor (ProcessGroup::allreduce_async): after wait(), read

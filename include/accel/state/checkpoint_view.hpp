@@ -12,7 +12,7 @@
 // precision is reached through two functions that CheckpointIO sets. So the checkpoint code is
 // compiled once per strategy in a translation unit, however many precisions and accumulation
 // counts its Accelerators combine it with: the examples' 32 variants compile it four times, not
-// 32 (docs/benchmarks.md, "Test suite time").
+// 32 (docs/dev/build-time.md).
 #pragma once
 
 #include <torch/torch.h>

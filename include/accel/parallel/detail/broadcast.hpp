@@ -16,7 +16,7 @@ namespace accel::parallel::detail {
 // Tensors of one dtype travel joined, a broadcast per batch of up to broadcast_batch_bytes rather
 // than one per tensor; batched so that the joined copy and the transport's payload (two copies
 // of what is sent) stay small beside the model: one broadcast of a whole model held three copies
-// of it at once, the peak of a sharded strategy's whole run (docs/benchmarks.md). Batches above
+// of it at once, the peak of a sharded strategy's whole run. Batches above
 // the 32 MiB mmap threshold Options::tune_cpu_heap sets, so that their copies go back to the
 // kernel when freed instead of staying in the heap. Every rank holds the same tensors, so every
 // rank cuts the same batches. In place; call under torch::NoGradGuard.

@@ -97,9 +97,9 @@ T narrow(typename Accumulator<T>::type v) {
 // The sum (or the mean) of `Ranks` inputs times `scale`, element by element, written into one
 // output or into every input: each element's inputs are read before its outputs are written,
 // so an output may be an input. With the rank count known at compile time the sum stays in a
-// register and the loop streams each input and output once: 1.5x to 2.7x as fast as the blocked
-// loop of reduce() below, which makes several passes over its accumulators (docs/benchmarks.md,
-// "The reduction in one pass").
+// register and the loop streams each input and output once, where the blocked loop of reduce()
+// below makes several passes over its accumulators (docs/performance.md, "Shared memory between
+// the ranks of one node").
 template <class T, int Ranks>
 void sum_in_one_pass(const std::byte* const* inputs, std::byte* const* outputs, bool into_inputs,
                      std::size_t count, bool mean, double scale) {
