@@ -115,7 +115,9 @@ void routed_matches_single_process(bool call_empty, accel::Options options = tes
   constexpr int steps = Accel::accumulation_steps;
   for (std::int64_t m = 0; m < windows * steps; ++m) {
     const MicroBatch global = global_micro_batch(m, w);
-    const auto mine = [&](const torch::Tensor& t) { return t.narrow(0, r * rows_per_rank, rows_per_rank); };
+    const auto mine = [&](const torch::Tensor& t) {
+      return t.narrow(0, r * rows_per_rank, rows_per_rank);
+    };
     acc.backward(torch::mse_loss(model(mine(global.x), mine(global.skip), global.late, call_empty),
                                  mine(global.y)));
     optimizer.step();
@@ -152,7 +154,9 @@ void skipped_units_refused() {
   auto user_optimizer = make_adamw(*net);
   auto [model, optimizer] = acc.prepare(net, user_optimizer);
   const MicroBatch global = global_micro_batch(0, w);
-  const auto mine = [&](const torch::Tensor& t) { return t.narrow(0, r * rows_per_rank, rows_per_rank); };
+  const auto mine = [&](const torch::Tensor& t) {
+    return t.narrow(0, r * rows_per_rank, rows_per_rank);
+  };
   const std::string skipped = fmt::format("blocks.{}", 1 + r % 3);
   std::string what;
   try {
@@ -190,7 +194,8 @@ int run(int argc, char** argv) {
          routed_matches_single_process<Zero3>(true, options);
        }},
       {"routed_fsdp_full_shard", [] { routed_matches_single_process<FullShard>(true); }},
-      {"routed_zero2", [] { routed_matches_single_process<accel::Accelerator<accel::Zero2>>(false); }},
+      {"routed_zero2",
+       [] { routed_matches_single_process<accel::Accelerator<accel::Zero2>>(false); }},
       {"routed_zero2_accum", [] { routed_matches_single_process<Zero2Accum>(false); }},
       {"routed_ddp_find_unused",
        [] {
