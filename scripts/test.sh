@@ -31,9 +31,28 @@ configure_build_test() {
   # is madvise or always; nothing changes under never): a program that loads libtorch, or fills
   # the example's 188 MB dataset, then faults its memory in 2 MiB pages rather than 4 KiB ones,
   # a sixth less CPU for ctest (docs/dev/test-suite.md). No test depends on it.
+  # ctest's output is kept beside its own logs, to list the skipped tests after it.
+  local status=0 log="$build/Testing/test.sh-ctest.log"
+  mkdir -p "$build/Testing"
   GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 \
-    ctest --test-dir "$build" -j"$(nproc)" --output-on-failure "$@"
+    ctest --test-dir "$build" -j"$(nproc)" --output-on-failure "$@" 2>&1 | tee "$log" ||
+    status=$?
   echo "test.sh: $name ctest: $((SECONDS - start)) s"
+  report_skipped "$name" "$log"
+  return "$status"
+}
+
+# The tests ctest skipped (SKIP_RETURN_CODE, docs/dev/testing.md), by name, and their count:
+# the "(Skipped)" entries of ctest's "The following tests did not run" block in log $2.
+report_skipped() {
+  local name=$1 log=$2 skipped
+  skipped=$(sed -n 's/^[[:space:]]*[0-9][0-9]* - \(.*\) (Skipped)$/\1/p' "$log")
+  if [ -z "$skipped" ]; then
+    echo "test.sh: $name: 0 tests skipped"
+  else
+    echo "test.sh: $name: $(wc -l <<<"$skipped") test(s) skipped:"
+    sed 's/^/  /' <<<"$skipped"
+  fi
 }
 
 timed() {
@@ -61,7 +80,7 @@ both_legs="-DACCEL_USE_COMPILED=ON -DACCEL_QUICK_PROGRAMS=ON"
 # The root sees the repo at /src; its build folder is separate from the host's.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "$(declare -f configure_build_test); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_HEADER_ONLY_CONSUMER=OFF\" \"\$@\"" \
+    bash -c "$(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_HEADER_ONLY_CONSUMER=OFF\" \"\$@\"" \
     configure_build_test "$@"
 }
 

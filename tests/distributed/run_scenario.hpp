@@ -48,12 +48,14 @@ inline int run_one(const std::string& name, const std::function<void()>& run) {
   return 0;
 }
 
-// --batch NAME,NAME...: the named scenarios one after the other in this process, each that
-// passes appended as a line "NAME passed" to $ACCEL_BATCH_RESULTS.rank<RANK>, stopping at the
-// first that fails (its peers may be waiting in a collective it left; the launcher ends them).
+// --batch NAME,NAME...: the named scenarios one after the other in this process, stopping at
+// the first that fails (its peers may be waiting in a collective it left; the launcher ends
+// them). Each is recorded in $ACCEL_BATCH_RESULTS.rank<RANK>: a line "NAME started" before it
+// runs, "NAME passed" or "NAME failed" after, so that tests/batch.sh can tell a scenario that
+// failed from one that never finished and one that never ran, and name what stopped the batch.
 // A group's ranks load libtorch once for all of its scenarios instead of once for each
 // (tests/batch.sh). Exits 64 (EX_USAGE), before running any, when a name is not in the table or
-// ACCEL_BATCH_RESULTS is not set.
+// ACCEL_BATCH_RESULTS is not set, and when a line cannot be written.
 inline int run_batch(std::string_view names, const Scenarios& scenarios) {
   const char* prefix = std::getenv("ACCEL_BATCH_RESULTS");
   if (prefix == nullptr) {
@@ -73,14 +75,18 @@ inline int run_batch(std::string_view names, const Scenarios& scenarios) {
     rest.remove_prefix(std::min(comma + 1, rest.size()));
   }
   const std::string results = fmt::format("{}.rank{}", prefix, this_rank());
-  for (const auto& scenario : batch) {
-    if (const int status = run_one(scenario->first, scenario->second); status != 0) return status;
+  const auto record = [&](const std::string& name, const char* what) {
     std::FILE* file = std::fopen(results.c_str(), "a");
-    if (file == nullptr || std::fprintf(file, "%s passed\n", scenario->first.c_str()) < 0 ||
-        std::fclose(file) != 0) {
-      fmt::print(stderr, "--batch: cannot append to {}\n", results);
-      return 64;
-    }
+    bool written = file != nullptr && std::fprintf(file, "%s %s\n", name.c_str(), what) >= 0;
+    if (file != nullptr && std::fclose(file) != 0) written = false;
+    if (!written) fmt::print(stderr, "--batch: cannot append to {}\n", results);
+    return written;
+  };
+  for (const auto& scenario : batch) {
+    if (!record(scenario->first, "started")) return 64;
+    const int status = run_one(scenario->first, scenario->second);
+    if (!record(scenario->first, status == 0 ? "passed" : "failed")) return 64;
+    if (status != 0) return status;
   }
   return 0;
 }

@@ -132,12 +132,11 @@ TEST_CASE("activation checkpointing: prepare option, bitwise equal gradients wit
   check_prepare_option<accel::Bf16>();
 }
 
-TEST_CASE("activation checkpointing: prepare option, bitwise equal gradients with dropout, Fp16") {
-  if constexpr (accel::detail::cpu_has_half_matmul) {
-    check_prepare_option<accel::Fp16>();
-  } else {
-    MESSAGE("skipped: this libtorch has no fp16 matmul on CPU (Fp16 needs 2.x there)");
-  }
+// Registered only where libtorch has fp16 matmul on CPU (2.x; tests/skip.hpp): on 1.13 Fp16 is
+// refused on CPU (test_precision.cpp tests the refusal).
+TEST_CASE("activation checkpointing: prepare option, bitwise equal gradients with dropout, Fp16" *
+          doctest::skip(!accel::detail::cpu_has_half_matmul)) {
+  check_prepare_option<accel::Fp16>();
 }
 
 TEST_CASE("activation checkpointing: the prepare option wraps the Sequential's blocks, names unchanged") {

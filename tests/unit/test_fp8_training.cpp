@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../skip.hpp"
 #include "helpers.hpp"
 
 // Everything below in a namespace of its own: the test binaries compile as unity builds
@@ -153,9 +154,10 @@ TEST_CASE("fp8_linear: forward and backward are the recipe's, through each tenso
 // Where a GPU is present: the three products through at::_scaled_mm give what the emulation
 // gives on the CPU (fp32 sums of exact fp8 products, up to their order). The device check
 // (scripts/device-check.sh) sets ACCEL_EXPECT_FP8_TENSOR_CORES on a GPU that has them.
+// Skipped (ctest's skip, not a pass) without a CUDA device.
 TEST_CASE("fp8_linear on CUDA: fp8 tensor cores (at::_scaled_mm) compute the emulated products") {
   if (!torch::cuda::is_available()) {
-    MESSAGE("no CUDA device: skipped");
+    accel_test::skip("no CUDA device");
     return;
   }
   const torch::Device cuda(torch::kCUDA, 0);
