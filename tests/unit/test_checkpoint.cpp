@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 // Everything below in a namespace of its own: the test binaries compile as unity builds
@@ -521,6 +523,60 @@ TEST_CASE("checkpoint: one run per checkpoint folder, a dead holder's lock is ta
   CHECK(acc.load_state() == root / "checkpoint_0");
   for (int fd : {go[0], go[1], held[0], held[1]}) ::close(fd);
   fs::remove_all(root);
+}
+
+// A FIFO in place of a weights file blocked every rank in open(), forever; a device was read as
+// an empty file. Both are refused, naming the path, before open() can wait (in a child process,
+// with an alarm: a regression must fail the test, not hang it).
+TEST_CASE("checkpoint: load_model refuses a FIFO or a device in place of a weights file, at once") {
+  const fs::path folder = fresh_folder("fifo");
+  accel::Accelerator<accel::Ddp> acc;
+  Net net;
+  auto model = acc.prepare(net);
+  acc.save_model(model, folder / "sharded", 64);
+  fs::create_directories(folder / "fifo");
+  REQUIRE(::mkfifo((folder / "fifo" / "model.safetensors").c_str(), 0644) == 0);
+  fs::create_directories(folder / "device");
+  fs::create_symlink("/dev/zero", folder / "device" / "model.safetensors");
+  fs::copy(folder / "sharded", folder / "fifo_index", fs::copy_options::recursive);
+  fs::remove(folder / "fifo_index" / "model.safetensors.index.json");
+  REQUIRE(::mkfifo((folder / "fifo_index" / "model.safetensors.index.json").c_str(), 0644) == 0);
+  fs::copy(folder / "sharded", folder / "fifo_shard", fs::copy_options::recursive);
+  fs::path shard;
+  for (const auto& entry : fs::directory_iterator(folder / "fifo_shard"))
+    if (entry.path().filename().string().starts_with("model-00001-of-")) shard = entry.path();
+  REQUIRE_FALSE(shard.empty());
+  fs::remove(shard);
+  REQUIRE(::mkfifo(shard.c_str(), 0644) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(60);
+    int refused = 0;
+    const std::vector<std::tuple<fs::path, std::string>> cases{
+        {folder / "fifo" / "model.safetensors", "a FIFO (named pipe)"},
+        {folder / "device" / "model.safetensors", "a character device"},
+        {folder / "fifo_index" / "model.safetensors.index.json", "a FIFO (named pipe)"},
+        {shard, "a FIFO (named pipe)"}};
+    for (const auto& [file, kind] : cases) {
+      try {
+        acc.load_model(model, file.parent_path());
+        std::fprintf(stderr, "load_model(%s) was not refused\n", file.c_str());
+      } catch (const accel::Error& error) {
+        const std::string expected =
+            fmt::format("'{}' is not a regular file but {}", file.string(), kind);
+        const bool named = std::string(error.what()).find(expected) != std::string::npos;
+        if (!named) std::fprintf(stderr, "expected \"%s\" in: %s\n", expected.c_str(), error.what());
+        refused += named;
+      }
+    }
+    ::_exit(refused == 4 ? 0 : 11);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));  // not killed by the alarm: nothing waited in open()
+  CHECK(WEXITSTATUS(status) == 0);
+  fs::remove_all(folder);
 }
 
 TEST_CASE("checkpoint: a save that cannot write leaves no partial files and the old one whole") {

@@ -83,6 +83,7 @@
 #include "../runtime/shm/impl/transport.ipp"
 #include "../state/components/impl/component.ipp"
 #include "../state/components/impl/rng.ipp"
+#include "../state/impl/checkpoint_command.ipp"
 #include "../state/impl/checkpoint_folder.ipp"
 #include "../state/impl/checkpoint_tool.ipp"
 #include "../state/impl/digest.ipp"
