@@ -4,6 +4,8 @@
 #   checkpoint.sh LAUNCHER WORKER reshard                 saved by each strategy at one world
 #                                                         size, loaded by others at others
 #   checkpoint.sh LAUNCHER WORKER kill                    rank 0 killed mid-save, then resumed
+#   checkpoint.sh LAUNCHER WORKER lock                    a run on a folder another holds stops
+#                                                         as its Accelerators are made
 #   checkpoint.sh LAUNCHER WORKER groups                  AdamW param groups saved by Zero3 on
 #                                                         2 ranks, loaded by Zero2 on 3 and 1
 #                                                         and by Zero3 on 3
@@ -116,6 +118,31 @@ case "$mode" in
     expect 0 "model #0's weights" "$launcher" checkpoint merge "$dir/groups" "$dir/out5" \
       --max-shard-size 18446744073709551615
     [ ! -e "$dir/out4" ] || { echo "checkpoint.sh: out4 made" >&2; exit 1; }
+    ;;
+  lock)
+    # A second run on a checkpoint folder that a running one holds (here flock(1), as a run's
+    # main process holds it) stops when its Accelerator is made, on every rank, before it
+    # trains: the Options::checkpoints.directory error, not save_state's.
+    mkdir -p "$ACCEL_TEST_DIR/auto"
+    flock -o "$ACCEL_TEST_DIR/auto/.accel-lock" \
+      -c "echo \$\$ > '$ACCEL_TEST_DIR/holder'; exec sleep 120" &
+    holder=$!
+    trap 'kill "$holder" $(cat "$ACCEL_TEST_DIR/holder" 2>/dev/null) 2>/dev/null; rm -rf "$ACCEL_TEST_DIR"' EXIT
+    for _ in $(seq 100); do [ -s "$ACCEL_TEST_DIR/holder" ] && break; sleep 0.1; done
+    code=0
+    out=$("$launcher" --nproc 2 -- "$worker" kill_in_save 2>&1) || code=$?
+    echo "$out"
+    for pattern in "accel: Options::checkpoints.directory: the checkpoint folder '[^']*/auto' belongs to another run that is still running" \
+                   "accel: Options::checkpoints.directory: rank 0 failed"; do
+      if [ "$code" = 0 ] || ! grep -qE -- "$pattern" <<<"$out"; then
+        echo "checkpoint.sh: the second run exited $code or did not print /$pattern/" >&2
+        exit 1
+      fi
+    done
+    if ls "$ACCEL_TEST_DIR/auto" | grep -q checkpoint_; then
+      echo "checkpoint.sh: the second run wrote a checkpoint" >&2
+      exit 1
+    fi
     ;;
   kill)
     if run 2 kill_in_save; then

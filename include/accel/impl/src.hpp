@@ -94,6 +94,7 @@
 #include "../state/impl/optimizer_state.ipp"
 #include "../state/impl/posix_file.ipp"
 #include "../state/impl/rank_agreement.ipp"
+#include "../state/impl/resume_choice.ipp"
 #include "../state/impl/safetensors.ipp"
 #include "../state/impl/safetensors_format.ipp"
 #include "../state/impl/slice_catalog.ipp"

@@ -136,6 +136,10 @@ struct Manifest {
   nlohmann::json precision_state = nlohmann::json::object();  // the precision's to_json
   std::size_t custom_objects = 0;
   std::vector<FileRecord> files{};
+  // The run that saved it (folder_lock.hpp's this_run_id) and the run whose checkpoint that run
+  // had loaded ("" for none); both "" in a manifest written before accel recorded them.
+  std::string run_id{};
+  std::string resumed_from{};
 
   // The file's text, with the manifest's own checksum.
   ACCEL_DECL std::string text() const;

@@ -112,7 +112,8 @@ ACCEL_DECL std::string Manifest::text() const {
                                {"collecting", window.collecting}}},
                    {"precision_state", precision_state},
                    {"custom_objects", custom_objects},
-                   {"files", files}};
+                   {"files", files},
+                   {"run", {{"id", run_id}, {"resumed_from", resumed_from}}}};
   j[detail::manifest_checksum_key] = detail::manifest_checksum(j);
   return j.dump(1);
 }
@@ -172,6 +173,10 @@ ACCEL_DECL Manifest Manifest::read(const std::filesystem::path& folder, std::str
     m.precision_state = field("precision_state");
     field("custom_objects").get_to(m.custom_objects);
     field("files").get_to(m.files);
+    if (j.contains("run")) {
+      j["run"].at("id").get_to(m.run_id);
+      j["run"].at("resumed_from").get_to(m.resumed_from);
+    }
   } catch (const json::exception& e) {
     accel::detail::fail("{}: '{}' does not have the layout of format version {} ({})", call, where,
                         checkpoint_format_version, e.what());
