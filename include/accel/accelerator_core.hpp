@@ -62,8 +62,9 @@ class AcceleratorCore {
 
  protected:
   // Reads the environment and joins the run's process group; then tunes the CPU heap
-  // (Options::tune_cpu_heap, a lower default threshold where the strategy shards parameters)
-  // and checks that the checkpoint folder can be written.
+  // (Options::tune_cpu_heap, a lower default threshold where the strategy shards parameters),
+  // checks that the checkpoint folder can be written and, when the program named one, makes it
+  // this run's (state/folder_lock.hpp).
   ACCEL_DECL AcceleratorCore(Options options, int accumulation_steps, bool shards_parameters);
   ACCEL_DECL ~AcceleratorCore();
   AcceleratorCore(const AcceleratorCore&) = delete;

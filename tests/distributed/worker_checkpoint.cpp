@@ -28,7 +28,8 @@
 //                    ranks' reads adding up to the weights once; Ddp: all of them)
 //   checkpoint_tool  one process, no Accelerator: `accel-launch checkpoint` (state/
 //                    checkpoint_tool.hpp) on the folders save_groups_zero3 wrote: verify, merge
-//                    byte for byte as save_model, diff, inspect, and each refusal
+//                    byte for byte as save_model, diff, inspect, and each refusal; then leaves
+//                    hostile copies of "groups" for the command line (checkpoint.sh tool)
 #include "scenario.hpp"
 
 #include <accel/checkpoints.hpp>
@@ -41,6 +42,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -533,6 +535,51 @@ bool contains(const std::string& text, const std::string& part) {
   return false;
 }
 
+// Copies of "groups" as a hostile or careless hand leaves them, for the command line to refuse
+// (checkpoint.sh tool): a negative dimension, a shape of 2^64 elements, a format-1 manifest (no
+// checksum of its own) claiming 200000000 processes, and a parameter holding a NaN (its rank
+// file and the manifest's record of it rewritten).
+void write_hostile_checkpoints(const fs::path& dir) {
+  namespace state = accel::state;
+  auto edited = [&](const char* name, const auto& edit) {
+    fs::copy(dir / "groups", dir / name, fs::copy_options::recursive);
+    state::Manifest manifest = state::Manifest::read(dir / name, "test");
+    edit(manifest);
+    std::ofstream(dir / name / "manifest.json") << manifest.text();
+  };
+  edited("neg_dim", [](state::Manifest& m) { m.models[0].parameters[0].shape = {-1, 8}; });
+  edited("huge_shape", [](state::Manifest& m) {
+    m.models[0].parameters[0].shape = {std::int64_t{1} << 62, 4};
+  });
+  edited("huge_world", [](state::Manifest& m) {
+    m.format_version = 1;
+    m.world_size = 200000000;
+  });
+  edited("nan", [&](state::Manifest& m) {
+    const fs::path file = dir / "nan" / "rank_0.safetensors";
+    const auto read = state::safetensors::File::read(file);
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    bool poisoned = false;
+    for (const auto& entry : read.header().entries) {
+      torch::Tensor t = read.tensor(entry).clone();
+      if (!poisoned && entry.name.starts_with("model0/") && t.is_floating_point()) {
+        t.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+        poisoned = true;
+      }
+      named.emplace_back(entry.name, t);
+    }
+    EXPECT(poisoned);
+    state::StreamingChecksum sum;
+    const std::uint64_t bytes = state::safetensors::write_file(
+        file, named, {}, [&sum](const void* data, std::size_t size) { sum.update(data, size); });
+    for (auto& record : m.files)
+      if (record.name == "rank_0.safetensors") {
+        record.bytes = bytes;
+        record.xxh3 = state::checksum_hex(sum.value());
+      }
+  });
+}
+
 void checkpoint_tool() {
   namespace state = accel::state;
   const fs::path dir = shared_folder(), groups = dir / "groups";
@@ -618,6 +665,10 @@ void checkpoint_tool() {
   // A folder that is not a checkpoint.
   EXPECT(contains(state::verify_checkpoint(dir / "groups_model").front(),
                   "has no manifest.json: it is not a checkpoint"));
+  write_hostile_checkpoints(dir);
+  // A NaN equals itself at the same place: the checkpoint is equal to itself.
+  for (const auto& row : state::diff_checkpoints(dir / "nan", dir / "nan"))
+    EXPECT(row.status == "equal");
 }
 
 }  // namespace

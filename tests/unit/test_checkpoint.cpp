@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 // Everything below in a namespace of its own: the test binaries compile as unity builds
@@ -356,7 +358,7 @@ TEST_CASE("checkpoint: a checkpoint folder that cannot be written is refused whe
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   accel::Accelerator<accel::Ddp> fine({.checkpoints = {.directory = folder / "new" / "ck"}});
-  CHECK_FALSE(fs::exists(folder / "new"));  // checked, not made
+  CHECK(fs::exists(folder / "new" / "ck" / ".accel-lock"));  // a named folder is made, and locked
   fs::permissions(folder / "locked", fs::perms::owner_all);
   fs::remove_all(folder);
 }
@@ -483,16 +485,20 @@ TEST_CASE("checkpoint: a trailing separator, '.' and a symlink name the same che
   fs::remove_all(folder);
 }
 
-TEST_CASE("checkpoint: one run per checkpoint folder, a dead holder's lock is taken over") {
+TEST_CASE("checkpoint: one run per checkpoint folder, taken when the Accelerator is made, a dead "
+          "holder's lock taken over") {
   const fs::path root = fresh_folder("lock");
+  const fs::path work = fresh_folder("lock_default");  // where ./checkpoints, the default, is
   int go[2];
   REQUIRE(::pipe(go) == 0);
   int held[2];
   REQUIRE(::pipe(held) == 0);
   const pid_t other_run = ::fork();
   REQUIRE(other_run >= 0);
-  if (other_run == 0) {  // another job's main process: takes the folder and waits
+  if (other_run == 0) {  // another job's main process: takes the folders and waits
     accel::state::hold_folder_for_this_run(accel::state::resolved_folder(root), "test");
+    accel::state::hold_folder_for_this_run(accel::state::resolved_folder(work / "checkpoints"),
+                                           "test");
     char c = 1;
     (void)!::write(held[1], &c, 1);
     (void)!::read(go[0], &c, 1);
@@ -502,25 +508,154 @@ TEST_CASE("checkpoint: one run per checkpoint folder, a dead holder's lock is ta
   REQUIRE(::read(held[0], &c, 1) == 1);
   accel::Options options{.seed = 5};
   options.checkpoints = {.directory = root};
-  Strategy acc(options);
-  Net net;
-  torch::optim::SGD sgd(net->parameters(), 0.1);
-  auto [model, optimizer] = acc.prepare(net, sgd);
-  CHECK_THROWS_WITH(acc.save_state(),
-                    doctest::Contains(fmt::format("belongs to another run that is still running "
-                                                  "(pid {} on ",
+  // A folder the program named: refused as the Accelerator is made, before any training (the
+  // second of two runs on one folder used to train to its end and fail at its first save).
+  CHECK_THROWS_WITH([&] { Strategy refused(options); }(),
+                    doctest::Contains(fmt::format("accel: Options::checkpoints.directory: the "
+                                                  "checkpoint folder '{}' belongs to another run "
+                                                  "that is still running (pid {} on ",
+                                                  accel::state::resolved_folder(root).string(),
                                                   other_run)
                                           .c_str()));
-  CHECK_THROWS_WITH(acc.load_state(), doctest::Contains("belongs to another run"));
   CHECK_FALSE(fs::exists(root / "checkpoint_0"));
+  {
+    // The default ./checkpoints is taken at the first save or resume: a program that never
+    // saves does not contend for it.
+    const fs::path before = fs::current_path();
+    fs::current_path(work);
+    Strategy acc({.seed = 5});
+    Net net;
+    torch::optim::SGD sgd(net->parameters(), 0.1);
+    auto [model, optimizer] = acc.prepare(net, sgd);
+    CHECK_THROWS_WITH(acc.save_state(), doctest::Contains("save_state: the checkpoint folder"));
+    CHECK_THROWS_WITH(acc.load_state(), doctest::Contains("belongs to another run"));
+    fs::current_path(before);
+  }
   // The other run dies without a word (SIGKILL): the kernel drops its lock.
   ::kill(other_run, SIGKILL);
   int status = 0;
   ::waitpid(other_run, &status, 0);
+  Strategy acc(options);
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
   CHECK(acc.save_state() == root / "checkpoint_0");
   CHECK(acc.load_state() == root / "checkpoint_0");
   for (int fd : {go[0], go[1], held[0], held[1]}) ::close(fd);
   fs::remove_all(root);
+  fs::remove_all(work);
+}
+
+// Runs that follow each other on one folder (the lock keeps apart only runs that overlap): every
+// manifest names its run and the run it had resumed from, and load_state() without a folder
+// takes the newest checkpoint only when its run continued the one before it there. The other
+// runs' manifests are written here as such a run would write them (format 1: no checksum).
+TEST_CASE("checkpoint: a resume refuses the newest checkpoint when a run that did not continue "
+          "this folder's wrote it") {
+  const fs::path root = fresh_folder("runs");
+  accel::Options options{.seed = 5};
+  options.checkpoints = {.directory = root};
+  Strategy acc(options);
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  CHECK(acc.save_state() == root / "checkpoint_0");
+  CHECK(acc.save_state() == root / "checkpoint_1");
+  CHECK(acc.load_state() == root / "checkpoint_1");  // this run's own
+  const auto saved = nlohmann::json::parse(read_text(root / "checkpoint_1" / "manifest.json"));
+  REQUIRE(saved.contains("run"));
+  const std::string this_run = saved["run"]["id"].get<std::string>();
+  CHECK(this_run.size() == 16);
+  auto written_by = [&](const std::string& name, const std::string& run,
+                        const std::string& resumed_from) {
+    fs::copy(root / "checkpoint_1", root / name, fs::copy_options::recursive);
+    auto manifest = saved;
+    manifest["format_version"] = 1;
+    manifest["run"] = {{"id", run}, {"resumed_from", resumed_from}};
+    write_text(root / name / "manifest.json", manifest.dump(1));
+  };
+  // Another program started afresh on the same folder after this one's last save.
+  written_by("checkpoint_2", "0123456789abcdef", "");
+  written_by("checkpoint_3", "0123456789abcdef", "");
+  CHECK_THROWS_WITH(acc.load_state(),
+                    doctest::Contains(fmt::format("accel: load_state: two runs have written into "
+                                                  "'{}': its newest checkpoint 'checkpoint_3' is "
+                                                  "run 0123456789abcdef's, which started afresh, "
+                                                  "while 'checkpoint_1' before it is run {}'s",
+                                                  root.string(), this_run)
+                                          .c_str()));
+  // One that had resumed from a checkpoint elsewhere is refused too.
+  written_by("checkpoint_4", "0123456789abcdee", "fedcba9876543210");
+  CHECK_THROWS_WITH(acc.load_state(),
+                    doctest::Contains("which had resumed from run fedcba9876543210, none of whose "
+                                      "checkpoints is here"));
+  // Named, any checkpoint loads.
+  CHECK(acc.load_state(root / "checkpoint_3") == root / "checkpoint_3");
+  // A run that resumed from this folder's run continues it, and a run that resumed from it in
+  // turn continues that one.
+  for (const char* name : {"checkpoint_2", "checkpoint_3", "checkpoint_4"}) fs::remove_all(root / name);
+  written_by("checkpoint_5", "00000000000000aa", this_run);
+  CHECK(acc.load_state() == root / "checkpoint_5");
+  CHECK(acc.save_state() == root / "checkpoint_6");
+  const auto mine = nlohmann::json::parse(read_text(root / "checkpoint_6" / "manifest.json"));
+  CHECK(mine["run"]["id"] == this_run);
+  CHECK(mine["run"]["resumed_from"] == "00000000000000aa");
+  CHECK(acc.load_state() == root / "checkpoint_6");
+  fs::remove_all(root);
+}
+
+// A FIFO in place of a weights file blocked every rank in open(), forever; a device was read as
+// an empty file. Both are refused, naming the path, before open() can wait (in a child process,
+// with an alarm: a regression must fail the test, not hang it).
+TEST_CASE("checkpoint: load_model refuses a FIFO or a device in place of a weights file, at once") {
+  const fs::path folder = fresh_folder("fifo");
+  accel::Accelerator<accel::Ddp> acc;
+  Net net;
+  auto model = acc.prepare(net);
+  acc.save_model(model, folder / "sharded", 64);
+  fs::create_directories(folder / "fifo");
+  REQUIRE(::mkfifo((folder / "fifo" / "model.safetensors").c_str(), 0644) == 0);
+  fs::create_directories(folder / "device");
+  fs::create_symlink("/dev/zero", folder / "device" / "model.safetensors");
+  fs::copy(folder / "sharded", folder / "fifo_index", fs::copy_options::recursive);
+  fs::remove(folder / "fifo_index" / "model.safetensors.index.json");
+  REQUIRE(::mkfifo((folder / "fifo_index" / "model.safetensors.index.json").c_str(), 0644) == 0);
+  fs::copy(folder / "sharded", folder / "fifo_shard", fs::copy_options::recursive);
+  fs::path shard;
+  for (const auto& entry : fs::directory_iterator(folder / "fifo_shard"))
+    if (entry.path().filename().string().starts_with("model-00001-of-")) shard = entry.path();
+  REQUIRE_FALSE(shard.empty());
+  fs::remove(shard);
+  REQUIRE(::mkfifo(shard.c_str(), 0644) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(60);
+    int refused = 0;
+    const std::vector<std::tuple<fs::path, std::string>> cases{
+        {folder / "fifo" / "model.safetensors", "a FIFO (named pipe)"},
+        {folder / "device" / "model.safetensors", "a character device"},
+        {folder / "fifo_index" / "model.safetensors.index.json", "a FIFO (named pipe)"},
+        {shard, "a FIFO (named pipe)"}};
+    for (const auto& [file, kind] : cases) {
+      try {
+        acc.load_model(model, file.parent_path());
+        std::fprintf(stderr, "load_model(%s) was not refused\n", file.c_str());
+      } catch (const accel::Error& error) {
+        const std::string expected =
+            fmt::format("'{}' is not a regular file but {}", file.string(), kind);
+        const bool named = std::string(error.what()).find(expected) != std::string::npos;
+        if (!named) std::fprintf(stderr, "expected \"%s\" in: %s\n", expected.c_str(), error.what());
+        refused += named;
+      }
+    }
+    ::_exit(refused == 4 ? 0 : 11);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));  // not killed by the alarm: nothing waited in open()
+  CHECK(WEXITSTATUS(status) == 0);
+  fs::remove_all(folder);
 }
 
 TEST_CASE("checkpoint: a save that cannot write leaves no partial files and the old one whole") {

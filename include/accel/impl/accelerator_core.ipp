@@ -14,6 +14,8 @@
 #include "../runtime/bootstrap.hpp"
 #include "../runtime/cpu_heap.hpp"
 #include "../runtime/group_settings.hpp"
+#include "../state/folder_lock.hpp"
+#include "../state/rank_agreement.hpp"
 #include "../state/writable_folder.hpp"
 
 namespace accel::detail {
@@ -40,9 +42,18 @@ ACCEL_DECL AcceleratorCore::AcceleratorCore(Options options, int accumulation_st
            threshold);
     runtime::keep_freed_cpu_memory(threshold);
   }
-  state::check_checkpoint_folder_writable(
-      options_.checkpoints.directory,
-      options_.checkpoints.directory != CheckpointOptions{}.directory);
+  const bool named_folder = options_.checkpoints.directory != CheckpointOptions{}.directory;
+  state::check_checkpoint_folder_writable(options_.checkpoints.directory, named_folder);
+  if (named_folder) {
+    // The folder is this run's from now on (state/folder_lock.hpp): a second run on it stops
+    // here, before it trains, and not at its first save. The main process takes it; every rank
+    // learns the outcome (each program names a folder on every rank, or on none).
+    const std::string error = state::detail::error_of([&] {
+      if (process_.rank == 0) state::claim_checkpoint_folder(options_.checkpoints.directory);
+    });
+    const runtime::ProcessGroup::Caller caller(group_.get(), "Accelerator");
+    state::detail::agree(group_.get(), error, "Options::checkpoints.directory");
+  }
   if (options_.timeline.enabled) {
     profiling::check_timeline_options(options_.timeline);
     recorder_ = std::make_shared<profiling::Recorder>(process_.rank);

@@ -4,7 +4,8 @@
 //   accel-launch test [--nproc N] [options]  a short self-check on N local processes (default 2)
 //   accel-launch estimate-memory --params N ...   bytes per rank by the ZeRO formulas (no torch)
 //   accel-launch checkpoint inspect|verify|merge|diff ...   a checkpoint folder, read without the
-//                                            program that wrote it (state/checkpoint_tool.hpp)
+//                                            program that wrote it (state/checkpoint_command.hpp:
+//                                            exit status 0, 1 or 2, one accel: line on failure)
 //
 // env, test and checkpoint need torch, which accel-launch does not link: they run accel-check (tools/accel-check.cpp),
 // found beside the accel-launch executable, else on PATH. A subcommand is recognised only as

@@ -55,6 +55,7 @@
 #include "model_files.hpp"
 #include "posix_file.hpp"
 #include "rank_agreement.hpp"
+#include "resume_choice.hpp"
 #include "safetensors.hpp"
 #include "slice_catalog.hpp"
 
@@ -135,7 +136,8 @@ struct StateIO {
       std::error_code absent;
       if (std::filesystem::is_directory(root, absent))
         hold_folder_for_this_run(resolved_folder(root), "load_state");
-      const auto newest = newest_committed_checkpoint(root);
+      // The newest, if the run that wrote it continued the one before it there.
+      const auto newest = checkpoint_to_resume(root);
       if (!newest)
         accel::detail::fail("load_state: no committed checkpoint_<n> under '{}' (a folder "
                             "with {}); pass the folder to load_state(), or check "
@@ -223,7 +225,9 @@ struct StateIO {
                       .parallelism = std::string(view.policies.parallelism),
                       .precision = std::string(view.policies.precision),
                       .accumulation_steps = view.policies.accumulation_steps,
-                      .split_batches = view.options.split_batches};
+                      .split_batches = view.options.split_batches,
+                      .run_id = this_run_id(),
+                      .resumed_from = resumed_from_run()};
     for_each_component([&](auto c) { decltype(c)::describe(view, manifest); });
     return manifest;
   }
@@ -244,6 +248,9 @@ struct StateIO {
       const components::Staging<View> staging{
           view, manifest, *catalog, where, folder, view.rank, apply};
       for_each_component([&](auto c) { decltype(c)::stage(staging); });
+      // Applied last (the steps run in order): this process has continued that run, and its
+      // saves say so (resume_choice.hpp).
+      apply.push_back([run = manifest.run_id] { note_resumed_from_run(run); });
       return apply;
     } catch (const nlohmann::json::exception& e) {  // an optimizer's options, a precision's state
       accel::detail::fail("load_state: '{}' does not have the layout of format version {} ({})",

@@ -7,7 +7,9 @@
 //   inspect DIR          what it holds: step, world size, policies, tensors, optimizers, files
 //   verify DIR           every checksum, and every parameter and optimizer slot covered exactly
 //   merge DIR OUT        the model's consolidated weights, as save_model writes them
-//   diff A B             tensor by tensor, the largest absolute and relative difference
+//   diff A B             tensor by tensor, bit for bit (NaN equal to NaN at the same place):
+//                        the largest absolute and relative difference, the NaN counts
+// The command line over them is checkpoint_command.hpp.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,8 @@ struct MergeOptions {
   bool optimizer = false;                      // also optimizer.safetensors (flat state)
 };
 
-// merge: `out` (new, or an empty folder) receives the model's weights byte for byte as
+// merge: `out` (new, or an empty folder; made, and checked writable, before the checkpoint is
+// read) receives the model's weights byte for byte as
 // save_model(model, out, max_shard_bytes) writes them from the same state; with `optimizer`,
 // also optimizer.safetensors: every optimizer slot's fields whole and flat, named as in the
 // checkpoint ("optimizer<o>/<group>/<index>/<field>").
@@ -43,19 +46,18 @@ ACCEL_DECL void merge_checkpoint(const std::filesystem::path& folder,
 struct TensorDifference {
   std::string name;
   std::string status;  // "equal", "differs", "only in A", "only in B", "shape", "dtype"
+  // Over the elements that differ and are numbers in both (0 when none is).
   double max_abs = 0;
   double max_rel = 0;
+  std::int64_t nan_a = 0;  // NaN elements in A's tensor, and in B's
+  std::int64_t nan_b = 0;
 };
 
 // diff: the model tensors and optimizer state of two checkpoints, name by name (A's order,
-// then B's extra names).
+// then B's extra names). Elements are compared bit for bit, a NaN equal to a NaN at the same
+// place: a checkpoint is equal to itself whatever it holds, and -0 differs from +0.
 ACCEL_DECL std::vector<TensorDifference> diff_checkpoints(const std::filesystem::path& a,
                                                           const std::filesystem::path& b);
-
-// The command line: argv[0] is "checkpoint". Returns the exit status: 0 done (verify: whole;
-// diff: every tensor equal), 1 verify found a problem or diff a difference, 2 a usage error or
-// a checkpoint that cannot be read.
-ACCEL_DECL int checkpoint_command(int argc, const char* const* argv);
 
 }  // namespace accel::state
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,18 @@ ACCEL_MANIFEST_RECORD(LoaderRecord)
 ACCEL_MANIFEST_RECORD(FileRecord)
 #undef ACCEL_MANIFEST_RECORD
 
+// The most processes a manifest may say it was saved by: far above any run, and low enough that
+// a reader may keep a little per rank.
+inline constexpr int max_world_size = 1 << 20;
+
+namespace detail {
+
+// Why a manifest's shape can be no tensor's ("whose dimension -1 is negative", "whose element
+// count overflows 64 bits"), or nothing.
+ACCEL_DECL std::optional<std::string> shape_problem(const std::vector<std::int64_t>& shape);
+
+}  // namespace detail
+
 struct Manifest {
   int format_version = checkpoint_format_version;
   std::string accel_version;
@@ -123,13 +136,19 @@ struct Manifest {
   nlohmann::json precision_state = nlohmann::json::object();  // the precision's to_json
   std::size_t custom_objects = 0;
   std::vector<FileRecord> files{};
+  // The run that saved it (folder_lock.hpp's this_run_id) and the run whose checkpoint that run
+  // had loaded ("" for none); both "" in a manifest written before accel recorded them.
+  std::string run_id{};
+  std::string resumed_from{};
 
   // The file's text, with the manifest's own checksum.
   ACCEL_DECL std::string text() const;
 
   // `folder`'s manifest, checked: present, JSON, format accel-checkpoint of a version this accel
-  // reads, its checksum right (version >= 2), every field there. Errors begin with `call`
-  // ("load_state", "checkpoint verify") and name the file.
+  // reads, its checksum right (version >= 2), every field there, and nothing a reader would
+  // size memory by out of bounds: every dimension 0 or more, every element count within 64
+  // bits, world_size from 1 to max_world_size. Errors begin with `call` ("load_state",
+  // "checkpoint verify") and name the file.
   ACCEL_DECL static Manifest read(const std::filesystem::path& folder, std::string_view call);
 };
 

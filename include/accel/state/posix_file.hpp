@@ -24,7 +24,12 @@ namespace accel::state::posix {
 // "cannot <what> '<path>': <the system's reason>".
 [[noreturn]] ACCEL_DECL void fail_errno(std::string_view what, const std::filesystem::path& path);
 
-// A file descriptor that is closed however the scope ends (close() to see its error).
+// "a FIFO (named pipe)", "a character device", ...: what a path is, for an error.
+ACCEL_DECL const char* kind_of_file(mode_t mode);
+
+// A file descriptor that is closed however the scope ends (close() to see its error). It opens
+// regular files only (with O_DIRECTORY, folders only): anything else (a FIFO, a device, a
+// socket) is refused, naming the path and its kind, without waiting in open().
 class Descriptor {
  public:
   ACCEL_DECL Descriptor(const std::filesystem::path& path, int flags, mode_t mode = 0644);

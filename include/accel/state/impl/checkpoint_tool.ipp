@@ -1,14 +1,16 @@
-// accel-launch checkpoint; checkpoint_tool.hpp includes it in header-only mode.
-// Longer than accel's files should be: the four subcommands (inspect, verify, merge, diff) and
-// the command line that picks them, over the same reading of a checkpoint folder.
+// accel-launch checkpoint's four subcommands (inspect, verify, merge, diff), over the same
+// reading of a checkpoint folder; checkpoint_tool.hpp includes it in header-only mode. The
+// command line that picks them is checkpoint_command.ipp.
 #pragma once
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,6 +19,7 @@
 
 #include "../../detail/error.hpp"
 #include "../../detail/shape_text.hpp"
+#include "../byte_size.hpp"
 #include "../checkpoint_folder.hpp"
 #include "../checkpoint_tool.hpp"
 #include "../manifest.hpp"
@@ -53,7 +56,19 @@ inline torch::Tensor whole_model_tensor(const SliceCatalog& catalog, std::size_t
     accel::detail::fail("'{}' of model #{} is {} in the manifest of '{}' and {} in its rank files",
                         record.name, model, record.dtype, where,
                         coverage.dtype ? c10::toString(*coverage.dtype) : "unknown");
-  return catalog.read(name, 0, element_count(record.shape), *dtype).view(record.shape);
+  // Their elements against the shape before any memory is sized by it (a corrupt shape must
+  // not ask for exabytes); a gap or an overlap is left to read(), which names it.
+  const std::int64_t elements = element_count(record.shape);
+  if (coverage.problem.empty() && coverage.end < elements)
+    accel::detail::fail("checkpoint: elements {}..{} of '{}' are in none of its rank files ('{}'); "
+                        "the checkpoint is incomplete",
+                        coverage.end, elements - 1, name, where);
+  if (coverage.problem.empty() && coverage.end > elements)
+    accel::detail::fail("'{}' of model #{} has {} elements in the rank files of '{}', its shape "
+                        "[{}] in the manifest holds {}; the checkpoint is inconsistent",
+                        record.name, model, coverage.end, where,
+                        accel::detail::shape_text(record.shape), elements);
+  return catalog.read(name, 0, elements, *dtype).view(record.shape);
 }
 
 // Every optimizer slot field stored as slices, whole and flat, with the slot's whole "step".
@@ -77,26 +92,37 @@ inline std::vector<std::pair<std::string, torch::Tensor>> whole_optimizer_state(
   return named;
 }
 
-inline std::string byte_size_text(std::uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < (1ULL << 20)) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  if (bytes < (1ULL << 30)) return fmt::format("{:.1f} MiB", bytes / double(1ULL << 20));
-  return fmt::format("{:.2f} GiB", bytes / double(1ULL << 30));
-}
+// A problem repeated for many ranks: the first few listed, the rest counted, so that a manifest
+// claiming a million processes yields a readable report and not a million lines.
+class ProblemsPerRank {
+ public:
+  explicit ProblemsPerRank(std::vector<std::string>& problems) : problems_(problems) {}
+  void add(std::string problem) {
+    if (++count_ <= listed) problems_.push_back(std::move(problem));
+  }
+  void finish(std::string_view what) {
+    if (count_ > listed)
+      problems_.push_back(fmt::format("... and {} more {}", count_ - listed, what));
+  }
 
-// "10GB", "500MB", "2GiB", "1000000": transformers' spelling of max_shard_size, and bytes.
-inline std::uint64_t parse_byte_size(std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const std::string_view unit(end, text.data() + text.size() - end);
-  static const std::pair<std::string_view, std::uint64_t> units[] = {
-      {"", 1},         {"B", 1},         {"KB", 1000},     {"MB", 1000'000},
-      {"GB", 1000'000'000}, {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}};
-  for (const auto& [name, scale] : units)
-    if (error == std::errc() && unit == name && value > 0) return value * scale;
-  accel::detail::fail("--max-shard-size '{}' is not a size; write bytes or a "
-                      "number with KB, MB, GB (powers of 1000) or KiB, MiB, GiB, e.g. 5GB",
-                      text);
+ private:
+  static constexpr std::size_t listed = 8;
+  std::vector<std::string>& problems_;
+  std::size_t count_ = 0;
+};
+
+// Element by element, bit for bit, NaN equal to NaN at the same place: a checkpoint compared
+// with itself is equal whatever it holds (torch::equal says NaN != NaN, and -0 == +0).
+inline torch::Tensor same_elements(const torch::Tensor& x, const torch::Tensor& y) {
+  if (!x.is_floating_point()) return x.eq(y);
+  const auto bits = [](const torch::Tensor& t) {
+    const auto size = t.element_size();
+    return t.contiguous().view(size == 1   ? torch::kByte
+                               : size == 2 ? torch::kShort
+                               : size == 4 ? torch::kInt
+                                           : torch::kLong);
+  };
+  return bits(x).eq(bits(y)).logical_or(x.isnan().logical_and(y.isnan()));
 }
 
 }  // namespace detail
@@ -172,10 +198,12 @@ ACCEL_DECL std::vector<std::string> verify_checkpoint(const std::filesystem::pat
   std::vector<std::string> problems;
   std::set<std::string> named;
   for (const FileRecord& file : m.files) named.insert(file.name);
+  detail::ProblemsPerRank unnamed(problems);
   for (int r = 0; r < m.world_size; ++r)
     if (!named.contains(rank_file_name(r)))
-      problems.push_back(fmt::format("the manifest names no {} for rank {} of {}",
-                                     rank_file_name(r), r, m.world_size));
+      unnamed.add(fmt::format("the manifest names no {} for rank {} of {}", rank_file_name(r), r,
+                              m.world_size));
+  unnamed.finish("ranks have no rank file in the manifest");
   SliceCatalog catalog;
   bool files_whole = true;
   for (const FileRecord& file : m.files) {
@@ -237,16 +265,70 @@ ACCEL_DECL std::vector<std::string> verify_checkpoint(const std::filesystem::pat
                                        name, coverage.end, it->second));
     }
   }
+  detail::ProblemsPerRank no_generator(problems);
   for (int r = 0; r < m.world_size; ++r)
     if (!catalog.has(rng_tensor_name(r, 0)))
-      problems.push_back(fmt::format("'{}' (rank {}'s CPU generator) is in no rank file",
-                                     rng_tensor_name(r, 0), r));
+      no_generator.add(fmt::format("'{}' (rank {}'s CPU generator) is in no rank file",
+                                   rng_tensor_name(r, 0), r));
+  no_generator.finish("ranks' CPU generators are in no rank file");
   for (std::size_t i = 0; i < m.custom_objects; ++i)
     if (!catalog.has(custom_object_name(i)))
       problems.push_back(fmt::format("'{}' (registered object #{}) is in no rank file",
                                      custom_object_name(i), i));
   return problems;
 }
+
+namespace detail {
+
+// Makes `out` (or finds it an empty folder) and checks that this user can write into it; returns
+// the folders it made, deepest first.
+inline std::vector<std::filesystem::path> make_output_folder(const std::filesystem::path& out) {
+  std::error_code error;
+  if (std::filesystem::exists(out, error) &&
+      (!std::filesystem::is_directory(out, error) || !std::filesystem::is_empty(out, error)))
+    accel::detail::fail("checkpoint merge: '{}' exists and is not an empty folder; merge writes "
+                        "only into a new or empty folder, so that it replaces nothing; choose "
+                        "another",
+                        out.string());
+  std::vector<std::filesystem::path> made;
+  for (auto path = std::filesystem::absolute(out, error);
+       !error && path.has_relative_path() &&
+       !std::filesystem::exists(std::filesystem::symlink_status(path, error));
+       path = path.parent_path())
+    made.push_back(path);
+  error.clear();
+  std::filesystem::create_directories(out, error);
+  if (error || ::access(out.c_str(), W_OK | X_OK) != 0) {
+    const std::string why = error ? error.message() : std::strerror(errno);
+    for (const auto& path : made) std::filesystem::remove(path, error);
+    accel::detail::fail("checkpoint merge: cannot make or write the folder '{}' ({}); nothing "
+                        "was read. Choose an OUT folder this user can create",
+                        out.string(), why);
+  }
+  return made;
+}
+
+inline void write_merged(const Manifest& m, const SliceCatalog& catalog,
+                         const std::filesystem::path& folder, const std::filesystem::path& out,
+                         const MergeOptions& options) {
+  const std::string where = folder.string();
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto* list : {&m.models[options.model].parameters, &m.models[options.model].buffers})
+    for (const TensorRecord& t : *list)
+      named.emplace_back(t.name, whole_model_tensor(catalog, options.model, t, where));
+  std::vector<std::pair<std::string, torch::Tensor>> state;
+  if (options.optimizer)
+    for (std::size_t o = 0; o < m.optimizers.size(); ++o)
+      for (auto& entry : whole_optimizer_state(catalog, o)) state.push_back(std::move(entry));
+  save_weights(out, named, options.max_shard_bytes);
+  if (options.optimizer) {
+    TemporaryFile file(out / "optimizer.safetensors");
+    safetensors::write_file(file.path(), state, {{"format", "pt"}}, {});
+    file.commit();
+  }
+}
+
+}  // namespace detail
 
 ACCEL_DECL void merge_checkpoint(const std::filesystem::path& folder,
                                  const std::filesystem::path& out, const MergeOptions& options) {
@@ -256,29 +338,16 @@ ACCEL_DECL void merge_checkpoint(const std::filesystem::path& folder,
                         options.model, folder.string(), m.models.size(),
                         m.models.size() == 1 ? "" : "s",
                         m.models.size() > 1 ? fmt::format(" to #{}", m.models.size() - 1) : "");
-  std::error_code error;
-  if (std::filesystem::exists(out, error) &&
-      (!std::filesystem::is_directory(out, error) || !std::filesystem::is_empty(out, error)))
-    accel::detail::fail("checkpoint merge: '{}' exists and is not an empty folder; merge writes "
-                        "only into a new or empty folder, so that it replaces nothing; choose "
-                        "another",
-                        out.string());
-  const SliceCatalog catalog = read_checkpoint_files(folder, m, "checkpoint merge");
-  const std::string where = folder.string();
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto* list : {&m.models[options.model].parameters, &m.models[options.model].buffers})
-    for (const TensorRecord& t : *list)
-      named.emplace_back(t.name, detail::whole_model_tensor(catalog, options.model, t, where));
-  std::vector<std::pair<std::string, torch::Tensor>> state;
-  if (options.optimizer)
-    for (std::size_t o = 0; o < m.optimizers.size(); ++o)
-      for (auto& entry : detail::whole_optimizer_state(catalog, o)) state.push_back(std::move(entry));
-  std::filesystem::create_directories(out);
-  save_weights(out, named, options.max_shard_bytes);
-  if (options.optimizer) {
-    detail::TemporaryFile file(out / "optimizer.safetensors");
-    safetensors::write_file(file.path(), state, {{"format", "pt"}}, {});
-    file.commit();
+  // OUT is made (or found empty and writable) before the checkpoint, maybe gigabytes, is read;
+  // the folders made are taken away again if the merge fails.
+  const std::vector<std::filesystem::path> made = detail::make_output_folder(out);
+  try {
+    detail::write_merged(m, read_checkpoint_files(folder, m, "checkpoint merge"), folder, out,
+                         options);
+  } catch (...) {
+    std::error_code ignored;
+    for (const auto& path : made) std::filesystem::remove(path, ignored);  // only if empty
+    throw;
   }
 }
 
@@ -322,125 +391,33 @@ ACCEL_DECL std::vector<TensorDifference> diff_checkpoints(const std::filesystem:
                                         c10::toString(y.scalar_type()))});
       continue;
     }
-    TensorDifference row{name, torch::equal(x, y) ? "equal" : "differs"};
-    if (row.status == "differs" && x.numel() > 0) {
-      const torch::Tensor xd = x.to(torch::kDouble), yd = y.to(torch::kDouble);
+    const torch::Tensor same = detail::same_elements(x, y);
+    TensorDifference row{name, same.all().item<bool>() ? "equal" : "differs"};
+    if (x.is_floating_point()) {
+      row.nan_a = x.isnan().sum().item<std::int64_t>();
+      row.nan_b = y.isnan().sum().item<std::int64_t>();
+    }
+    // The largest differences over the elements that differ and are numbers on both sides (a
+    // NaN on one side is counted above, not measured).
+    const torch::Tensor measured = row.status == "differs" && x.is_floating_point()
+                                       ? same.logical_not()
+                                             .logical_and(x.isnan().logical_not())
+                                             .logical_and(y.isnan().logical_not())
+                                       : same.logical_not();
+    if (row.status == "differs" && measured.any().item<bool>()) {
+      const torch::Tensor xd = x.masked_select(measured).to(torch::kDouble);
+      const torch::Tensor yd = y.masked_select(measured).to(torch::kDouble);
       const torch::Tensor gap = (xd - yd).abs();
       row.max_abs = gap.max().item<double>();
-      row.max_rel = (gap / yd.abs().clamp_min(1e-30)).max().item<double>();
+      row.max_rel = torch::where(gap.isinf(), gap, gap / yd.abs().clamp_min(1e-30))
+                        .max()
+                        .item<double>();
     }
     rows.push_back(std::move(row));
   }
   for (const auto& [name, t] : tb)
     if (in_b.contains(name)) rows.push_back({name, "only in B"});
   return rows;
-}
-
-ACCEL_DECL int checkpoint_command(int argc, const char* const* argv) {
-  static constexpr std::string_view usage =
-      "usage: accel-launch checkpoint inspect DIR\n"
-      "       accel-launch checkpoint verify DIR\n"
-      "       accel-launch checkpoint merge DIR OUT [--max-shard-size SIZE] [--model M] "
-      "[--optimizer]\n"
-      "       accel-launch checkpoint diff A B\n"
-      "\n"
-      "Reads a folder save_state wrote, without the program that wrote it (docs/checkpoints.md).\n"
-      "  inspect  step, world size, policies, tensors, optimizers, files and their checksums\n"
-      "  verify   every checksum, and every parameter and optimizer slot covered exactly;\n"
-      "           exits 1 and lists each problem when there is one\n"
-      "  merge    the model's consolidated weights into OUT (new or empty), as save_model\n"
-      "           writes them: model.safetensors, or shards of at most SIZE (default 10GiB;\n"
-      "           5GB, 500MB, 2GiB, bytes) with model.safetensors.index.json; --model M picks\n"
-      "           a model by prepare() order (default 0); --optimizer adds\n"
-      "           optimizer.safetensors, each optimizer slot's state whole and flat\n"
-      "  diff     tensor by tensor (models and optimizer state): equal, or the largest\n"
-      "           absolute and relative difference; exits 1 when any differs\n";
-  const std::vector<std::string_view> args(argv + 1, argv + argc);
-  auto usage_error = [&](const std::string& message) {
-    std::fprintf(stderr, "accel-launch checkpoint: %s\n\n%.*s", message.c_str(),
-                 static_cast<int>(usage.size()), usage.data());
-    return 2;
-  };
-  if (args.empty()) return usage_error("which subcommand: inspect, verify, merge or diff?");
-  if (args[0] == "-h" || args[0] == "--help") {
-    std::fwrite(usage.data(), 1, usage.size(), stdout);
-    return 0;
-  }
-  const std::string_view command = args[0];
-  std::vector<std::string_view> positional;
-  MergeOptions merge;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    const bool takes_value = arg == "--max-shard-size" || arg == "--model";
-    if (takes_value && command != "merge")
-      return usage_error(fmt::format("{} is merge's option, not {}'s", arg, command));
-    if (takes_value && i + 1 == args.size())
-      return usage_error(fmt::format("{} needs a value", arg));
-    try {
-      if (arg == "--max-shard-size") {
-        merge.max_shard_bytes = detail::parse_byte_size(args[++i]);
-      } else if (arg == "--model") {
-        const std::string_view value = args[++i];
-        const auto [end, error] =
-            std::from_chars(value.data(), value.data() + value.size(), merge.model);
-        if (error != std::errc() || end != value.data() + value.size())
-          return usage_error(fmt::format("--model '{}' is not a model number (0, 1, ...)", value));
-      } else if (arg == "--optimizer" && command == "merge") {
-        merge.optimizer = true;
-      } else if (arg.starts_with("-")) {
-        return usage_error(fmt::format("unknown option '{}'", arg));
-      } else {
-        positional.push_back(arg);
-      }
-    } catch (const Error& e) {
-      return usage_error(std::string(accel::detail::without_accel_prefix(e.what())));
-    }
-  }
-  const std::size_t wanted = command == "merge" || command == "diff" ? 2 : 1;
-  if (command != "inspect" && command != "verify" && command != "merge" && command != "diff")
-    return usage_error(fmt::format("unknown subcommand '{}'", command));
-  if (positional.size() != wanted)
-    return usage_error(fmt::format("{} takes {} folder{}, not {}", command, wanted,
-                                   wanted == 1 ? "" : "s", positional.size()));
-  const std::filesystem::path first(positional[0]);
-  try {
-    if (command == "inspect") {
-      std::fputs(describe_checkpoint(first).c_str(), stdout);
-      return 0;
-    }
-    if (command == "verify") {
-      const auto problems = verify_checkpoint(first);
-      for (const auto& problem : problems) std::fprintf(stderr, "%s\n", problem.c_str());
-      std::printf("%s: %s\n", first.c_str(),
-                  problems.empty() ? "whole (every checksum and slice checked)"
-                                   : fmt::format("{} problem{}", problems.size(),
-                                                 problems.size() == 1 ? "" : "s")
-                                         .c_str());
-      return problems.empty() ? 0 : 1;
-    }
-    const std::filesystem::path second(positional[1]);
-    if (command == "merge") {
-      merge_checkpoint(first, second, merge);
-      std::printf("%s: model #%zu's weights from %s\n", second.c_str(), merge.model, first.c_str());
-      return 0;
-    }
-    std::size_t different = 0;
-    for (const auto& row : diff_checkpoints(first, second)) {
-      if (row.status == "equal") continue;
-      ++different;
-      if (row.status == "differs")
-        std::printf("%-48s max abs %.6g  max rel %.6g\n", row.name.c_str(), row.max_abs,
-                    row.max_rel);
-      else
-        std::printf("%-48s %s\n", row.name.c_str(), row.status.c_str());
-    }
-    std::printf("%zu tensor%s differ%s\n", different, different == 1 ? "" : "s",
-                different == 1 ? "s" : "");
-    return different == 0 ? 0 : 1;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  }
 }
 
 }  // namespace accel::state

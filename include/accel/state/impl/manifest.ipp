@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "../../detail/error.hpp"
+#include "../../detail/shape_text.hpp"
 #include "../checkpoint_folder.hpp"
 #include "../checksum.hpp"
 #include "../manifest.hpp"
@@ -21,6 +22,16 @@ inline std::string manifest_checksum(nlohmann::json manifest) {
   manifest.erase(manifest_checksum_key);
   const std::string text = manifest.dump(1);
   return checksum_hex(checksum(text.data(), text.size()));
+}
+
+ACCEL_DECL std::optional<std::string> shape_problem(const std::vector<std::int64_t>& shape) {
+  std::int64_t elements = 1;
+  for (const std::int64_t d : shape) {
+    if (d < 0) return fmt::format("whose dimension {} is negative", d);
+    if (__builtin_mul_overflow(elements, d, &elements))
+      return std::string("whose element count overflows 64 bits");
+  }
+  return std::nullopt;
 }
 
 }  // namespace detail
@@ -101,7 +112,8 @@ ACCEL_DECL std::string Manifest::text() const {
                                {"collecting", window.collecting}}},
                    {"precision_state", precision_state},
                    {"custom_objects", custom_objects},
-                   {"files", files}};
+                   {"files", files},
+                   {"run", {{"id", run_id}, {"resumed_from", resumed_from}}}};
   j[detail::manifest_checksum_key] = detail::manifest_checksum(j);
   return j.dump(1);
 }
@@ -161,6 +173,10 @@ ACCEL_DECL Manifest Manifest::read(const std::filesystem::path& folder, std::str
     m.precision_state = field("precision_state");
     field("custom_objects").get_to(m.custom_objects);
     field("files").get_to(m.files);
+    if (j.contains("run")) {
+      j["run"].at("id").get_to(m.run_id);
+      j["run"].at("resumed_from").get_to(m.resumed_from);
+    }
   } catch (const json::exception& e) {
     accel::detail::fail("{}: '{}' does not have the layout of format version {} ({})", call, where,
                         checkpoint_format_version, e.what());
@@ -171,9 +187,18 @@ ACCEL_DECL Manifest Manifest::read(const std::filesystem::path& folder, std::str
       accel::detail::fail("{}: '{}' names the file '{}'; a checkpoint's files are plain names in "
                           "its folder",
                           call, where, file.name);
-  if (m.world_size < 1)
-    accel::detail::fail("{}: '{}' says world_size {}; a checkpoint comes from 1 process or more",
-                        call, where, m.world_size);
+  if (m.world_size < 1 || m.world_size > max_world_size)
+    accel::detail::fail("{}: '{}' says world_size {}; a checkpoint comes from 1 to {} processes, "
+                        "so the manifest is corrupt",
+                        call, where, m.world_size, max_world_size);
+  for (std::size_t i = 0; i < m.models.size(); ++i)
+    for (const auto* list : {&m.models[i].parameters, &m.models[i].buffers})
+      for (const TensorRecord& t : *list)
+        if (const auto problem = detail::shape_problem(t.shape))
+          accel::detail::fail("{}: '{}' gives '{}' of model #{} the shape [{}], {}; the manifest "
+                              "is corrupt",
+                              call, where, t.name, i, accel::detail::shape_text(t.shape),
+                              *problem);
   return m;
 }
 

@@ -10,9 +10,54 @@ ACCEL_DECL void fail_errno(std::string_view what, const std::filesystem::path& p
   accel::detail::fail("cannot {} '{}': {}", what, path.string(), std::strerror(code));
 }
 
+ACCEL_DECL const char* kind_of_file(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISREG(mode)) return "a regular file";
+  return "a special file";
+}
+
+// O_NONBLOCK: opening a FIFO waits for its other end, forever when there is none; with it,
+// open() returns at once (or fails with ENXIO, for writing), and the file's kind is refused
+// below before anything is read or written. Then the descriptor blocks again, as reads of a
+// regular file do anyway.
 ACCEL_DECL Descriptor::Descriptor(const std::filesystem::path& path, int flags, mode_t mode)
-    : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
-  if (fd_ < 0) fail_errno("open", path);
+    : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK, mode)) {
+  const bool folder = (flags & O_DIRECTORY) != 0;
+  struct stat info {};
+  if (fd_ < 0) {
+    // A FIFO opened for writing without a reader fails (ENXIO): it is named as what it is.
+    const int code = errno;
+    if (folder || ::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode)) {
+      errno = code;
+      fail_errno("open", path);
+    }
+  } else if (::fstat(fd_, &info) != 0) {
+    const int code = errno;
+    ::close(fd_);
+    fd_ = -1;
+    errno = code;
+    fail_errno("stat", path);
+  }
+  if (folder ? !S_ISDIR(info.st_mode) : !S_ISREG(info.st_mode)) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    accel::detail::fail("'{}' is not a {} but {}; accel reads and writes weights and "
+                        "checkpoints as regular files only: put the file itself there",
+                        path_.string(), folder ? "folder" : "regular file",
+                        kind_of_file(info.st_mode));
+  }
+  const int status = ::fcntl(fd_, F_GETFL);
+  if (status < 0 || ::fcntl(fd_, F_SETFL, status & ~O_NONBLOCK) != 0) {
+    const int code = errno;
+    ::close(fd_);
+    fd_ = -1;
+    errno = code;
+    fail_errno("use", path);
+  }
 }
 
 ACCEL_DECL Descriptor::~Descriptor() {
