@@ -671,6 +671,8 @@ class Accelerator
       if (known.get() == module.get()) return;
     const std::string label =
         fmt::format("prepared model #{} ({})", models_.size() + 1, module->name());
+    // The tensors of an empty build refuse operators outside prepare() (detail/deferred_build.hpp).
+    const detail::UnpreparedAccess preparing;
     runtime::check_same_model_on_every_rank(group_.get(), *module, label);
     // An empty build (accel::deferred_init): replayed from rank 0's generator state, so every
     // rank has what an eager build broadcast from rank 0 has. A strategy that shards parameters
