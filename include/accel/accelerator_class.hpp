@@ -671,7 +671,7 @@ class Accelerator
       if (known.get() == module.get()) return;
     const std::string label =
         fmt::format("prepared model #{} ({})", models_.size() + 1, module->name());
-    // The tensors of an empty build refuse operators outside prepare() (detail/deferred_build.hpp).
+    // An empty build's tensors refuse operators outside prepare() (detail/unprepared_mark.hpp).
     const detail::UnpreparedAccess preparing;
     runtime::check_same_model_on_every_rank(group_.get(), *module, label);
     // An empty build (accel::deferred_init): replayed from rank 0's generator state, so every

@@ -25,15 +25,9 @@
 // inclusion with a fallback, in 1.13 and 2.6 alike (c10/core/DispatchKey.h); nothing else in
 // libtorch registers on it.
 //
-// Until prepare(), the tensors the build hands out (the module's parameters and buffers) carry a
-// second key of their own, TESTING_ONLY_GenericWrapper (the wrapper-tensor key beside it, above
-// autograd; registered on by nothing else either): its fallback lets an operator through inside
-// the build and inside prepare() (UnpreparedAccess), and otherwise fails with an `accel:` line
-// naming the operator and saying to call prepare() first, where libtorch would fail deep inside
-// (`Could not run ... 'Meta' backend`) or compute on shapes alone. prepare() adopts real values
-// into the same TensorImpls (adopt_value), and with them the real tensors' keys: the mark goes.
-// Only operators see it: torch::save reads a tensor's storage without one and writes a file
-// without values (docs/memory.md).
+// Until prepare(), the tensors the build hands out (the module's parameters and buffers) are
+// marked (unprepared_mark.hpp): an operator on them outside the build and prepare() fails with
+// an `accel:` line saying to call prepare() first.
 //
 // The replay runs only what the wanted values need (backwards liveness: an overwrite such as
 // uniform_ ends a tensor's dependence on what came before), except that every random operation
@@ -55,6 +49,7 @@
 #include <vector>
 
 #include "separate_compilation.hpp"
+#include "unprepared_mark.hpp"
 
 namespace accel::detail {
 
@@ -106,16 +101,6 @@ class DeferredBuild {
   std::unordered_map<const void*, std::size_t> id_by_storage_;  // StorageImpl -> id
 };
 
-// While one lives, this thread may run operators on the tensors of an empty build outside the
-// build (prepare() replaying and sharding them); elsewhere such an operator fails.
-class UnpreparedAccess {
- public:
-  ACCEL_DECL UnpreparedAccess();
-  ACCEL_DECL ~UnpreparedAccess();
-  UnpreparedAccess(const UnpreparedAccess&) = delete;
-  UnpreparedAccess& operator=(const UnpreparedAccess&) = delete;
-};
-
 // Records into `build` every operator this thread calls until destroyed.
 class DeferredScope {
  public:
@@ -126,6 +111,7 @@ class DeferredScope {
 
  private:
   DeferredBuild* previous_;
+  UnpreparedAccess building_;  // the build runs operators on the tensors it marks
   std::unique_ptr<c10::impl::IncludeDispatchKeyGuard> include_;
 };
 

@@ -29,36 +29,6 @@ ACCEL_DECL DeferredBuild*& current() {
   return build;
 }
 
-// The mark on the tensors the build hands out, until prepare() (deferred_build.hpp).
-inline constexpr c10::DispatchKey unprepared_key = c10::DispatchKey::TESTING_ONLY_GenericWrapper;
-
-// UnpreparedAccess scopes alive on this thread.
-ACCEL_DECL int& unprepared_access() {
-  static thread_local int depth = 0;
-  return depth;
-}
-
-// The same tensor (storage, geometry, dtype) in a TensorImpl of its own with the mark added.
-ACCEL_DECL torch::Tensor marked(const torch::Tensor& meta) {
-  torch::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(meta.storage()), meta.key_set() | c10::DispatchKeySet(unprepared_key),
-      meta.dtype());
-  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(), meta.strides());
-  tensor.unsafeGetTensorImpl()->set_storage_offset(meta.storage_offset());
-  return tensor;
-}
-
-// An operator on a marked tensor: through inside the build and prepare(), refused elsewhere.
-ACCEL_DECL void unprepared_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (current() == nullptr && unprepared_access() == 0)
-    fail("{} on a tensor of a model built by accel::deferred_init and not prepared yet: its "
-         "parameters and buffers are on the meta device and hold no values until prepare(); call "
-         "accelerator.prepare(model) before its forward, to() or anything reading them",
-         op.schema().name());
-  c10::impl::ExcludeDispatchKeyGuard exclude(unprepared_key);
-  op.callBoxed(stack);
-}
-
 // Calls f(tensor, &slot) for each tensor an argument holds (a tensor, a list of tensors, a list
 // of optional tensors), slot being where a replacement goes.
 template <class F>
@@ -143,7 +113,7 @@ ACCEL_DECL void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
       c10::IValue& out = (*stack)[stack->size() - returned + r];
       if (!out.isTensor()) continue;
       entry.outputs.push_back({r, build->add_made(out.toTensor())});
-      out = marked(out.toTensor());  // the record keeps the unmarked alias add_made took
+      out = marked_unprepared(out.toTensor());  // the record keeps add_made's unmarked alias
     }
     build->add_entry(std::move(entry));
     return;
@@ -209,7 +179,7 @@ ACCEL_DECL void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
            "build; the build records whole tensors only; build eagerly",
            name);
     entry.outputs.push_back({r, build->add_made(out.toTensor())});
-    out = marked(out.toTensor());
+    out = marked_unprepared(out.toTensor());
   }
   if (!entry.outputs.empty()) build->add_entry(std::move(entry));
 }
@@ -218,8 +188,6 @@ ACCEL_DECL void register_fallback_once() {
   static const bool registered = [] {
     static torch::Library library(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
     library.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
-    static torch::Library marks(torch::Library::IMPL, "_", unprepared_key, __FILE__, __LINE__);
-    marks.fallback(torch::CppFunction::makeFromBoxedFunction<&unprepared_fallback>());
     return true;
   }();
   (void)registered;
@@ -379,11 +347,9 @@ ACCEL_DECL void DeferredBuild::replay(
   }
 }
 
-ACCEL_DECL UnpreparedAccess::UnpreparedAccess() { ++deferred::unprepared_access(); }
-ACCEL_DECL UnpreparedAccess::~UnpreparedAccess() { --deferred::unprepared_access(); }
-
 ACCEL_DECL DeferredScope::DeferredScope(DeferredBuild& build) : previous_(deferred::current()) {
   deferred::register_fallback_once();
+  register_unprepared_fallback();
   if (previous_ != nullptr)
     fail("deferred_init: called inside another deferred_init; build the inner model in the "
          "outer one's factory, or one after the other");
