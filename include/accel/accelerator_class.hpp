@@ -211,16 +211,18 @@ class Accelerator
   // sum of grad(loss_sum) / the window's tokens over every rank, whatever their split, and the
   // short last window of an epoch needs no 1/k either. backward() adds the sums (scaled by the
   // precision policy only); on the window's last micro-step the first of clip_grad_norm(),
-  // unscale_gradients() and optimizer.step() all-reduces the token count (one integer) and
-  // divides the gradients by it. A window takes one kind of loss: backward(loss) in it too is an
-  // error, as is a window with no token on any rank.
+  // unscale_gradients() and optimizer.step() all-gathers the ranks' token counts (one integer
+  // each), adds them up, checked, and divides the gradients by the sum. A count beyond
+  // std::int64_t, on a rank or summed over the window or the ranks, is an error naming the
+  // counts. A window takes one kind of loss: backward(loss) in it too is an error, as is a window
+  // with no token on any rank.
   template <std::integral Count>
     requires(!std::same_as<Count, bool>)
   void backward(const torch::Tensor& loss_sum, Count tokens) {
     const profiling::Span span(profiling::Phase::backward, "backward");
     gradients_.on_backward();
     check_last_window_used();
-    gradients_.on_token_loss(static_cast<std::int64_t>(tokens));
+    gradients_.on_token_loss(tokens);
     precision_.on_backward({gradients_.micro_steps(), gradients_.position_in_window()});
     const bool sync = gradients_.sync_gradients();
     strategy_.before_backward(sync);
@@ -669,6 +671,8 @@ class Accelerator
       if (known.get() == module.get()) return;
     const std::string label =
         fmt::format("prepared model #{} ({})", models_.size() + 1, module->name());
+    // An empty build's tensors refuse operators outside prepare() (detail/unprepared_mark.hpp).
+    const detail::UnpreparedAccess preparing;
     runtime::check_same_model_on_every_rank(group_.get(), *module, label);
     // An empty build (accel::deferred_init): replayed from rank 0's generator state, so every
     // rank has what an eager build broadcast from rank 0 has. A strategy that shards parameters
@@ -708,9 +712,13 @@ class Accelerator
         gradients_.tokens_divided())
       return;
     gradients_.mark_tokens_divided();
-    torch::Tensor total = detail::one_value(gradients_.window_tokens(), torch::kLong);
-    if (group_) group_->allreduce(total, ReduceOp::sum);
-    const std::int64_t tokens = total.item<std::int64_t>();
+    // Gathered, not all-reduced: the sum is checked for overflow (a wrapped one would divide the
+    // gradients by a wrong count), and its error names every rank's count.
+    const torch::Tensor mine = detail::one_value(gradients_.window_tokens(), torch::kLong);
+    const torch::Tensor counts = group_ ? group_->allgather(mine) : mine.reshape({1});
+    const std::int64_t* count = counts.data_ptr<std::int64_t>();
+    const std::int64_t tokens = detail::GradientState::sum_of_rank_tokens(
+        std::vector<std::int64_t>(count, count + counts.numel()));
     if (tokens <= 0)
       detail::fail("backward(loss_sum, tokens): this accumulation window counted {} tokens on {} "
                    "rank(s) ({} here); its gradients are divided by that count, so at least one "

@@ -24,6 +24,7 @@ namespace dist_worker_collectives {
 namespace {
 
 using Ddp = accel::Accelerator<accel::Ddp, accel::Fp32>;
+using Zero3 = accel::Accelerator<accel::Zero3, accel::Fp32>;
 
 using accel_test::test_options;
 
@@ -312,6 +313,57 @@ void save_in_main_process_only() {
   throw std::runtime_error("a save on rank 0 alone returned on every rank");
 }
 
+// wait_for_everyone() on rank 0 alone while rank 1 gathers, through shared memory (the test leaves
+// it on): both ranks must fail within seconds, each naming its own call and the other rank's,
+// rather than wait for the 30-minute timeout in two transports that never meet.
+void lone_wait_for_everyone() {
+  Ddp acc({.timeout = std::chrono::minutes(30)});
+  const int rank = acc.process_index();
+  const std::string what = accel_test::error_of([&] {
+    if (rank == 0)
+      acc.wait_for_everyone();
+    else
+      (void)acc.gather_for_metrics(torch::ones({2}));
+  });
+  fmt::print("rank {} caught: {}\n", rank, what);
+  EXPECT(what.find("mismatched collective") != std::string::npos);
+  EXPECT(what.find(rank == 0 ? " in wait_for_everyone failed on rank 0"
+                             : " in gather_for_metrics failed on rank 1") != std::string::npos);
+  EXPECT(what.find("rank 0: barrier #") != std::string::npos);
+  EXPECT(what.find("rank 1: allgather #") != std::string::npos);
+}
+
+// A collective library call on the main process only under Zero3 over Gloo (the test sets
+// ACCEL_SHARED_MEMORY=0): rank 0's call all-gathers while rank 1's next forward all-gathers its
+// parameters, so Gloo meets messages of different sizes and stops the process from one of its own
+// threads. Both ranks must still name what each called and exit with the stuck-collective line.
+void zero3_main_process_only(std::string_view call) {
+  Zero3 acc({.timeout = std::chrono::minutes(30)});
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(16, 8), torch::nn::Linear(8, 4));
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  const auto folder = std::filesystem::temp_directory_path() /
+                      fmt::format("accel-zero3-main-only-{}", ::getppid());
+  if (call == "load_state") acc.save_state(folder);
+  for (int step = 0; step < 4; ++step) {
+    const auto loss = model->forward(torch::ones({2, 16})).sum();
+    acc.backward(loss);
+    optimizer.step();
+    optimizer.zero_grad();
+    if (step != 1 || !acc.is_main_process()) continue;
+    if (call == "save_state") acc.save_state(folder);
+    if (call == "save_model") acc.save_model(model, folder / "model");
+    if (call == "load_state") (void)acc.load_state(folder);
+    if (call == "gather_for_metrics") (void)acc.gather_for_metrics(torch::ones({3}));
+  }
+  throw std::runtime_error(fmt::format("{} on rank 0 alone returned on every rank", call));
+}
+void zero3_save_state_main_only() { zero3_main_process_only("save_state"); }
+void zero3_save_model_main_only() { zero3_main_process_only("save_model"); }
+void zero3_load_state_main_only() { zero3_main_process_only("load_state"); }
+void zero3_gather_main_only() { zero3_main_process_only("gather_for_metrics"); }
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -325,6 +377,11 @@ int run(int argc, char** argv) {
       {"caught_error", caught_error},
       {"save_in_main_process_only", save_in_main_process_only},
       {"skipped_collective", skipped_collective},
+      {"lone_wait_for_everyone", lone_wait_for_everyone},
+      {"zero3_save_state_main_only", zero3_save_state_main_only},
+      {"zero3_save_model_main_only", zero3_save_model_main_only},
+      {"zero3_load_state_main_only", zero3_load_state_main_only},
+      {"zero3_gather_main_only", zero3_gather_main_only},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

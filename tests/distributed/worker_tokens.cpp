@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,66 @@ void token_weighted_errors() {
   for (const auto& d : digests) EXPECT(d == digests.front());
 }
 
+// Counts beyond std::int64_t fail with an error naming them, on every rank alike, instead of
+// wrapping (3 ranks of 6148914691236517206 tokens summed to 2, and the gradients were divided by
+// 2): an unsigned count of 2^63, a window's counts on one rank, the window's counts over the ranks.
+void token_count_overflow() {
+  accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>> acc(test_options());
+  const int world = acc.num_processes(), rank = acc.process_index();
+  auto net = token_model();
+  auto user_sgd = make_sgd(net);
+  auto [model, optimizer] = acc.prepare(net, user_sgd);
+  const MicroBatch b = micro_batch(2, 0, rank, world);
+  const auto loss_sum = [&] { return masked_loss_sum(model(b.x), b); };
+  const auto expect_error = [](const std::string& message, const std::string& start) {
+    if (message.rfind(start, 0) != 0) fmt::print(stderr, "unexpected error: '{}'\n", message);
+    EXPECT(message.rfind(start, 0) == 0);
+  };
+  constexpr std::int64_t largest = std::numeric_limits<std::int64_t>::max();
+  const auto counts_of = [&](std::int64_t each) {
+    std::string listed;
+    for (int r = 0; r < world; ++r) listed += fmt::format("{}{} on rank {}", r ? ", " : "", each, r);
+    return fmt::format("accel: backward(loss_sum, tokens): this accumulation window's token "
+                       "counts ({}) add up to more than {}",
+                       listed, largest);
+  };
+  {
+    auto step = acc.accumulate();
+    expect_error(error_of([&] { acc.backward(loss_sum(), std::uint64_t{1} << 63); }),
+                 "accel: backward(loss_sum, tokens): tokens is 9223372036854775808, more than");
+  }
+  {
+    auto step = acc.accumulate();
+    acc.backward(loss_sum(), b.tokens);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  {
+    auto step = acc.accumulate();
+    acc.backward(loss_sum(), largest);
+  }
+  {
+    auto step = acc.accumulate();
+    expect_error(error_of([&] { acc.backward(loss_sum(), 1); }),
+                 fmt::format("accel: backward(loss_sum, tokens): tokens is 1 and this "
+                             "accumulation window already counted {} on this rank",
+                             largest));
+    // Every rank counted the largest: the sum over the ranks overflows.
+    expect_error(error_of([&] { optimizer.step(); }), counts_of(largest));
+    optimizer.zero_grad();
+  }
+  for (int m = 0; m < 2; ++m) {
+    auto step = acc.accumulate();
+    acc.backward(loss_sum(), m == 0 ? std::int64_t{6148914691236517206} : 0);
+    if (m == 0) continue;
+    expect_error(error_of([&] { optimizer.step(); }), counts_of(6148914691236517206));
+    optimizer.zero_grad();
+  }
+  // Still one model on every rank.
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (const auto& d : digests) EXPECT(d == digests.front());
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -248,7 +309,8 @@ int run(int argc, char** argv) {
        {"tokens_zero3_accum_loss_scaled_clip",
         [] { token_weighted_matches_one_batch<Zero3, LossScaledFp32, 2>(0.2); }},
        {"tokens_fsdp_hybrid_shard_accum", [] { token_weighted_matches_one_batch<HybridShard, Fp32, 2>(); }},
-       {"tokens_errors", token_weighted_errors}});
+       {"tokens_errors", token_weighted_errors},
+       {"tokens_count_overflow", token_count_overflow}});
 }
 
 }  // namespace dist_worker_tokens

@@ -25,6 +25,10 @@
 // inclusion with a fallback, in 1.13 and 2.6 alike (c10/core/DispatchKey.h); nothing else in
 // libtorch registers on it.
 //
+// Until prepare(), the tensors the build hands out (the module's parameters and buffers) are
+// marked (unprepared_mark.hpp): an operator on them outside the build and prepare() fails with
+// an `accel:` line saying to call prepare() first.
+//
 // The replay runs only what the wanted values need (backwards liveness: an overwrite such as
 // uniform_ ends a tensor's dependence on what came before), except that every random operation
 // runs, on a throwaway tensor if its result is not needed, so the generator advances as it did in
@@ -45,6 +49,7 @@
 #include <vector>
 
 #include "separate_compilation.hpp"
+#include "unprepared_mark.hpp"
 
 namespace accel::detail {
 
@@ -106,6 +111,7 @@ class DeferredScope {
 
  private:
   DeferredBuild* previous_;
+  UnpreparedAccess building_;  // the build runs operators on the tensors it marks
   std::unique_ptr<c10::impl::IncludeDispatchKeyGuard> include_;
 };
 

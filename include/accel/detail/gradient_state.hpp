@@ -14,8 +14,15 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "error.hpp"
 
@@ -84,12 +91,43 @@ class GradientState {
     kind_ = LossKind::mean;
   }
   // backward(loss_sum, tokens): a loss summed over `tokens` counted items (0 allowed: a
-  // micro-batch of padding only), added to the window's count.
-  void on_token_loss(std::int64_t tokens) {
-    if (tokens < 0)
+  // micro-batch of padding only), added to the window's count. Counts are std::int64_t: one
+  // beyond it (an unsigned 2^63) is refused, not wrapped to a negative number.
+  template <std::integral Count>
+  void on_token_loss(Count tokens) {
+    if (std::cmp_less(tokens, 0))
       fail("backward(loss_sum, tokens): tokens is {}; it is the number of items (e.g. non-padding "
            "target tokens) loss_sum adds up, 0 or more",
            tokens);
+    if (!std::in_range<std::int64_t>(tokens))
+      fail("backward(loss_sum, tokens): tokens is {}, more than accel counts ({}, the largest "
+           "std::int64_t); it is the number of items (e.g. non-padding target tokens) loss_sum "
+           "adds up",
+           tokens, std::numeric_limits<std::int64_t>::max());
+    add_tokens(static_cast<std::int64_t>(tokens));
+  }
+
+  // The window's token count over the ranks, from each rank's count (rank order): the sum,
+  // checked. An overflow fails naming the counts, on every rank alike (they all hold them).
+  static std::int64_t sum_of_rank_tokens(const std::vector<std::int64_t>& counts) {
+    std::int64_t total = 0;
+    bool overflow = false;
+    for (const std::int64_t c : counts)
+      overflow = overflow || c < 0 || __builtin_add_overflow(total, c, &total);
+    if (!overflow) return total;
+    std::string listed;
+    for (std::size_t r = 0; r < counts.size() && r < 8; ++r)
+      listed += fmt::format("{}{} on rank {}", r == 0 ? "" : ", ", counts[r], r);
+    if (counts.size() > 8) listed += ", ...";
+    fail("backward(loss_sum, tokens): this accumulation window's token counts ({}) add up to more "
+         "than {} (the largest std::int64_t) over its {} rank(s); its gradients are divided by "
+         "that sum: pass each micro-batch's count of the items loss_sum adds up (non-padding "
+         "target tokens, say)",
+         listed, std::numeric_limits<std::int64_t>::max(), counts.size());
+  }
+
+ private:
+  void add_tokens(std::int64_t tokens) {
     if (kind_ == LossKind::mean)
       fail("backward(loss_sum, tokens) in an accumulation window that already called "
            "backward(loss); a window's gradients are either means (scaled by 1/{}) or sums "
@@ -101,9 +139,17 @@ class GradientState {
            "count (by clip_grad_norm(), unscale_gradients() or optimizer.step() on its last "
            "micro-step); make every backward() of the window's last batch before any of them "
            "(several losses of one batch: add them into one loss_sum)");
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(tokens_, tokens, &sum))
+      fail("backward(loss_sum, tokens): tokens is {} and this accumulation window already counted "
+           "{} on this rank: together more than {} (the largest std::int64_t); pass each "
+           "micro-batch's count of the items loss_sum adds up (non-padding target tokens, say)",
+           tokens, tokens_, std::numeric_limits<std::int64_t>::max());
     kind_ = LossKind::token_sum;
-    tokens_ += tokens;
+    tokens_ = sum;
   }
+
+ public:
   // Tokens this rank's backward(loss_sum, tokens) calls passed in this window.
   std::int64_t window_tokens() const { return tokens_; }
   // Whether this window's gradients were divided by its token count already (once per window).

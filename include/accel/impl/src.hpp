@@ -12,6 +12,7 @@
 
 #include "../detail/impl/deferred_build.ipp"
 #include "../detail/impl/shape_text.ipp"
+#include "../detail/impl/unprepared_mark.ipp"
 #include "../impl/accelerator_core.ipp"
 #include "../diagnostics/impl/environment_report.ipp"
 #include "../launch/impl/command_line.ipp"

@@ -6,6 +6,10 @@
 //   auto model = accel::deferred_init([&] { return Gpt(options); });   // parameters on meta
 //   auto prepared = accelerator.prepare(model);                         // this rank's shard only
 //
+// Until prepare() an operator on the model's tensors (a forward, to()) fails with an accel: line
+// saying to prepare first; torch::save, which reads storage without an operator, cannot be
+// stopped and writes a file without values (docs/memory.md).
+//
 // Under the other strategies (Ddp, Zero2, one process) prepare() replays the whole model: they
 // keep every parameter whole on every rank anyway, so the empty build costs nothing there and
 // one program can switch strategies by its alias.

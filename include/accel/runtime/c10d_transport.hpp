@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ class C10dTransport {
   // as far as the store knows, and the timeout. The group is then broken: teardown skips its
   // wait.
   [[noreturn]] ACCEL_DECL void failed(const CollectiveCall& call, const std::exception& error);
+  // "; rank 2 has left the group after issuing 4 collectives" for each peer that has left (its
+  // teardown wrote how many it issued), or that the store is unreachable; empty when none.
+  ACCEL_DECL std::string left_peers() const noexcept;
 
   // The collectives. `call` (numbered by the group) names a failure.
   void barrier(const CollectiveCall& call) { await(gloo_->barrier(), call); }
@@ -123,7 +127,10 @@ class C10dTransport {
   // `failing` (an exception unwinds through the group's owner, or a collective failed: the group
   // is broken then anyway): no wait at all. (An error the program caught still waits: its peers
   // may be finishing the last collective, as when every rank raised the same error.)
-  ACCEL_DECL void leave(std::uint64_t issued, bool failing) noexcept;
+  // `announced` runs once this rank's count is in the store, before the wait: the shared-memory
+  // path leaves there (SharedMemoryPath::leave), so that its peers' errors can name the count.
+  ACCEL_DECL void leave(std::uint64_t issued, bool failing,
+                        const std::function<void()>& announced = {}) noexcept;
   static constexpr std::chrono::milliseconds teardown_wait = std::chrono::seconds(3);
 
  private:

@@ -51,9 +51,12 @@ class SharedMemoryPath {
 
   // Collective over the group: rank 0 creates the segment, named from `run_token` (the launch's,
   // for its clean-up; empty without one), random bits and `group`, and shares the name through
-  // the store.
+  // the store. `left_peers` says which peers have left the group, for the failures (as c10d's
+  // name them: C10dTransport::left_peers): a rank that skipped a collective and finished shows
+  // up as having issued fewer.
   ACCEL_DECL SharedMemoryPath(c10d::Store& store, std::string run_token, const std::string& group,
-                              int rank, int size, std::chrono::milliseconds timeout);
+                              int rank, int size, std::chrono::milliseconds timeout,
+                              std::function<std::string()> left_peers);
 
   SharedMemoryPath(const SharedMemoryPath&) = delete;
   SharedMemoryPath& operator=(const SharedMemoryPath&) = delete;
@@ -90,6 +93,11 @@ class SharedMemoryPath {
   // Whether a collective through here failed (failed()).
   bool broken() const { return broken_; }
 
+  // The group's teardown: once the collectives issued here have run, this rank leaves the
+  // transport (shm::Transport::leave), so that a peer still waiting for it in a collective it
+  // skipped fails at once, naming it and (`left_peers`) how many collectives it issued.
+  ACCEL_DECL void leave();
+
   // The group's collectives on contiguous CPU tensors of a type the transport carries
   // (shared_memory_type(); all-gather and broadcast copy bytes: any type). The blocking ones run
   // here, behind the asynchronous ones issued before, and name `call` when they fail; the
@@ -102,6 +110,8 @@ class SharedMemoryPath {
   ACCEL_DECL void allgather(const torch::Tensor& input, torch::Tensor& output,
                             const CollectiveCall& call);
   ACCEL_DECL void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call);
+  // The group's barrier: through here, where a peer in another collective meets it.
+  ACCEL_DECL void barrier(const CollectiveCall& call);
   ACCEL_DECL std::shared_ptr<Completion> start_allreduce(torch::Tensor data, shm::DataType type);
   ACCEL_DECL std::shared_ptr<Completion> start_reduce_scatter(torch::Tensor flat,
                                                               torch::Tensor result,
@@ -161,6 +171,7 @@ class SharedMemoryPath {
 
   int rank_;
   std::chrono::milliseconds timeout_;
+  std::function<std::string()> left_peers_;
   int regions_mapped_ = 0;  // map_regions calls: each names its segment under a key of its own
   bool broken_ = false;  // a collective failed (failed(), on the thread that waited for it)
   shm::Transport transport_;

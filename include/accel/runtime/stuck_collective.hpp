@@ -14,6 +14,13 @@
 // while it lasts. A mismatch found there cannot be thrown from the waiting thread (it is inside
 // Gloo or NCCL), so the watcher prints one `accel:` line and ends the process, as PyTorch's NCCL
 // watchdog does: the peers' connections close and they stop too, each naming the same calls.
+//
+// Gloo may not leave the second it takes: ranks in different collectives of one kind (save_state's
+// all-gather on rank 0, Zero3's all-gather of the next forward's parameters on rank 1) exchange
+// messages of different sizes, and Gloo ends the process from its own thread at once. Its
+// terminate handler (gloo_abort_handler.hpp) then calls compare_now(), which publishes this
+// process's waits at once and compares them with the peers' for a few seconds, so that the same
+// line names both calls.
 #pragma once
 
 #include <c10/util/intrusive_ptr.h>
@@ -46,6 +53,12 @@ class StuckCollectiveWatch {
   // `store`: the group's own key space; `rank`, `size`: in the group.
   ACCEL_DECL StuckCollectiveWatch(c10::intrusive_ptr<c10d::Store> store, int rank, int size);
   ACCEL_DECL ~StuckCollectiveWatch();
+
+  // For a process about to end (the terminate handler): every live watch of this process
+  // publishes its wait now, whatever its age, and compares it with the peers' until a mismatch
+  // ends the process as the watch does (the `accel:` line, exit 1), or `patience` has passed
+  // (then it returns). A peer publishes once its own wait has lasted publish_after.
+  ACCEL_DECL static void compare_now(std::chrono::milliseconds patience);
   StuckCollectiveWatch(const StuckCollectiveWatch&) = delete;
   StuckCollectiveWatch& operator=(const StuckCollectiveWatch&) = delete;
 
@@ -77,10 +90,19 @@ class StuckCollectiveWatch {
 
   std::string key(int rank) const { return fmt::format("accel/waiting/{}", rank); }
 
+  // This rank's wait, described, if it is waiting and has waited at least `at_least`.
+  ACCEL_DECL std::optional<Published> current(std::chrono::milliseconds at_least);
+
   ACCEL_DECL void watch();
 
   // Ends the process when another rank waits on the same collective number for another call.
-  ACCEL_DECL void compare(const Published& mine);
+  // From compare_now() (`before`: the peers' entries when it began), also when a peer waits at a
+  // later number: Gloo paired its call with this rank's, and it went on. Such an entry counts
+  // once it is new since `before`, or at once when `settle` (the last round).
+  ACCEL_DECL void compare(const Published& mine, const std::vector<std::string>* before = nullptr,
+                          bool settle = false);
+  // Each peer's entry as the store holds it now ("" where none), by rank.
+  ACCEL_DECL std::vector<std::string> entries();
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_;

@@ -110,8 +110,10 @@ ACCEL_DECL void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
     op.callBoxed(stack);
     const std::size_t returned = schema.returns().size();
     for (std::size_t r = 0; r < returned; ++r) {
-      const c10::IValue& out = (*stack)[stack->size() - returned + r];
-      if (out.isTensor()) entry.outputs.push_back({r, build->add_made(out.toTensor())});
+      c10::IValue& out = (*stack)[stack->size() - returned + r];
+      if (!out.isTensor()) continue;
+      entry.outputs.push_back({r, build->add_made(out.toTensor())});
+      out = marked_unprepared(out.toTensor());  // the record keeps add_made's unmarked alias
     }
     build->add_entry(std::move(entry));
     return;
@@ -169,7 +171,7 @@ ACCEL_DECL void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   entry.random = random;
   entry.reads = reads;
   for (std::size_t r = 0; r < returned; ++r) {
-    const c10::IValue& out = (*stack)[stack->size() - returned + r];
+    c10::IValue& out = (*stack)[stack->size() - returned + r];
     if (!out.isTensor() || !out.toTensor().defined() || build->aliases_made(out.toTensor()))
       continue;
     if (reads_view)
@@ -177,6 +179,7 @@ ACCEL_DECL void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
            "build; the build records whole tensors only; build eagerly",
            name);
     entry.outputs.push_back({r, build->add_made(out.toTensor())});
+    out = marked_unprepared(out.toTensor());
   }
   if (!entry.outputs.empty()) build->add_entry(std::move(entry));
 }
@@ -346,6 +349,7 @@ ACCEL_DECL void DeferredBuild::replay(
 
 ACCEL_DECL DeferredScope::DeferredScope(DeferredBuild& build) : previous_(deferred::current()) {
   deferred::register_fallback_once();
+  register_unprepared_fallback();
   if (previous_ != nullptr)
     fail("deferred_init: called inside another deferred_init; build the inner model in the "
          "outer one's factory, or one after the other");

@@ -96,6 +96,15 @@ ACCEL_DECL void C10dTransport::failed(const CollectiveCall& call, const std::exc
   // timeout, means that the peer failed first.
   const std::string line = error_line(error);
   if (looks_like_peer_gone(line)) note_failure_after_peer(line);
+  const std::string peers = left_peers();
+  accel::detail::fail("{} failed on rank {}: {}{}. A rank that stops, exits or skips this "
+                      "collective makes the others wait up to the timeout of {} s "
+                      "(Options::timeout, ACCEL_TIMEOUT); Options::check_collectives "
+                      "(ACCEL_CHECK_COLLECTIVES=1) names mismatched calls",
+                      describe(call), rank_, line, peers, seconds(timeout_));
+}
+
+ACCEL_DECL std::string C10dTransport::left_peers() const noexcept {
   std::string peers;
   try {
     for (int r = 0; r < size_; ++r) {
@@ -107,11 +116,7 @@ ACCEL_DECL void C10dTransport::failed(const CollectiveCall& call, const std::exc
   } catch (...) {
     peers += "; the rendezvous store is unreachable (rank 0, which hosts it, may have exited)";
   }
-  accel::detail::fail("{} failed on rank {}: {}{}. A rank that stops, exits or skips this "
-                      "collective makes the others wait up to the timeout of {} s "
-                      "(Options::timeout, ACCEL_TIMEOUT); Options::check_collectives "
-                      "(ACCEL_CHECK_COLLECTIVES=1) names mismatched calls",
-                      describe(call), rank_, line, peers, seconds(timeout_));
+  return peers;
 }
 
 ACCEL_DECL void C10dTransport::allreduce(torch::Tensor& tensor, ReduceOp op,
@@ -198,9 +203,11 @@ ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter_by_alltoall(const torch::
   return result;
 }
 
-ACCEL_DECL void C10dTransport::leave(std::uint64_t issued, bool failing) noexcept {
+ACCEL_DECL void C10dTransport::leave(std::uint64_t issued, bool failing,
+                                     const std::function<void()>& announced) noexcept {
   try {
     store_->set(finished_key(rank_), store_bytes(std::to_string(issued)));
+    if (announced) announced();
     if (failing) return;
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(finished_key(r));

@@ -60,7 +60,11 @@ ACCEL_DECL std::unique_ptr<ProcessGroup> ProcessGroup::split(std::string_view pu
 ACCEL_DECL ProcessGroup::~ProcessGroup() {
   const bool failing =
       std::uncaught_exceptions() > 0 || c10d_->broken() || (shm_ && shm_->broken());
-  c10d_->leave(calls_.issued(), failing);
+  // The shared-memory path leaves once its own collectives have run (not while one fails: its
+  // queue may never drain; the process's exit tells the peers then).
+  c10d_->leave(calls_.issued(), failing, [&] {
+    if (shm_ && !failing) shm_->leave();
+  });
 }
 
 ACCEL_DECL ProcessGroup::Caller::Caller(ProcessGroup* group, std::string_view name)
@@ -80,7 +84,14 @@ ACCEL_DECL void ProcessGroup::barrier() {
   const CollectiveCall call = check("barrier", torch::Tensor());
   const profiling::Span span(profiling::Phase::communication, "barrier",
                              static_cast<std::int64_t>(call.sequence));
-  c10d_->barrier(call);
+  // Through shared memory when it carries the group, where the peers' other collectives meet it:
+  // a rank in a barrier of Gloo's and a peer in a shared-memory collective would each wait the
+  // whole timeout, neither transport seeing the pair (the stuck-collective watch runs only on
+  // groups without shared memory).
+  if (shm_)
+    shm_->barrier(call);
+  else
+    c10d_->barrier(call);
 }
 
 ACCEL_DECL void ProcessGroup::allreduce(torch::Tensor& tensor, ReduceOp op) {
@@ -335,7 +346,8 @@ ACCEL_DECL void ProcessGroup::join(c10::intrusive_ptr<c10d::Store> store, std::s
                                           /*watch_stuck=*/!shared_memory && size_ > 1);
   if (shared_memory)
     shm_ = std::make_unique<SharedMemoryPath>(*c10d_->store(), run_token_, id_, rank_, size_,
-                                              settings_.timeout);
+                                              settings_.timeout,
+                                              [c10d = c10d_.get()] { return c10d->left_peers(); });
 }
 
 ACCEL_DECL std::optional<shm::DataType> ProcessGroup::reducible_in_shared_memory(

@@ -22,8 +22,9 @@ ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& 
 
 ACCEL_DECL SharedMemoryPath::SharedMemoryPath(c10d::Store& store, std::string run_token,
                                               const std::string& group, int rank, int size,
-                                              std::chrono::milliseconds timeout)
-    : rank_(rank), timeout_(timeout),
+                                              std::chrono::milliseconds timeout,
+                                              std::function<std::string()> left_peers)
+    : rank_(rank), timeout_(timeout), left_peers_(std::move(left_peers)),
       transport_(connect(store, std::move(run_token), group, rank, size, timeout)),
       worker_([this] { serve(); }) {}
 
@@ -54,8 +55,23 @@ ACCEL_DECL void SharedMemoryPath::failed(const CollectiveCall& call, const std::
   broken_ = true;
   const std::string_view what = accel::detail::without_accel_prefix(error.what());
   // For the launcher's root cause (failure_record.hpp): a peer that exited caused this.
-  if (what.find("has exited") != std::string_view::npos) note_failure_after_peer(what);
-  accel::detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
+  if (what.find("has exited") != std::string_view::npos ||
+      what.find("has left the group") != std::string_view::npos)
+    note_failure_after_peer(what);
+  // Which peers have left, where a peer's absence is the cause (one gone, or late), not where
+  // the ranks called different collectives.
+  const bool mismatch = what.find("mismatched collective") != std::string_view::npos;
+  const std::string left = left_peers_ && !mismatch ? left_peers_() : std::string();
+  if (left.empty()) accel::detail::fail("{} failed on rank {}: {}", describe(call), rank_, what);
+  accel::detail::fail("{} failed on rank {}: {}{}: a rank that skips a collective and leaves makes "
+                      "the others wait until its process exits, or up to the timeout of {} s "
+                      "(Options::timeout, ACCEL_TIMEOUT)",
+                      describe(call), rank_, what, left,
+                      std::chrono::duration<double>(timeout_).count());
+}
+
+ACCEL_DECL void SharedMemoryPath::leave() {
+  run([](shm::Transport& transport) { transport.leave(); });
 }
 
 ACCEL_DECL void SharedMemoryPath::allreduce(torch::Tensor& data, shm::DataType type,
@@ -86,6 +102,10 @@ ACCEL_DECL void SharedMemoryPath::broadcast(torch::Tensor& bytes, int root,
   named(call, [&](shm::Transport& transport) {
     transport.broadcast(bytes.data_ptr(), static_cast<std::size_t>(bytes.numel()), root);
   });
+}
+
+ACCEL_DECL void SharedMemoryPath::barrier(const CollectiveCall& call) {
+  named(call, [](shm::Transport& transport) { transport.barrier(); });
 }
 
 ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce(torch::Tensor data,

@@ -2,8 +2,9 @@
 // it has reached (its epoch) in a cache line of its own and waits until every rank's epoch is
 // at least its own. Waiting spins briefly (a peer on another core answers within microseconds)
 // and then sleeps on a futex in the segment, so that more ranks than cores, or a rank busy in
-// backward, cost no CPU. Every wait is bounded: past the timeout, or as soon as a peer's
-// process is gone, it fails naming the ranks that did not arrive.
+// backward, cost no CPU. Every wait is bounded: past the timeout, as soon as a peer's process is
+// gone, or as soon as a peer has left (its group torn down without arriving), it fails naming the
+// ranks that did not arrive.
 #pragma once
 
 #include <linux/futex.h>
@@ -30,6 +31,7 @@ struct alignas(64) RankControl {
   std::uint64_t epoch;     // barriers reached
   std::int64_t pid;        // for the liveness check
   std::uint64_t call[5];   // what this rank is about to do (transport.hpp's Call)
+  std::uint64_t left;      // 1 once this rank has left the group: it arrives nowhere any more
 };
 
 // The shared words every rank may sleep on.
@@ -48,6 +50,9 @@ class Barrier {
 
   // Publishes arrival at the next barrier.
   ACCEL_DECL void arrive();
+
+  // This rank leaves: a peer waiting for it at a barrier it has not reached fails at once.
+  ACCEL_DECL void leave();
 
   // Until every rank reached this rank's latest barrier. `what` names it in errors.
   template <class Describe>
@@ -72,6 +77,10 @@ class Barrier {
       futex(&words_->wake, FUTEX_WAIT, seen, &slice);
       sleepers.fetch_sub(1, std::memory_order_seq_cst);
       if (all_arrived()) return;
+      for (int r = 0; r < size_; ++r)
+        if (!arrived(r) && std::atomic_ref(ranks_[r].left).load(std::memory_order_seq_cst) != 0)
+          detail::fail("{}: rank {} (pid {}) has left the group without joining this collective",
+                       what(), r, peer_pid(r));
       const auto now = std::chrono::steady_clock::now();
       if (now >= next_liveness_check) {
         next_liveness_check = now + liveness_interval;

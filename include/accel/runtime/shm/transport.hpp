@@ -13,6 +13,7 @@
 //                   part r over every slot straight into its output.
 //   all-gather:     each rank copies its piece into its slot; every rank copies every slot out.
 //   broadcast:      the root copies into its slot; the others copy it out.
+//   barrier:        no data: the call record's meeting and one more.
 //   all-reduce of regions (regions.hpp): the data already lies in shared memory, one region per
 //                   rank; rank r sums slice r over every region and writes it into every region.
 //                   No slot, no copy in or out: one barrier before, one after.
@@ -44,7 +45,7 @@
 namespace accel::runtime::shm {
 
 enum class Operation : std::uint8_t {
-  setup, allreduce, reduce_scatter, allgather, broadcast, map_regions, allreduce_regions
+  setup, allreduce, reduce_scatter, allgather, broadcast, map_regions, allreduce_regions, barrier
 };
 
 ACCEL_DECL std::string_view to_string(Operation op);
@@ -79,6 +80,15 @@ class Transport {
 
   // Rank root's `bytes` bytes at `data` on every rank.
   ACCEL_DECL void broadcast(void* data, std::size_t bytes, int root);
+
+  // Every rank has reached this point. A call record like the others', so that a rank in another
+  // collective fails every rank at once (ProcessGroup::barrier takes this path when shared
+  // memory carries the group: a barrier through Gloo would never meet a peer waiting here).
+  ACCEL_DECL void barrier();
+
+  // This rank leaves the group (ProcessGroup's teardown): peers waiting for it at a barrier it
+  // never reaches fail at once, naming it, rather than when its process is gone.
+  void leave() { barrier_.leave(); }
 
   // Every rank has mapped a Regions of `bytes` per rank (regions.hpp), and all asked for the
   // same size: after this, rank 0 may unlink its name.

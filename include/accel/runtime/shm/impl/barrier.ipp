@@ -27,6 +27,13 @@ ACCEL_DECL void Barrier::arrive() {
     futex(&words_->wake, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
+ACCEL_DECL void Barrier::leave() {
+  std::atomic_ref(ranks_[rank_].left).store(1, std::memory_order_seq_cst);
+  std::atomic_ref(words_->wake).fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic_ref(words_->sleepers).load(std::memory_order_seq_cst) > 0)
+    futex(&words_->wake, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
 ACCEL_DECL bool Barrier::all_arrived() const {
   for (int r = 0; r < size_; ++r)
     if (!arrived(r)) return false;

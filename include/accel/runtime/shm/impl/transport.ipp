@@ -13,6 +13,7 @@ ACCEL_DECL std::string_view to_string(Operation op) {
     case Operation::broadcast: return "broadcast";
     case Operation::map_regions: return "mapping of shared buckets";
     case Operation::allreduce_regions: return "allreduce in shared buckets";
+    case Operation::barrier: return "barrier";
     default: return "set-up";
   }
 }
@@ -104,6 +105,11 @@ ACCEL_DECL void Transport::broadcast(void* data, std::size_t bytes, int root) {
   }
 }
 
+ACCEL_DECL void Transport::barrier() {
+  start(Operation::barrier, DataType::u8, 0, 0);
+  meet(Operation::barrier);
+}
+
 ACCEL_DECL void Transport::regions_mapped(std::size_t bytes) {
   start(Operation::map_regions, DataType::u8, bytes, 0);
   meet(Operation::map_regions);
@@ -193,6 +199,8 @@ ACCEL_DECL std::string Transport::describe(const Call& call) {
                          to_string(type));
     case Operation::broadcast:
       return fmt::format("broadcast #{} ({} bytes from rank {})", call[0], call[3], call[4]);
+    case Operation::barrier:
+      return fmt::format("barrier #{}", call[0]);
     case Operation::allreduce_regions:
       return fmt::format("{} #{} ({} elements of {} at byte {})", to_string(op), call[0], call[3],
                          to_string(type), call[4]);
