@@ -7,18 +7,19 @@
 # name is printed on stdout; `#line` directives make the compiler's messages name the page and
 # its line. Several programs of one page share the TU: their #include lines are hoisted to the
 # top and each program goes into a namespace of its own (where its main() is an ordinary
-# function). Plain bash and POSIX awk (Debian's mawk).
+# function). A source whose text did not change is left as it was, so that the build does not
+# compile it again. Plain bash and POSIX awk (Debian's mawk).
 set -uo pipefail
 [ $# -eq 2 ] || { echo "usage: extract-snippets.sh ROOT OUT" >&2; exit 2; }
 root="$1"
 out="$2"
 cd "$root" || { echo "extract-snippets: cannot enter $root" >&2; exit 2; }
-mkdir -p "$out" || exit 2
-rm -f "$out"/*.cpp
+new="$out/.new"
+rm -rf "$new" && mkdir -p "$new" || exit 2
 
 mapfile -t pages < <({ echo README.md; find docs -type f -name '*.md'; } | LC_ALL=C sort)
 for page in "${pages[@]}"; do
-  source="$out/$(echo "$page" | tr '/.' '__').cpp"
+  source="$new/$(echo "$page" | tr '/.' '__').cpp"
   LC_ALL=C awk -v page="$page" -v source="$source" '
     function flush(   i, text) {
       text = ""
@@ -67,6 +68,16 @@ for page in "${pages[@]}"; do
         }
       }
       close(source)
-      print source
     }' "$page" || { echo "extract-snippets: reading $page failed" >&2; exit 1; }
 done
+
+for old in "$out"/*.cpp; do
+  [ -e "$old" ] && [ ! -e "$new/${old##*/}" ] && rm -f "$old"
+done
+for source in "$new"/*.cpp; do
+  [ -e "$source" ] || continue
+  kept="$out/${source##*/}"
+  cmp -s "$source" "$kept" || mv "$source" "$kept" || exit 1
+  echo "$kept"
+done
+rm -rf "$new"
