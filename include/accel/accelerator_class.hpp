@@ -162,18 +162,27 @@ class Accelerator
   Accelerator& operator=(const Accelerator&) = delete;
 
   // --- Where this process stands -----------------------------------------------------------------
-  const torch::Device& device() const { return device_; }  ///< where the model and batches go
-  int process_index() const { return process_.rank; }  ///< this process's rank
-  int num_processes() const { return process_.world_size; }  ///< the world size
-  int local_process_index() const { return process_.local_rank; }  ///< the rank on this node
-  bool is_main_process() const { return process_.rank == 0; }  ///< rank 0
-  bool is_local_main_process() const { return process_.local_rank == 0; }  ///< local rank 0
-  const Options& options() const { return options_; }  ///< the options it was made with
-  const runtime::Environment& environment() const { return environment_; }  ///< the variables read
+  /// Where the model and batches go.
+  const torch::Device& device() const { return device_; }
+  /// This process's rank.
+  int process_index() const { return process_.rank; }
+  /// The world size.
+  int num_processes() const { return process_.world_size; }
+  /// The rank on this node.
+  int local_process_index() const { return process_.local_rank; }
+  /// Rank 0.
+  bool is_main_process() const { return process_.rank == 0; }
+  /// Local rank 0.
+  bool is_local_main_process() const { return process_.local_rank == 0; }
+  /// The options it was made with.
+  const Options& options() const { return options_; }
+  /// The variables read.
+  const runtime::Environment& environment() const { return environment_; }
   /// This process's logger (logging/logger.hpp): lines on the main process only unless a call
   /// passes accel::every_process; Options::logging sets its level and rank prefix.
   const logging::Logger& logger() const { return logger_; }
-  logging::Logger& logger() { return logger_; }  ///< the same, to change
+  /// The same, to change.
+  logging::Logger& logger() { return logger_; }
   /// The process group; null on one process.
   runtime::ProcessGroup* process_group() const { return group_.get(); }
   /// The parallelism strategy, read-only: what it keeps (Zero2's flat parameters and the
@@ -457,7 +466,8 @@ class Accelerator
     Accelerator& accelerator_;
     bool goes_first_;
   };
-  using MainProcessFirst = GoesFirst;  ///< Accelerate's name for the scope
+  /// Accelerate's name for the scope.
+  using MainProcessFirst = GoesFirst;
   /// The main process runs the scope first, the others after it has left it (download or
   /// preprocess once, then read the result everywhere).
   GoesFirst main_process_first() { return GoesFirst(*this, is_main_process()); }

@@ -78,7 +78,8 @@ struct OffloadOptions {
   /// reduce-scattered gradient is added to the CPU shard gradient. The optimizer then steps on
   /// the CPU too (optimizer is implied). Between steps the device holds no parameters at all.
   bool parameters = false;
-  bool any() const { return optimizer || parameters; }  ///< whether anything is offloaded
+  /// Whether anything is offloaded.
+  bool any() const { return optimizer || parameters; }
 };
 
 /// What the sharded strategies send, when narrower than the parameters (Options::
@@ -98,8 +99,10 @@ struct OffloadOptions {
 /// a narrower communication dtype"). On one process nothing travels and nothing is rounded. Ddp
 /// compresses its gradients with a policy instead: DdpWith<CompressBf16>.
 struct ShardedCommunicationOptions {
-  std::optional<torch::Dtype> parameters = std::nullopt;  ///< the all-gathered parameters' dtype
-  std::optional<torch::Dtype> gradients = std::nullopt;  ///< the reduce-scattered gradients'
+  /// The all-gathered parameters' dtype.
+  std::optional<torch::Dtype> parameters = std::nullopt;
+  /// The reduce-scattered gradients'.
+  std::optional<torch::Dtype> gradients = std::nullopt;
   /// Whether anything travels narrower.
   bool any() const { return parameters.has_value() || gradients.has_value(); }
 };
@@ -125,14 +128,16 @@ enum class AmaxAlgorithm { max, most_recent };
 struct Fp8Options {
   int amax_history_len = 1024;  ///< >= 1
   int margin = 0;               ///< >= 0
-  AmaxAlgorithm amax_compute_algo = AmaxAlgorithm::max;  ///< see AmaxAlgorithm
+  /// See AmaxAlgorithm.
+  AmaxAlgorithm amax_compute_algo = AmaxAlgorithm::max;
 };
 
 /// Where save_state() and load_state() without a folder go (Options::checkpoints): automatic
 /// naming, checkpoint_<n> under `directory`, n counting up from 0, as Accelerate's
 /// ProjectConfiguration(automatic_checkpoint_naming=True).
 struct CheckpointOptions {
-  std::filesystem::path directory = "checkpoints";  ///< where checkpoint_<n> folders go
+  /// Where checkpoint_<n> folders go.
+  std::filesystem::path directory = "checkpoints";
   /// After a save commits, only the newest total_limit checkpoints under `directory` are kept;
   /// 0 keeps all.
   int total_limit = 0;
@@ -212,13 +217,20 @@ struct Options {
   /// which g++ 14 warns falsely) is then compiled only into programs that name it.
   std::size_t (*activation_checkpointing)(const std::shared_ptr<torch::nn::Module>&) = nullptr;
 
-  DdpOptions ddp = {};  ///< Ddp's knobs
-  Zero2Options zero2 = {};  ///< Zero2's and Fsdp<ShardGradOp>'s knobs
-  OffloadOptions offload = {};  ///< offloading to the CPU
-  ShardedCommunicationOptions sharded_communication = {};  ///< a narrower communication dtype
-  LossScalingOptions loss_scaling = {};  ///< Fp16's dynamic loss scaling
-  Fp8Options fp8 = {};  ///< Fp8's delayed scaling
-  CheckpointOptions checkpoints = {};  ///< where save_state() without a folder goes
+  /// Ddp's knobs.
+  DdpOptions ddp = {};
+  /// Zero2's and Fsdp<ShardGradOp>'s knobs.
+  Zero2Options zero2 = {};
+  /// Offloading to the CPU.
+  OffloadOptions offload = {};
+  /// A narrower communication dtype.
+  ShardedCommunicationOptions sharded_communication = {};
+  /// Fp16's dynamic loss scaling.
+  LossScalingOptions loss_scaling = {};
+  /// Fp8's delayed scaling.
+  Fp8Options fp8 = {};
+  /// Where save_state() without a folder goes.
+  CheckpointOptions checkpoints = {};
   /// accelerator.logger()'s level and rank prefix (logging/level.hpp).
   logging::LoggerOptions logging = {};
   /// The per-step timeline (docs/profiling.md): {.enabled = true} logs each optimizer step's

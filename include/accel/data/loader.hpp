@@ -38,8 +38,10 @@ using sample_t = std::remove_cvref_t<decltype(std::declval<const D&>().get(std::
 
 /// A DataLoader's knobs, for designated initializers: `{.batch_size = 64, .shuffle = true}`.
 struct LoaderOptions {
-  std::int64_t batch_size = 1;  ///< samples per batch; at least 1
-  bool shuffle = false;  ///< a new order each epoch, from (seed, epoch)
+  /// Samples per batch; at least 1.
+  std::int64_t batch_size = 1;
+  /// A new order each epoch, from (seed, epoch).
+  bool shuffle = false;
   bool drop_last = false;  ///< drop a last batch shorter than batch_size
   std::uint64_t seed = 0;  ///< shuffling seed; the order of epoch e depends on (seed, e) only
   /// Threads that build whole batches (get() and collate) ahead of the loop; 0: the loop's own
@@ -97,8 +99,10 @@ struct DefaultCollate {
 template <Dataset D, class Collate = data::DefaultCollate>
 class DataLoader {
  public:
-  using dataset_type = D;  ///< the dataset held
-  using sample_type = sample_t<D>;  ///< what its get() returns
+  /// The dataset held.
+  using dataset_type = D;
+  /// What its get() returns.
+  using sample_type = sample_t<D>;
   /// What the collate function makes of a span of samples.
   using batch_type = std::invoke_result_t<const Collate&, std::span<const sample_type>>;
 
@@ -133,8 +137,10 @@ class DataLoader {
                    num_samples());
   }
 
-  const D& dataset() const { return *dataset_; }  ///< the dataset held
-  const LoaderOptions& options() const { return options_; }  ///< the options given
+  /// The dataset held.
+  const D& dataset() const { return *dataset_; }
+  /// The options given.
+  const LoaderOptions& options() const { return options_; }
   /// The dataset's size().
   std::int64_t num_samples() const { return static_cast<std::int64_t>(dataset_->size()); }
 
@@ -147,7 +153,8 @@ class DataLoader {
 
   /// The epoch the next iteration runs; set it to resume or to replay an epoch.
   std::int64_t epoch() const { return epoch_; }
-  void set_epoch(std::int64_t epoch) { epoch_ = epoch; }  ///< see epoch()
+  /// See epoch().
+  void set_epoch(std::int64_t epoch) { epoch_ = epoch; }
   /// The epoch an iteration starting now runs; the one after will run the next.
   std::int64_t next_epoch() { return epoch_++; }
 
@@ -198,12 +205,16 @@ class DataLoader {
   /// One epoch's batches, an input iterator ended by std::default_sentinel.
   class iterator {
    public:
-    using value_type = batch_type;  ///< a batch
-    using difference_type = std::ptrdiff_t;  ///< as std::input_iterator asks
+    /// A batch.
+    using value_type = batch_type;
+    /// As std::input_iterator asks.
+    using difference_type = std::ptrdiff_t;
 
     iterator() = default;
-    const batch_type& operator*() const { return *batch_; }  ///< the batch in hand
-    const batch_type* operator->() const { return &*batch_; }  ///< the batch in hand
+    /// The batch in hand.
+    const batch_type& operator*() const { return *batch_; }
+    /// The batch in hand.
+    const batch_type* operator->() const { return &*batch_; }
     /// Moves to the next batch (from the workers, with num_workers).
     iterator& operator++() {
       ++index_;
@@ -212,8 +223,10 @@ class DataLoader {
     }
     /// Whether the epoch is over.
     bool operator==(std::default_sentinel_t) const { return index_ >= count_; }
-    std::int64_t index() const { return index_; }  ///< the batch's index in the epoch
-    std::int64_t count() const { return count_; }  ///< batches in the epoch
+    /// The batch's index in the epoch.
+    std::int64_t index() const { return index_; }
+    /// Batches in the epoch.
+    std::int64_t count() const { return count_; }
 
    private:
     friend class DataLoader;
@@ -242,8 +255,10 @@ class DataLoader {
     std::shared_ptr<data::Prefetcher<batch_type>> workers_;
   };
 
-  iterator begin() { return iterator(this, next_epoch()); }  ///< starts the next epoch
-  std::default_sentinel_t end() const { return {}; }  ///< the end of any epoch
+  /// Starts the next epoch.
+  iterator begin() { return iterator(this, next_epoch()); }
+  /// The end of any epoch.
+  std::default_sentinel_t end() const { return {}; }
 
  private:
   std::shared_ptr<const D> dataset_;

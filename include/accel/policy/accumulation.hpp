@@ -21,6 +21,7 @@ struct GradAccum {
   /// @}
 };
 
-using NoAccumulation = GradAccum<1>;  ///< no accumulation
+/// No accumulation.
+using NoAccumulation = GradAccum<1>;
 
 }  // namespace accel

@@ -53,7 +53,8 @@ struct FullShard {
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
   static constexpr bool shards_parameters = true;
-  static constexpr bool hybrid = false;  ///< shard inside a node, replicate across nodes
+  /// Shard inside a node, replicate across nodes.
+  static constexpr bool hybrid = false;
   /// @}
 };
 

@@ -15,11 +15,15 @@ namespace accel::profiling {
 /// of the trace), then `active` steps recorded; the trace file is written at the end of each
 /// cycle. repeat: how many cycles (0: as many as the profile lasts).
 struct ProfileSchedule {
-  std::int64_t wait = 0;    ///< steps not recorded, at each cycle's start
-  std::int64_t warmup = 0;  ///< then steps with the profiler running, nothing kept
+  /// Steps not recorded, at each cycle's start.
+  std::int64_t wait = 0;
+  /// Then steps with the profiler running, nothing kept.
+  std::int64_t warmup = 0;
   std::int64_t active = 1;  ///< >= 1
-  std::int64_t repeat = 0;      ///< cycles; 0: as many as the profile lasts
-  std::int64_t skip_first = 0;  ///< steps passed over before the first cycle
+  /// Cycles; 0: as many as the profile lasts.
+  std::int64_t repeat = 0;
+  /// Steps passed over before the first cycle.
+  std::int64_t skip_first = 0;
 };
 
 /// What accelerator.profile() records and where it writes.
@@ -39,7 +43,8 @@ struct ProfileOptions {
 /// forward, backward compute, communication waited for, optimizer and the rest (idle), on every
 /// rank, logged through the trackers of the open run with tokens/s, samples/s and MFU.
 struct TimelineOptions {
-  bool enabled = false;  ///< on: the timeline runs
+  /// On: the timeline runs.
+  bool enabled = false;
   /// Steps gathered to the main process per collective (one small all-gather per `every` steps);
   /// their rows are logged together. >= 1.
   std::int64_t every = 1;

@@ -22,7 +22,8 @@ namespace accel::schedule {
 
 /// Constant after a linear warmup (transformers' get_constant_schedule_with_warmup).
 struct ConstantOptions {
-  std::int64_t warmup_steps = 0;  ///< steps of linear warmup from lr 0
+  /// Steps of linear warmup from lr 0.
+  std::int64_t warmup_steps = 0;
 };
 
 /// Linear decay after the warmup, from the full lr at warmup_steps to the floor at total_steps,
@@ -30,10 +31,14 @@ struct ConstantOptions {
 /// The floor is min_ratio times each param group's lr, or min_lr, one absolute lr for every
 /// group (only where a base lr is known: scheduled_lr and the schedulers); set one of them.
 struct LinearOptions {
-  std::int64_t warmup_steps = 0;  ///< steps of linear warmup from lr 0
-  std::int64_t total_steps = 0;  ///< the step the floor is reached at
-  double min_ratio = 0.0;  ///< the floor, as a fraction of each group's lr
-  std::optional<double> min_lr = std::nullopt;  ///< the floor, as one absolute lr
+  /// Steps of linear warmup from lr 0.
+  std::int64_t warmup_steps = 0;
+  /// The step the floor is reached at.
+  std::int64_t total_steps = 0;
+  /// The floor, as a fraction of each group's lr.
+  double min_ratio = 0.0;
+  /// The floor, as one absolute lr.
+  std::optional<double> min_lr = std::nullopt;
 };
 
 /// Half a cosine after the warmup, from the full lr at warmup_steps to the floor at total_steps,
@@ -41,17 +46,22 @@ struct LinearOptions {
 /// get_cosine_with_min_lr_schedule_with_warmup; both keep following the cosine back up after
 /// total_steps, which is never what a longer run wants, so here the floor holds).
 struct CosineOptions {
-  std::int64_t warmup_steps = 0;  ///< steps of linear warmup from lr 0
-  std::int64_t total_steps = 0;  ///< the step the floor is reached at
-  double min_ratio = 0.0;  ///< the floor, as a fraction of each group's lr
-  std::optional<double> min_lr = std::nullopt;  ///< the floor, as one absolute lr
+  /// Steps of linear warmup from lr 0.
+  std::int64_t warmup_steps = 0;
+  /// The step the floor is reached at.
+  std::int64_t total_steps = 0;
+  /// The floor, as a fraction of each group's lr.
+  double min_ratio = 0.0;
+  /// The floor, as one absolute lr.
+  std::optional<double> min_lr = std::nullopt;
 };
 
 /// Inverse square root after a linear warmup ("Attention is all you need", fairseq's
 /// inverse_sqrt, transformers' get_inverse_sqrt_schedule with its default timescale):
 /// sqrt(warmup_steps / k) from step warmup_steps on.
 struct InverseSqrtOptions {
-  std::int64_t warmup_steps = 0;  ///< steps of linear warmup from lr 0
+  /// Steps of linear warmup from lr 0.
+  std::int64_t warmup_steps = 0;
 };
 
 template <class T>

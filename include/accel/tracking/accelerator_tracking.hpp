@@ -54,7 +54,8 @@ class WithTrackers {
     tracker_.finish();
   }
 
-  const Tracker& tracker() const { return tracker_; }  ///< the run's trackers
+  /// The run's trackers.
+  const Tracker& tracker() const { return tracker_; }
 
  protected:
   WithTrackers() = default;

@@ -27,12 +27,14 @@ namespace accel::tracking {
 /// The tracker that writes metrics.csv: one row per log() call, one column per metric.
 class CsvWriter {
  public:
-  static constexpr const char* file_name = "metrics.csv";  ///< in the run's folder
+  /// In the run's folder.
+  static constexpr const char* file_name = "metrics.csv";
 
   /// `sync`: fsync every row (TrackerOptions::sync).
   explicit CsvWriter(bool sync = false) : sync_(sync) {}
 
-  std::string name() const { return "csv"; }  ///< the tracker's name
+  /// The tracker's name.
+  std::string name() const { return "csv"; }
 
   /// Makes metrics.csv in the run's folder, with the header of no metric yet.
   void start(const RunStart& run) {
@@ -66,7 +68,8 @@ class CsvWriter {
   /// Numbers only (above): text has no column here.
   void log_text(const Texts& /*values*/, std::int64_t /*step*/, double /*seconds*/) {}
 
-  void finish() { file_.close(); }  ///< closes the file
+  /// Closes the file.
+  void finish() { file_.close(); }
 
   /// A cell quoted as RFC 4180 asks when it holds a comma or a quote.
   static std::string cell(std::string_view text) {

@@ -19,12 +19,14 @@ namespace accel::tracking {
 /// The tracker that writes metrics.jsonl: one JSON object per log() or log_text() call.
 class JsonlWriter {
  public:
-  static constexpr const char* file_name = "metrics.jsonl";  ///< in the run's folder
+  /// In the run's folder.
+  static constexpr const char* file_name = "metrics.jsonl";
 
   /// `sync`: fsync every line (TrackerOptions::sync).
   explicit JsonlWriter(bool sync = false) : sync_(sync) {}
 
-  std::string name() const { return "jsonl"; }  ///< the tracker's name
+  /// The tracker's name.
+  std::string name() const { return "jsonl"; }
 
   /// Makes metrics.jsonl in the run's folder.
   void start(const RunStart& run) { file_ = LineFile(run.run_dir / file_name, sync_); }
@@ -46,7 +48,8 @@ class JsonlWriter {
     append(line + "}");
   }
 
-  void finish() { file_.close(); }  ///< closes the file
+  /// Closes the file.
+  void finish() { file_.close(); }
 
   /// Cuts the last line written off again: the run does so when a tracker after this one could
   /// not take the same call (metrics.csv on a full disk), so that retrying it writes it once.

@@ -35,12 +35,14 @@ enum class ProgressMode {
   automatic,  ///< bar on a terminal, lines otherwise
   bar,        ///< one line redrawn in place (`\r`)
   lines,      ///< a plain line every ProgressOptions::every steps, and at the last one
-  off,        ///< nothing
+  /// Nothing.
+  off,
 };
 
 /// A Progress's knobs.
 struct ProgressOptions {
-  ProgressMode mode = ProgressMode::automatic;  ///< ACCEL_PROGRESS replaces it
+  /// ACCEL_PROGRESS replaces it.
+  ProgressMode mode = ProgressMode::automatic;
   /// Samples in one optimizer step over all processes (batch x accumulation x processes), for
   /// the samples/s figure; 0 leaves it out.
   std::int64_t samples_per_step = 0;

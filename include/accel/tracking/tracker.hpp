@@ -52,9 +52,12 @@ struct TrackerOptions {
 class Tracker {
  public:
   Tracker() = default;
-  Tracker(Tracker&&) = default;  ///< movable
-  Tracker& operator=(Tracker&&) = default;  ///< movable
-  bool is_open() const { return open_; }  ///< between start() and finish()
+  /// Movable.
+  Tracker(Tracker&&) = default;
+  /// Movable.
+  Tracker& operator=(Tracker&&) = default;
+  /// Between start() and finish().
+  bool is_open() const { return open_; }
   /// The run folder; empty on the processes that do not write (all but the main one).
   const std::filesystem::path& run_dir() const { return run_dir_; }
 
