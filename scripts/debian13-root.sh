@@ -34,6 +34,7 @@ packages=(
   iproute2              # dist.two_nodes_netns: two network namespaces joined by a veth pair
   nlohmann-json3-dev    # JSON: safetensors headers, the weights' index file, checkpoint manifests
   libxxhash-dev         # xxHash, header-only (XXH_INLINE_ALL): checkpoint file checksums
+  doxygen               # the API reference from the public headers (ctest docs.api_reference)
   lld                   # links accel's own programs in a tenth of GNU ld's time (ACCEL_FAST_LINKER)
   cmake g++ make ninja-build
 )

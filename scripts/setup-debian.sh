@@ -22,6 +22,7 @@ packages=(
   nlohmann-json3-dev    # JSON: safetensors headers, the weights' index file, checkpoint manifests
   libxxhash-dev         # xxHash, header-only (XXH_INLINE_ALL): checkpoint file checksums
   clang libclang-rt-14-dev  # clang++ and libFuzzer: tests/fuzz (fuzz.safetensors_short); host only
+  doxygen               # the API reference from the public headers (ctest docs.api_reference)
   lld                   # links accel's own programs in a tenth of GNU ld's time (ACCEL_FAST_LINKER)
 )
 

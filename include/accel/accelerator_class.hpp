@@ -116,6 +116,8 @@ struct CheckpointIO {
 }  // namespace state
 
 
+/// The one class a training loop talks to, for one composition of a parallelism (Par), a
+/// precision (Prec) and an accumulation (Acc) policy (docs/accelerator.md, docs/policies.md).
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator
     : public detail::AcceleratorCore,  // what every Accelerator holds (accelerator_core.hpp):
@@ -131,11 +133,16 @@ class Accelerator
       precision::precision_meets_contract<typename checked::precision>();
 
  public:
+  /// @{
+  /// The policies as the composition rules checked them (policy/rules.hpp), and GradAccum's N.
   using parallelism_policy = std::conditional_t<strategy_ok, typename checked::parallelism, Ddp>;
   using precision_policy = std::conditional_t<precision_ok, typename checked::precision, Fp32>;
   using accumulation_policy = typename checked::accumulation;
   static constexpr int accumulation_steps = accumulation_policy::steps;
+  /// @}
 
+  /// Reads the environment, joins the run's process group and sets up the policies with
+  /// `options`; a bad option is an accel::Error naming it.
   explicit Accelerator(Options options = {})
       : AcceleratorCore(std::move(options), accumulation_steps,
                         shards_parameters_v<parallelism_policy>) {
@@ -155,28 +162,37 @@ class Accelerator
   Accelerator& operator=(const Accelerator&) = delete;
 
   // --- Where this process stands -----------------------------------------------------------------
+  /// Where the model and batches go.
   const torch::Device& device() const { return device_; }
+  /// This process's rank.
   int process_index() const { return process_.rank; }
+  /// The world size.
   int num_processes() const { return process_.world_size; }
+  /// The rank on this node.
   int local_process_index() const { return process_.local_rank; }
+  /// Rank 0.
   bool is_main_process() const { return process_.rank == 0; }
+  /// Local rank 0.
   bool is_local_main_process() const { return process_.local_rank == 0; }
+  /// The options it was made with.
   const Options& options() const { return options_; }
+  /// The variables read.
   const runtime::Environment& environment() const { return environment_; }
-  // This process's logger (logging/logger.hpp): lines on the main process only unless a call
-  // passes accel::every_process; Options::logging sets its level and rank prefix.
+  /// This process's logger (logging/logger.hpp): lines on the main process only unless a call
+  /// passes accel::every_process; Options::logging sets its level and rank prefix.
   const logging::Logger& logger() const { return logger_; }
+  /// The same, to change.
   logging::Logger& logger() { return logger_; }
-  // The process group; null on one process.
+  /// The process group; null on one process.
   runtime::ProcessGroup* process_group() const { return group_.get(); }
-  // The parallelism strategy, read-only: what it keeps (Zero2's flat parameters and the
-  // optimizers over this rank's shard), for tests and tools.
+  /// The parallelism strategy, read-only: what it keeps (Zero2's flat parameters and the
+  /// optimizers over this rank's shard), for tests and tools.
   const parallel::Strategy<parallelism_policy>& strategy() const { return strategy_; }
 
   // --- prepare -----------------------------------------------------------------------------------
-  // Takes modules (holders or shared_ptrs), optimizers, LR schedulers and DataLoaders, in any
-  // order, and returns their prepared handles in the order given: one object, or a tuple for
-  // structured bindings. Preparing an object twice returns an equivalent handle.
+  /// Takes modules (holders or shared_ptrs), optimizers, LR schedulers and DataLoaders, in any
+  /// order, and returns their prepared handles in the order given: one object, or a tuple for
+  /// structured bindings. Preparing an object twice returns an equivalent handle.
   template <class... Objects>
   auto prepare(Objects&&... objects) {
     static_assert(sizeof...(Objects) > 0, "accel: prepare() needs at least one object");
@@ -187,9 +203,9 @@ class Accelerator
   }
 
   // --- The training step -------------------------------------------------------------------------
-  // Backpropagates loss scaled for accumulation (1/N, or 1/k in a last window of k < N batches),
-  // then by the precision policy (Fp16: the window's loss scale). Several backward() calls on
-  // one batch share its micro-step (gradient_state.hpp).
+  /// Backpropagates loss scaled for accumulation (1/N, or 1/k in a last window of k < N batches),
+  /// then by the precision policy (Fp16: the window's loss scale). Several backward() calls on
+  /// one batch share its micro-step (gradient_state.hpp).
   void backward(const torch::Tensor& loss) {
     const profiling::Span span(profiling::Phase::backward, "backward");
     gradients_.on_backward();
@@ -205,17 +221,17 @@ class Accelerator
     if (sync) unused_window_ = gradients_.micro_steps();
   }
 
-  // Token-weighted accumulation: loss_sum is a micro-batch's loss summed (not averaged) over
-  // `tokens` counted items (non-padding target tokens, say; 0 for a batch of padding only). The
-  // window's gradient is that of one batch of all its tokens on every rank and micro-step:
-  // sum of grad(loss_sum) / the window's tokens over every rank, whatever their split, and the
-  // short last window of an epoch needs no 1/k either. backward() adds the sums (scaled by the
-  // precision policy only); on the window's last micro-step the first of clip_grad_norm(),
-  // unscale_gradients() and optimizer.step() all-gathers the ranks' token counts (one integer
-  // each), adds them up, checked, and divides the gradients by the sum. A count beyond
-  // std::int64_t, on a rank or summed over the window or the ranks, is an error naming the
-  // counts. A window takes one kind of loss: backward(loss) in it too is an error, as is a window
-  // with no token on any rank.
+  /// Token-weighted accumulation: loss_sum is a micro-batch's loss summed (not averaged) over
+  /// `tokens` counted items (non-padding target tokens, say; 0 for a batch of padding only). The
+  /// window's gradient is that of one batch of all its tokens on every rank and micro-step:
+  /// sum of grad(loss_sum) / the window's tokens over every rank, whatever their split, and the
+  /// short last window of an epoch needs no 1/k either. backward() adds the sums (scaled by the
+  /// precision policy only); on the window's last micro-step the first of clip_grad_norm(),
+  /// unscale_gradients() and optimizer.step() all-gathers the ranks' token counts (one integer
+  /// each), adds them up, checked, and divides the gradients by the sum. A count beyond
+  /// std::int64_t, on a rank or summed over the window or the ranks, is an error naming the
+  /// counts. A window takes one kind of loss: backward(loss) in it too is an error, as is a window
+  /// with no token on any rank.
   template <std::integral Count>
     requires(!std::same_as<Count, bool>)
   void backward(const torch::Tensor& loss_sum, Count tokens) {
@@ -230,6 +246,7 @@ class Accelerator
     strategy_.after_backward(sync);
     if (sync) unused_window_ = gradients_.micro_steps();
   }
+  /// A token count that is not an integer: a compile error that says so.
   template <class Count>
     requires(!std::integral<Count> || std::same_as<Count, bool>)
   void backward(const torch::Tensor& /*loss_sum*/, const Count& /*tokens*/) {
@@ -239,9 +256,9 @@ class Accelerator
                   "gradients are divided by the counts summed over its micro-steps and ranks");
   }
 
-  // RAII: one micro-step in a loop without a prepared loader, as Accelerate's accumulate():
-  // every backward() inside the scope belongs to it. Inside a prepared loader's loop the batch
-  // already is the micro-step, and the scope changes nothing.
+  /// RAII: one micro-step in a loop without a prepared loader, as Accelerate's accumulate():
+  /// every backward() inside the scope belongs to it. Inside a prepared loader's loop the batch
+  /// already is the micro-step, and the scope changes nothing.
   class [[nodiscard]] MicroStep {
    public:
     ~MicroStep() {
@@ -255,33 +272,36 @@ class Accelerator
     explicit MicroStep(detail::GradientState* owned) : owned_(owned) {}
     detail::GradientState* owned_;
   };
+  /// Opens a MicroStep scope (see MicroStep).
   MicroStep accumulate() {
     if (gradients_.in_micro_step()) return MicroStep(nullptr);
     gradients_.begin_micro_step();
     return MicroStep(&gradients_);
   }
 
-  // True on the micro-step that ends an accumulation window (every step without accumulation).
+  /// True on the micro-step that ends an accumulation window (every step without accumulation).
   bool sync_gradients() const { return gradients_.sync_gradients(); }
-  // True while the batch in hand is the last of its epoch (evaluation loaders included).
+  /// True while the batch in hand is the last of its epoch (evaluation loaders included).
   bool end_of_data() const { return end_of_data_; }
-  // Where the batch in hand stands in its accumulation window, as Accelerate's GradientState.
+  /// Where the batch in hand stands in its accumulation window, as Accelerate's GradientState.
   struct GradientWindow {
-    int position = 1;  // 1..length
-    int length = 1;    // GradAccum's N, or k < N in an epoch's short last window
-    bool sync_gradients = true;  // position == length: the optimizer steps on this micro-step
+    int position = 1;  ///< 1..length
+    int length = 1;    ///< GradAccum's N, or k < N in an epoch's short last window
+    bool sync_gradients = true;  ///< position == length: the optimizer steps on this micro-step
   };
+  /// The window the batch in hand belongs to.
   GradientWindow gradient_state() const {
     return {gradients_.position_in_window(), gradients_.window_length(),
             gradients_.sync_gradients()};
   }
 
-  // Clips the gradients of every prepared model so that their global norm is at most max_norm,
-  // and returns the norm before clipping. Mid-window it only measures: the gradients are not
-  // complete yet.
+  /// Clips the gradients of every prepared model so that their global norm is at most max_norm,
+  /// and returns the norm before clipping. Mid-window it only measures: the gradients are not
+  /// complete yet.
   double clip_grad_norm(double max_norm, double norm_type = 2.0) {
     return clip_grad_norm(prepared_parameters(), max_norm, norm_type);
   }
+  /// The same, over `parameters` instead of every prepared model's.
   double clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                         double norm_type = 2.0) {
     // Loss scaling: the window's gradients are unscaled first (once); mid-window they are still
@@ -292,13 +312,14 @@ class Accelerator
            (sync_gradients() ? 1.0 : precision_.loss_scale());
   }
 
-  // Clamps every gradient element of every prepared model to [-clip_value, clip_value], as
-  // torch.nn.utils.clip_grad_value_, on the gradients the strategy exposes for clipping (a
-  // sharded strategy's shard: clamping is element-wise, so no rank needs another's). The
-  // window's gradients are unscaled (and divided by its tokens) first, exactly as for
-  // clip_grad_norm; mid-window it does nothing, since clamping partial sums is not clamping
-  // their total. Every rank calls it, as clip_grad_norm.
+  /// Clamps every gradient element of every prepared model to [-clip_value, clip_value], as
+  /// torch.nn.utils.clip_grad_value_, on the gradients the strategy exposes for clipping (a
+  /// sharded strategy's shard: clamping is element-wise, so no rank needs another's). The
+  /// window's gradients are unscaled (and divided by its tokens) first, exactly as for
+  /// clip_grad_norm; mid-window it does nothing, since clamping partial sums is not clamping
+  /// their total. Every rank calls it, as clip_grad_norm.
   void clip_grad_value(double clip_value) { clip_grad_value(prepared_parameters(), clip_value); }
+  /// The same, over `parameters` instead of every prepared model's.
   void clip_grad_value(const std::vector<torch::Tensor>& parameters, double clip_value) {
     parallel::detail::check_clip_value(clip_value);
     if (!sync_gradients()) return;
@@ -306,109 +327,110 @@ class Accelerator
     parallel::detail::clip_grad_value(strategy_, parameters, clip_value);
   }
 
-  // Loss scaling (Fp16): divides the gradients of every prepared optimizer by the loss scale, at
-  // most once per window, as torch.amp.GradScaler.unscale_(); clip_grad_norm() and
-  // optimizer.step() call it, so only code that reads gradients before either needs it. Nothing
-  // under other precisions, and before the window's last micro-step. After
-  // backward(loss_sum, tokens) it first divides the window's gradients by its token count (once).
+  /// Loss scaling (Fp16): divides the gradients of every prepared optimizer by the loss scale, at
+  /// most once per window, as torch.amp.GradScaler.unscale_(); clip_grad_norm() and
+  /// optimizer.step() call it, so only code that reads gradients before either needs it. Nothing
+  /// under other precisions, and before the window's last micro-step. After
+  /// backward(loss_sum, tokens) it first divides the window's gradients by its token count (once).
   void unscale_gradients() {
     if (!sync_gradients()) return;
     divide_by_window_tokens();
     for (auto* optimizer : optimizers_) precision_.unscale(strategy_, *optimizer);
   }
-  // Loss scaling: whether a prepared optimizer's last step was skipped because its gradients
-  // held inf or nan on some rank (then the parameters, the optimizer's state and a prepared
-  // scheduler did not move). Always false without loss scaling.
+  /// Loss scaling: whether a prepared optimizer's last step was skipped because its gradients
+  /// held inf or nan on some rank (then the parameters, the optimizer's state and a prepared
+  /// scheduler did not move). Always false without loss scaling.
   bool optimizer_step_was_skipped() const { return precision_.step_was_skipped(); }
-  // The factor this window's losses are multiplied by before backward (1 without loss scaling).
+  /// The factor this window's losses are multiplied by before backward (1 without loss scaling).
   double loss_scale() const { return precision_.loss_scale(); }
-  // The precision policy's behaviour: its options and report (Fp16: skipped_steps()).
+  /// The precision policy's behaviour: its options and report (Fp16: skipped_steps()).
   const precision::Precision<precision_policy>& precision() const { return precision_; }
-  // What a checkpoint saves of the precision policy (Fp16: precision::LossScaleState, the scale
-  // and growth tracker; an empty struct for Fp32 and Bf16), and how it is put back.
+  /// What a checkpoint saves of the precision policy (Fp16: precision::LossScaleState, the scale
+  /// and growth tracker; an empty struct for Fp32 and Bf16), and how it is put back.
   auto precision_state() const { return precision_.state(); }
+  /// Puts back a state precision_state() returned.
   void load_precision_state(
       const typename precision::Precision<precision_policy>::state_type& state) {
     precision_.load_state(state);
   }
 
   // --- Checkpoints (state/checkpoint_io.hpp; docs/checkpoints.md) ----------------------------------
-  // Every rank calls them: under the sharded strategies each rank saves and loads its own
-  // shards, so guarding save_state() with is_main_process() is a bug.
-  //
-  // Saves every prepared model, optimizer and scheduler, the precision state, each rank's RNG
-  // states, every prepared loader's position, the accumulation window (and, mid-window, the
-  // gradients collected so far), completed_steps() and the registered objects into `folder`,
-  // committed atomically (a crash leaves the previous checkpoint whole). Without a folder: the
-  // next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
-  // Returns the folder written.
+  /// Every rank calls them: under the sharded strategies each rank saves and loads its own
+  /// shards, so guarding save_state() with is_main_process() is a bug.
+  ///
+  /// Saves every prepared model, optimizer and scheduler, the precision state, each rank's RNG
+  /// states, every prepared loader's position, the accumulation window (and, mid-window, the
+  /// gradients collected so far), completed_steps() and the registered objects into `folder`,
+  /// committed atomically (a crash leaves the previous checkpoint whole). Without a folder: the
+  /// next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
+  /// Returns the folder written.
   std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {}) {
     return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder);
   }
-  // Loads what save_state() wrote; every file is read and checked before any object changes, so
-  // on an error the objects are as they were and the message names the file (and tensor).
-  // Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
-  // Returns the folder loaded.
+  /// Loads what save_state() wrote; every file is read and checked before any object changes, so
+  /// on an error the objects are as they were and the message names the file (and tensor).
+  /// Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
+  /// Returns the folder loaded.
   std::filesystem::path load_state(const std::optional<std::filesystem::path>& folder = {}) {
     return state::CheckpointIO<Accelerator>::load_state(checkpoint_view(), folder);
   }
-  // Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
-  // process writes), split into files of at most max_shard_bytes with an index, as the
-  // HuggingFace ecosystem lays them out.
+  /// Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
+  /// process writes), split into files of at most max_shard_bytes with an index, as the
+  /// HuggingFace ecosystem lays them out.
   template <class Model>
   void save_model(Model& model, const std::filesystem::path& folder,
                   std::uint64_t max_shard_bytes = 10ULL << 30) {
     state::CheckpointIO<Accelerator>::save_model(
         checkpoint_view(), static_cast<torch::nn::Module&>(*model), folder, max_shard_bytes);
   }
-  // Weights from such a folder (or one other tools wrote) into a prepared model. strict: every
-  // parameter and buffer must be there and nothing else (the error lists what is missing and
-  // unexpected); otherwise the names found are loaded and the others left as they are.
-  // `conversion`: what happens to a weight stored in another dtype (state/dtype_conversion.hpp).
+  /// Weights from such a folder (or one other tools wrote) into a prepared model. strict: every
+  /// parameter and buffer must be there and nothing else (the error lists what is missing and
+  /// unexpected); otherwise the names found are loaded and the others left as they are.
+  /// `conversion`: what happens to a weight stored in another dtype (state/dtype_conversion.hpp).
   template <class Model>
   void load_model(Model& model, const std::filesystem::path& folder, bool strict = true,
                   DtypeConversion conversion = DtypeConversion::checked) {
     state::CheckpointIO<Accelerator>::load_model(
         checkpoint_view(), static_cast<torch::nn::Module&>(*model), folder, strict, conversion);
   }
-  // An object of yours saved with every checkpoint (by the main process) and loaded on every
-  // rank: anything with torch's save(OutputArchive&) / load(InputArchive&), or a trivially
-  // copyable struct. Register in the same order before load_state(); it must outlive this.
+  /// An object of yours saved with every checkpoint (by the main process) and loaded on every
+  /// rank: anything with torch's save(OutputArchive&) / load(InputArchive&), or a trivially
+  /// copyable struct. Register in the same order before load_state(); it must outlive this.
   template <state::Checkpointable T>
   void register_for_checkpointing(T& object) {
     custom_objects_.push_back(state::custom_object(object));
   }
-  // A function of yours called with the checkpoint folder by save_state(), on every rank, before
-  // any file of the checkpoint is written (fill a registered object with what it should save,
-  // say), as Accelerate's register_save_state_pre_hook. The folder is the one save_state()
-  // returns; accel commits it whole at the end, so keep files of your own elsewhere. Hooks run
-  // in registration order; one that throws stops the save on every rank, before anything is
-  // written.
+  /// A function of yours called with the checkpoint folder by save_state(), on every rank, before
+  /// any file of the checkpoint is written (fill a registered object with what it should save,
+  /// say), as Accelerate's register_save_state_pre_hook. The folder is the one save_state()
+  /// returns; accel commits it whole at the end, so keep files of your own elsewhere. Hooks run
+  /// in registration order; one that throws stops the save on every rank, before anything is
+  /// written.
   void register_save_state_pre_hook(std::function<void(const std::filesystem::path&)> hook) {
     add_pre_hook(save_state_pre_hooks_, std::move(hook), "register_save_state_pre_hook");
   }
-  // The same for load_state(): called with the folder it is about to read, on every rank,
-  // before any file is read or any object changes.
+  /// The same for load_state(): called with the folder it is about to read, on every rank,
+  /// before any file is read or any object changes.
   void register_load_state_pre_hook(std::function<void(const std::filesystem::path&)> hook) {
     add_pre_hook(load_state_pre_hooks_, std::move(hook), "register_load_state_pre_hook");
   }
-  // Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
-  // skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
+  /// Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
+  /// skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
   std::int64_t completed_steps() const { return completed_steps_; }
 
   // --- Profiling (docs/profiling.md) ----------------------------------------------------------------
-  // Records accel's spans (forward, backward, each collective issued and waited for, the
-  // optimizer step, the data wait; with options.torch_ops, libtorch's operators too) on the
-  // schedule of `options`, for as long as the returned scope lives, into trace_rank<r>.json: in
-  // options.output_dir, else the open run's folder, else ./profile. Every rank calls it (with a
-  // run open and no output_dir, the main process's run folder is broadcast).
+  /// Records accel's spans (forward, backward, each collective issued and waited for, the
+  /// optimizer step, the data wait; with options.torch_ops, libtorch's operators too) on the
+  /// schedule of `options`, for as long as the returned scope lives, into trace_rank<r>.json: in
+  /// options.output_dir, else the open run's folder, else ./profile. Every rank calls it (with a
+  /// run open and no output_dir, the main process's run folder is broadcast).
   profiling::Profile profile(const ProfileOptions& options = {}) {
     return start_profile(options, this->tracker().run_dir(), this->tracker().is_open());
   }
 
   // start_timeline(TimelineOptions): the core's (accelerator_core.hpp).
 
-  // Ends the run (tracking/accelerator_tracking.hpp), logging the timeline's last steps first.
+  /// Ends the run (tracking/accelerator_tracking.hpp), logging the timeline's last steps first.
   void end_training() {
     if (recorder_ != nullptr && recorder_->timeline()) {
       recorder_->close_pending_step();
@@ -420,17 +442,18 @@ class Accelerator
   // --- Collectives: every rank calls them, in the same order. On one process they return their
   // argument (gather: as if gathered from one rank). Tensors may sit in any aggregate. --------------
 
-  // Blocks until every rank gets here.
+  /// Blocks until every rank gets here.
   void wait_for_everyone() {
     const runtime::ProcessGroup::Caller caller(group_.get(), "wait_for_everyone");
     if (group_) group_->barrier();
   }
 
-  // RAII: the processes that go first run the scope, the others wait at its start until those
-  // have left it. Each process passes one barrier (at the start or at the end), so every
-  // process must enter the scope.
+  /// RAII: the processes that go first run the scope, the others wait at its start until those
+  /// have left it. Each process passes one barrier (at the start or at the end), so every
+  /// process must enter the scope.
   class [[nodiscard]] GoesFirst {
    public:
+    /// A process with `goes_first` runs the scope first; the others wait here.
     GoesFirst(Accelerator& accelerator, bool goes_first)
         : accelerator_(accelerator), goes_first_(goes_first) {
       if (!goes_first_) accelerator_.wait_for_everyone();
@@ -445,67 +468,69 @@ class Accelerator
     Accelerator& accelerator_;
     bool goes_first_;
   };
+  /// Accelerate's name for the scope.
   using MainProcessFirst = GoesFirst;
-  // The main process runs the scope first, the others after it has left it (download or
-  // preprocess once, then read the result everywhere).
+  /// The main process runs the scope first, the others after it has left it (download or
+  /// preprocess once, then read the result everywhere).
   GoesFirst main_process_first() { return GoesFirst(*this, is_main_process()); }
-  // The same per node: each node's local main process (LOCAL_RANK 0) runs the scope first, then
-  // the node's other processes (prepare a node-local cache once per node). With the job's
-  // barrier, as Accelerate does: the local main processes of all nodes run it at once, and the
-  // others start once all of them have left it.
+  /// The same per node: each node's local main process (LOCAL_RANK 0) runs the scope first, then
+  /// the node's other processes (prepare a node-local cache once per node). With the job's
+  /// barrier, as Accelerate does: the local main processes of all nodes run it at once, and the
+  /// others start once all of them have left it.
   GoesFirst local_main_process_first() { return GoesFirst(*this, is_local_main_process()); }
 
-  // Every tensor of `value` as rank `root` holds it.
+  /// Every tensor of `value` as rank `root` holds it.
   template <class T>
   T broadcast(const T& value, int root = 0) {
     return runtime::broadcast(group_.get(), value, root);
   }
 
-  // Every tensor of `value` reduced element-wise over the ranks (sum, mean, max or min).
+  /// Every tensor of `value` reduced element-wise over the ranks (sum, mean, max or min).
   template <class T>
   T reduce(const T& value, ReduceOp op = ReduceOp::sum) {
     return runtime::reduce(group_.get(), value, op);
   }
 
-  // Every tensor of `value` concatenated along dimension 0 over the ranks, in rank order. The
-  // first dimension may differ between ranks; 0-dim tensors become one row per rank.
+  /// Every tensor of `value` concatenated along dimension 0 over the ranks, in rank order. The
+  /// first dimension may differ between ranks; 0-dim tensors become one row per rank.
   template <class T>
   T gather(const T& value) {
     return runtime::gather(group_.get(), value);
   }
 
-  // gather, without the duplicates that even_batches added to the last round of the epoch
-  // (exactly those), so that metrics see every sample once.
+  /// gather, without the duplicates that even_batches added to the last round of the epoch
+  /// (exactly those), so that metrics see every sample once.
   template <class T>
   T gather_for_metrics(const T& value) {
     const runtime::ProcessGroup::Caller caller(group_.get(), "gather_for_metrics");
     return runtime::gather_first(group_.get(), value, end_of_data_ ? real_in_final_round_ : -1);
   }
 
-  // One value per rank, in rank order. T: a trivially copyable type, std::string, or a
-  // std::vector of a trivially copyable type.
+  /// One value per rank, in rank order. T: a trivially copyable type, std::string, or a
+  /// std::vector of a trivially copyable type.
   template <class T>
   std::vector<T> gather_object(const T& value) {
     return runtime::gather_object(group_.get(), value);
   }
 
-  // Pads dimension `dim` of every tensor of `value` to the largest size among the ranks.
+  /// Pads dimension `dim` of every tensor of `value` to the largest size among the ranks.
   template <class T>
   T pad_across_processes(const T& value, std::int64_t dim = 0, double pad_value = 0.0,
                          bool pad_first = false) {
     return runtime::pad_across_processes(group_.get(), value, dim, pad_value, pad_first);
   }
 
-  // This rank's contiguous share of `items` (a std::vector or a tensor's first dimension):
-  // shares differ by at most one item, the first ranks taking the extra ones.
+  /// This rank's contiguous share of `items` (a std::vector or a tensor's first dimension):
+  /// shares differ by at most one item, the first ranks taking the extra ones.
   template <class T>
   T split_between_processes(const T& items) {
     return runtime::split_between_processes(group_.get(), items);
   }
 
-  // A flag any rank may raise (for example on a diverging loss) and every rank then sees at its
-  // next check_trigger(), which lowers it again.
+  /// A flag any rank may raise (for example on a diverging loss) and every rank then sees at its
+  /// next check_trigger(), which lowers it again.
   void set_trigger() { trigger_ = true; }
+  /// Whether any rank raised the flag since the last check; every rank calls it.
   bool check_trigger() {
     const bool raised = runtime::any_rank(group_.get(), trigger_);
     if (raised) trigger_ = false;
@@ -513,28 +538,29 @@ class Accelerator
   }
 
   // --- Utilities ---------------------------------------------------------------------------------
-  // Seeds every torch generator (CPU and CUDA) of this process.
+  /// Seeds every torch generator (CPU and CUDA) of this process.
   void set_seed(std::uint64_t seed) { torch::manual_seed(seed); }
 
-  // The precision policy's autocast, for code outside a prepared model's forward.
+  /// The precision policy's autocast, for code outside a prepared model's forward.
   precision::Autocast<precision_policy> autocast() const {
     return precision::Autocast<precision_policy>(device_);
   }
 
-  // RAII: a model's full parameters for code outside its forward (evaluation by hand, export, a
-  // digest). Where parameters are sharded at rest (Zero3, Fsdp<FullShard>) every rank gathers them
-  // here, so every rank must enter the scope, and at its end writes its part of any change back
-  // to its shard and frees them again. Elsewhere parameters are always whole and it does nothing.
-  // Takes the prepared handle, the holder or the shared_ptr.
+  /// RAII: a model's full parameters for code outside its forward (evaluation by hand, export, a
+  /// digest). Where parameters are sharded at rest (Zero3, Fsdp<FullShard>) every rank gathers them
+  /// here, so every rank must enter the scope, and at its end writes its part of any change back
+  /// to its shard and frees them again. Elsewhere parameters are always whole and it does nothing.
+  /// Takes the prepared handle, the holder or the shared_ptr.
   using FullParameters = parallel::FullParameters<parallel::Strategy<parallelism_policy>>;
+  /// Opens a FullParameters scope on `model` (see FullParameters).
   template <class Model>
   FullParameters full_parameters(Model& model) {
     return FullParameters(strategy_, static_cast<torch::nn::Module&>(*model));
   }
 
-  // Bytes of parameters, gradients and optimizer state this rank holds for the prepared models
-  // and optimizers, each storage counted once (state/memory_use.hpp): under Zero2 the
-  // gradients and optimizer state are about 1/W of Ddp's, under Zero3 the parameters too.
+  /// Bytes of parameters, gradients and optimizer state this rank holds for the prepared models
+  /// and optimizers, each storage counted once (state/memory_use.hpp): under Zero2 the
+  /// gradients and optimizer state are about 1/W of Ddp's, under Zero3 the parameters too.
   MemoryUse memory_use() const {
     state::MemoryCounter counter;
     strategy_.count_memory(counter);

@@ -1,6 +1,7 @@
-// Checkpoints (docs/checkpoints.md): Accelerator::save_state, load_state, save_model and
-// load_model, with the Accelerator itself. Kept out of <accel/accelerator.hpp>: the safetensors
-// and JSON code costs seconds of compile time in every TU that parses it.
+/// @file
+/// Checkpoints (docs/checkpoints.md): Accelerator::save_state, load_state, save_model and
+/// load_model, with the Accelerator itself. Kept out of <accel/accelerator.hpp>: the safetensors
+/// and JSON code costs seconds of compile time in every TU that parses it.
 #pragma once
 
 #include "state/checkpoint_io.hpp"

@@ -89,30 +89,34 @@ class FactorScheduler : public torch::optim::LRScheduler {
 
 }  // namespace detail
 
-// The full lr after warmup_steps steps of linear warmup.
+/// The full lr after warmup_steps steps of linear warmup.
 class ConstantWithWarmup : public detail::FactorScheduler<ConstantOptions> {
  public:
+  /// Takes each param group's lr as its base lr and sets step 0's lrs at once.
   ConstantWithWarmup(torch::optim::Optimizer& optimizer, const ConstantOptions& options)
       : FactorScheduler(optimizer, options, "ConstantWithWarmup") {}
 };
 
-// Linear warmup, then linear decay to the floor at total_steps, then the floor.
+/// Linear warmup, then linear decay to the floor at total_steps, then the floor.
 class LinearWithWarmup : public detail::FactorScheduler<LinearOptions> {
  public:
+  /// Takes each param group's lr as its base lr and sets step 0's lrs at once.
   LinearWithWarmup(torch::optim::Optimizer& optimizer, const LinearOptions& options)
       : FactorScheduler(optimizer, options, "LinearWithWarmup") {}
 };
 
-// Linear warmup, then half a cosine down to the floor at total_steps, then the floor.
+/// Linear warmup, then half a cosine down to the floor at total_steps, then the floor.
 class CosineWithWarmup : public detail::FactorScheduler<CosineOptions> {
  public:
+  /// Takes each param group's lr as its base lr and sets step 0's lrs at once.
   CosineWithWarmup(torch::optim::Optimizer& optimizer, const CosineOptions& options)
       : FactorScheduler(optimizer, options, "CosineWithWarmup") {}
 };
 
-// Linear warmup, then lr * sqrt(warmup_steps / step).
+/// Linear warmup, then lr * sqrt(warmup_steps / step).
 class InverseSqrt : public detail::FactorScheduler<InverseSqrtOptions> {
  public:
+  /// Takes each param group's lr as its base lr and sets step 0's lrs at once.
   InverseSqrt(torch::optim::Optimizer& optimizer, const InverseSqrtOptions& options)
       : FactorScheduler(optimizer, options, "InverseSqrt") {}
 };

@@ -22,40 +22,44 @@
 
 namespace accel {
 
-// A dataset: a size and random access to samples. get(i) returns any aggregate of tensors.
-// With LoaderOptions::num_workers > 0, get() is called from several threads at once: it is
-// const, and must be safe to call so (reading tensors and files is; a shared cache or a
-// shared random generator needs a lock, and then the samples depend on thread timing).
+/// A dataset: a size and random access to samples. get(i) returns any aggregate of tensors.
+/// With LoaderOptions::num_workers > 0, get() is called from several threads at once: it is
+/// const, and must be safe to call so (reading tensors and files is; a shared cache or a
+/// shared random generator needs a lock, and then the samples depend on thread timing).
 template <class D>
 concept Dataset = requires(const D& dataset, std::int64_t index) {
   { dataset.size() } -> std::convertible_to<std::int64_t>;
   dataset.get(index);
 };
 
+/// What a dataset's get() returns.
 template <Dataset D>
 using sample_t = std::remove_cvref_t<decltype(std::declval<const D&>().get(std::int64_t{}))>;
 
+/// A DataLoader's knobs, for designated initializers: `{.batch_size = 64, .shuffle = true}`.
 struct LoaderOptions {
+  /// Samples per batch; at least 1.
   std::int64_t batch_size = 1;
+  /// A new order each epoch, from (seed, epoch).
   bool shuffle = false;
-  bool drop_last = false;  // drop a last batch shorter than batch_size
-  std::uint64_t seed = 0;  // shuffling seed; the order of epoch e depends on (seed, e) only
-  // Threads that build whole batches (get() and collate) ahead of the loop; 0: the loop's own
-  // thread builds each batch when it asks for it. The batches and their order are the same
-  // either way (data/prefetcher.hpp), resumed checkpoints included.
+  bool drop_last = false;  ///< drop a last batch shorter than batch_size
+  std::uint64_t seed = 0;  ///< shuffling seed; the order of epoch e depends on (seed, e) only
+  /// Threads that build whole batches (get() and collate) ahead of the loop; 0: the loop's own
+  /// thread builds each batch when it asks for it. The batches and their order are the same
+  /// either way (data/prefetcher.hpp), resumed checkpoints included.
   int num_workers = 0;
-  // Batches each worker may build ahead: at most num_workers * prefetch_factor batches are
-  // held, ready or under way (PyTorch's default, 2). Ignored without workers.
+  /// Batches each worker may build ahead: at most num_workers * prefetch_factor batches are
+  /// held, ready or under way (PyTorch's default, 2). Ignored without workers.
   int prefetch_factor = 2;
-  // Batches in page-locked (pinned) host memory, so that a copy to a CUDA device can be
-  // asynchronous (Options::non_blocking). Needs CUDA: refused where torch has no CUDA device.
+  /// Batches in page-locked (pinned) host memory, so that a copy to a CUDA device can be
+  /// asynchronous (Options::non_blocking). Needs CUDA: refused where torch has no CUDA device.
   bool pin_memory = false;
 };
 
 namespace data {
 
-// splitmix64: a tiny generator with a fixed definition, so that shuffles are identical across
-// ranks, compilers and libtorch versions (std::shuffle's algorithm is implementation-defined).
+/// splitmix64: a tiny generator with a fixed definition, so that shuffles are identical across
+/// ranks, compilers and libtorch versions (std::shuffle's algorithm is implementation-defined).
 inline std::uint64_t splitmix64(std::uint64_t& state) {
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -63,7 +67,7 @@ inline std::uint64_t splitmix64(std::uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// The sample order of one epoch: identity, or a Fisher-Yates shuffle seeded by (seed, epoch).
+/// The sample order of one epoch: identity, or a Fisher-Yates shuffle seeded by (seed, epoch).
 inline std::vector<std::int64_t> epoch_order(std::int64_t size, bool shuffle, std::uint64_t seed,
                                              std::int64_t epoch) {
   std::vector<std::int64_t> order(static_cast<std::size_t>(size));
@@ -78,8 +82,9 @@ inline std::vector<std::int64_t> epoch_order(std::int64_t size, bool shuffle, st
   return order;
 }
 
-// The default batching: data::collate, which stacks every tensor of the sample aggregate.
+/// The default batching: data::collate, which stacks every tensor of the sample aggregate.
 struct DefaultCollate {
+  /// The samples as one batch of the same type.
   template <class Sample>
   Sample operator()(std::span<const Sample> samples) const {
     return collate(samples);
@@ -88,16 +93,21 @@ struct DefaultCollate {
 
 }  // namespace data
 
-// Iterating a DataLoader runs one epoch; each new iteration starts the next epoch (and its
-// shuffle), like PyTorch's DataLoader with a seeded sampler whose epoch is set every time.
-// A custom Collate is any callable from std::span<const sample_t<D>> to a batch type of yours.
+/// Iterating a DataLoader runs one epoch; each new iteration starts the next epoch (and its
+/// shuffle), like PyTorch's DataLoader with a seeded sampler whose epoch is set every time.
+/// A custom Collate is any callable from std::span<const sample_t<D>> to a batch type of yours.
 template <Dataset D, class Collate = data::DefaultCollate>
 class DataLoader {
  public:
+  /// The dataset held.
   using dataset_type = D;
+  /// What its get() returns.
   using sample_type = sample_t<D>;
+  /// What the collate function makes of a span of samples.
   using batch_type = std::invoke_result_t<const Collate&, std::span<const sample_type>>;
 
+  /// Takes the dataset (shared by copies of the loader); a bad option is an accel::Error
+  /// naming it.
   DataLoader(D dataset, LoaderOptions options, Collate collate = {})
       : dataset_(std::make_shared<const D>(std::move(dataset))),
         options_(options),
@@ -127,31 +137,35 @@ class DataLoader {
                    num_samples());
   }
 
+  /// The dataset held.
   const D& dataset() const { return *dataset_; }
+  /// The options given.
   const LoaderOptions& options() const { return options_; }
+  /// The dataset's size().
   std::int64_t num_samples() const { return static_cast<std::int64_t>(dataset_->size()); }
 
-  // Batches per epoch.
+  /// Batches per epoch.
   std::int64_t size() const {
     // Not (n + b - 1) / b, which overflows for a batch size near INT64_MAX.
     const std::int64_t n = num_samples(), b = options_.batch_size;
     return n / b + (!options_.drop_last && n % b != 0 ? 1 : 0);
   }
 
-  // The epoch the next iteration runs; set it to resume or to replay an epoch.
+  /// The epoch the next iteration runs; set it to resume or to replay an epoch.
   std::int64_t epoch() const { return epoch_; }
+  /// See epoch().
   void set_epoch(std::int64_t epoch) { epoch_ = epoch; }
-  // The epoch an iteration starting now runs; the one after will run the next.
+  /// The epoch an iteration starting now runs; the one after will run the next.
   std::int64_t next_epoch() { return epoch_++; }
 
-  // Sample indices of one epoch, in the order they are served.
+  /// Sample indices of one epoch, in the order they are served.
   std::vector<std::int64_t> order(std::int64_t epoch) const {
     return data::epoch_order(num_samples(), options_.shuffle, options_.seed, epoch);
   }
 
-  // Batch `index` of an epoch whose order is `order`; with pad_to_full, a short last batch is
-  // completed with the epoch's first samples (cycling, should the epoch be shorter still).
-  // With pin_memory, its CPU tensors are pinned. Safe to call from several threads at once.
+  /// Batch `index` of an epoch whose order is `order`; with pad_to_full, a short last batch is
+  /// completed with the epoch's first samples (cycling, should the epoch be shorter still).
+  /// With pin_memory, its CPU tensors are pinned. Safe to call from several threads at once.
   batch_type batch(std::span<const std::int64_t> order, std::int64_t index,
                    bool pad_to_full = false) const {
     const auto n = static_cast<std::int64_t>(order.size());
@@ -172,9 +186,9 @@ class DataLoader {
     return collate_(std::span<const sample_type>(samples));
   }
 
-  // With num_workers, worker threads that build the batches `indices` of an epoch whose order
-  // is `order` (as batch() does), in that order; null without workers. The loader must outlive
-  // it: destroying it stops and joins the threads.
+  /// With num_workers, worker threads that build the batches `indices` of an epoch whose order
+  /// is `order` (as batch() does), in that order; null without workers. The loader must outlive
+  /// it: destroying it stops and joins the threads.
   std::unique_ptr<data::Prefetcher<batch_type>> prefetch(std::vector<std::int64_t> order,
                                                          std::vector<std::int64_t> indices,
                                                          bool pad_to_full = false) const {
@@ -188,21 +202,30 @@ class DataLoader {
         std::move(indices), options_.num_workers, capacity);
   }
 
+  /// One epoch's batches, an input iterator ended by std::default_sentinel.
   class iterator {
    public:
+    /// A batch.
     using value_type = batch_type;
+    /// As std::input_iterator asks.
     using difference_type = std::ptrdiff_t;
 
     iterator() = default;
+    /// The batch in hand.
     const batch_type& operator*() const { return *batch_; }
+    /// The batch in hand.
     const batch_type* operator->() const { return &*batch_; }
+    /// Moves to the next batch (from the workers, with num_workers).
     iterator& operator++() {
       ++index_;
       load();
       return *this;
     }
+    /// Whether the epoch is over.
     bool operator==(std::default_sentinel_t) const { return index_ >= count_; }
+    /// The batch's index in the epoch.
     std::int64_t index() const { return index_; }
+    /// Batches in the epoch.
     std::int64_t count() const { return count_; }
 
    private:
@@ -232,7 +255,9 @@ class DataLoader {
     std::shared_ptr<data::Prefetcher<batch_type>> workers_;
   };
 
+  /// Starts the next epoch.
   iterator begin() { return iterator(this, next_epoch()); }
+  /// The end of any epoch.
   std::default_sentinel_t end() const { return {}; }
 
  private:

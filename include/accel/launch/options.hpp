@@ -13,21 +13,22 @@
 
 namespace accel {
 
+/// What the launcher starts and how it stops it: accel::launch()'s defaults, accel-launch's flags.
 struct LaunchOptions {
-  int nproc = 1;      // worker processes on this node
-  int nnodes = 1;     // nodes in the job, each running one launcher
-  int node_rank = 0;  // this node's index, 0 .. nnodes-1
-  // Where rank 0's node listens. Empty: 127.0.0.1 on one node; required on several.
+  int nproc = 1;      ///< worker processes on this node
+  int nnodes = 1;     ///< nodes in the job, each running one launcher
+  int node_rank = 0;  ///< this node's index, 0 .. nnodes-1
+  /// Where rank 0's node listens. Empty: 127.0.0.1 on one node; required on several.
   std::string master_addr{};
-  // Unset: 0 on one node (pick a free port), 29500 on several (torchrun's default). 0 is only
-  // valid on one node: every node must agree on the port.
+  /// Unset: 0 on one node (pick a free port), 29500 on several (torchrun's default). 0 is only
+  /// valid on one node: every node must agree on the port.
   std::optional<int> master_port{};
-  // Between SIGTERM and SIGKILL when the workers are stopped.
+  /// Between SIGTERM and SIGKILL when the workers are stopped.
   std::chrono::milliseconds grace{5000};
-  // Prefix every line the workers print with "[rank R] ".
+  /// Prefix every line the workers print with "[rank R] ".
   bool rank_prefix = false;
-  // When a worker fails, stop the group and start every worker again, up to this many times
-  // (restarts.hpp). One node only.
+  /// When a worker fails, stop the group and start every worker again, up to this many times
+  /// (restarts.hpp). One node only.
   int max_restarts = 0;
 };
 

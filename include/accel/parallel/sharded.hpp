@@ -44,6 +44,7 @@ auto call_through_unit(const UnitRoute& route, Run&& run) {
 }
 }  // namespace detail
 
+/// A module whose forward is not one plain member function: a compile error that says so.
 template <class Impl, class Signature = decltype(&Impl::forward)>
 class ShardedImpl : public Impl, public detail::MarkedUnit {
   static_assert(accel::detail::dependent_false<Impl>,
@@ -52,28 +53,32 @@ class ShardedImpl : public Impl, public detail::MarkedUnit {
                 "same signature; wrap a module whose forward is one plain member function");
 };
 
+/// Impl itself, whose forward (a plain member function) runs through its unit.
 template <class Impl, class R, class C, class... A>
 class ShardedImpl<Impl, R (C::*)(A...)> : public Impl, public detail::MarkedUnit {
  public:
   using Impl::Impl;
+  /// Impl's forward, inside the unit.
   R forward(A... args) {
     return detail::call_through_unit(
         unit_route, [&]() -> R { return Impl::forward(std::forward<A>(args)...); });
   }
 };
 
+/// The same for a const forward.
 template <class Impl, class R, class C, class... A>
 class ShardedImpl<Impl, R (C::*)(A...) const> : public Impl, public detail::MarkedUnit {
  public:
   using Impl::Impl;
+  /// Impl's forward, inside the unit.
   R forward(A... args) const {
     return detail::call_through_unit(
         unit_route, [&]() -> R { return Impl::forward(std::forward<A>(args)...); });
   }
 };
 
-// Sharded<Block> (a TORCH_MODULE holder of yours), Sharded<torch::nn::Linear>,
-// Sharded<Checkpointed<Block>> (activation checkpointing inside the unit).
+/// Sharded<Block> (a TORCH_MODULE holder of yours), Sharded<torch::nn::Linear>,
+/// Sharded<Checkpointed<Block>> (activation checkpointing inside the unit).
 template <class Holder>
 using Sharded = torch::nn::ModuleHolder<ShardedImpl<typename Holder::ContainedType>>;
 

@@ -44,69 +44,98 @@ inline constexpr std::string_view fsdp_name = "Fsdp";
 
 // What is sharded at rest, in the ZeRO paper's terms (stage 1: optimizer state, 2: + gradients,
 // 3: + parameters). Every parallelism and sharding policy carries these three constants.
+/// FSDP's FULL_SHARD: parameters, gradients and optimizer state sharded.
 struct FullShard {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::sharding_tag;
   static constexpr std::string_view name = "FullShard";
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
   static constexpr bool shards_parameters = true;
-  static constexpr bool hybrid = false;  // shard inside a node, replicate across nodes
+  /// Shard inside a node, replicate across nodes.
+  static constexpr bool hybrid = false;
+  /// @}
 };
 
+/// FSDP's SHARD_GRAD_OP: gradients and optimizer state sharded, parameters replicated.
 struct ShardGradOp {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::sharding_tag;
   static constexpr std::string_view name = "ShardGradOp";
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
   static constexpr bool shards_parameters = false;
   static constexpr bool hybrid = false;
+  /// @}
 };
 
+/// FSDP's NO_SHARD: nothing sharded, gradients all-reduced.
 struct NoShard {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::sharding_tag;
   static constexpr std::string_view name = "NoShard";
   static constexpr bool shards_optimizer_state = false;
   static constexpr bool shards_gradients = false;
   static constexpr bool shards_parameters = false;
   static constexpr bool hybrid = false;
+  /// @}
 };
 
+/// FSDP's HYBRID_SHARD: everything sharded inside a node, replicated across nodes.
 struct HybridShard {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::sharding_tag;
   static constexpr std::string_view name = "HybridShard";
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
   static constexpr bool shards_parameters = true;
   static constexpr bool hybrid = true;
+  /// @}
 };
 
-// Replicated parameters, gradients all-reduced in buckets during backward.
+/// Replicated parameters, gradients all-reduced in buckets during backward.
 struct Ddp {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::parallelism_tag;
   static constexpr std::string_view name = "Ddp";
   static constexpr bool shards_optimizer_state = false;
   static constexpr bool shards_gradients = false;
   static constexpr bool shards_parameters = false;
   static constexpr bool hybrid = false;
+  /// @}
 };
 
-// Gradient compression for Ddp: gradients are cast for the wire, averaged, and cast back.
+/// Gradient compression for Ddp: gradients are cast for the wire, averaged, and cast back.
 struct CompressFp16 {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::compression_tag;
   static constexpr std::string_view name = "CompressFp16";
   static constexpr policy::ComputeType wire = policy::ComputeType::float16;
+  /// @}
 };
+/// The same, cast to bf16 for the wire.
 struct CompressBf16 {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::compression_tag;
   static constexpr std::string_view name = "CompressBf16";
   static constexpr policy::ComputeType wire = policy::ComputeType::bfloat16;
+  /// @}
 };
 
-// Ddp whose gradients travel compressed: DdpWith<CompressFp16> or DdpWith<CompressBf16>. (Ddp
-// itself stays a plain type, so that Accelerator<Ddp> needs no angle brackets.) The argument is
-// checked where the policies meet (policy/rules.hpp).
+/// Ddp whose gradients travel compressed: DdpWith<CompressFp16> or DdpWith<CompressBf16>. (Ddp
+/// itself stays a plain type, so that Accelerator<Ddp> needs no angle brackets.) The argument is
+/// checked where the policies meet (policy/rules.hpp).
 template <class Compression>
 struct DdpWith {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::parallelism_tag;
   using compression = Compression;
   static constexpr std::string_view name =
@@ -115,26 +144,33 @@ struct DdpWith {
   static constexpr bool shards_gradients = false;
   static constexpr bool shards_parameters = false;
   static constexpr bool hybrid = false;
+  /// @}
 };
 
-// ZeRO stage 2: gradients reduce-scattered, optimizer state sharded, parameters replicated.
+/// ZeRO stage 2: gradients reduce-scattered, optimizer state sharded, parameters replicated.
 struct Zero2 {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::parallelism_tag;
   static constexpr std::string_view name = "Zero2";
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
   static constexpr bool shards_parameters = false;
   static constexpr bool hybrid = false;
+  /// @}
 };
 
-// ZeRO stage 3: parameters sharded at rest too, gathered unit by unit around forward/backward.
+/// ZeRO stage 3: parameters sharded at rest too, gathered unit by unit around forward/backward.
 struct Zero3 {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::parallelism_tag;
   static constexpr std::string_view name = "Zero3";
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
   static constexpr bool shards_parameters = true;
   static constexpr bool hybrid = false;
+  /// @}
 };
 
 // PyTorch FSDP's semantics, with its sharding strategy as a parameter. The sharding argument is
@@ -155,20 +191,25 @@ struct ShardedState<S> {
 };
 }  // namespace policy
 
+/// PyTorch FSDP's semantics, with its sharding strategy (FullShard, ShardGradOp, NoShard,
+/// HybridShard) as a parameter.
 template <class Sharding = FullShard>
 struct Fsdp {
+  /// @{
+  /// What the composition rules and the strategy read about this policy.
   using category = policy::parallelism_tag;
   using sharding = Sharding;
   static constexpr std::string_view name = policy::NestedName<policy::fsdp_name, policy::name_of<Sharding>>::value;
   static constexpr bool shards_optimizer_state = policy::ShardedState<Sharding>::optimizer_state;
   static constexpr bool shards_gradients = policy::ShardedState<Sharding>::gradients;
   static constexpr bool shards_parameters = policy::ShardedState<Sharding>::parameters;
+  /// @}
 };
 
-// Whether a parallelism policy keeps parameters sharded at rest.
+/// Whether a parallelism policy keeps parameters sharded at rest.
 template <class P>
 inline constexpr bool shards_parameters_v = P::shards_parameters;
-// Whether a window's gradients live in accel's shards rather than in the parameters' .grad.
+/// Whether a window's gradients live in accel's shards rather than in the parameters' .grad.
 template <class P>
 inline constexpr bool shards_gradients_v = P::shards_gradients;
 

@@ -20,37 +20,47 @@
 
 namespace accel::schedule {
 
-// Constant after a linear warmup (transformers' get_constant_schedule_with_warmup).
+/// Constant after a linear warmup (transformers' get_constant_schedule_with_warmup).
 struct ConstantOptions {
+  /// Steps of linear warmup from lr 0.
   std::int64_t warmup_steps = 0;
 };
 
-// Linear decay after the warmup, from the full lr at warmup_steps to the floor at total_steps,
-// then the floor (transformers' get_linear_schedule_with_warmup when the floor is 0).
-// The floor is min_ratio times each param group's lr, or min_lr, one absolute lr for every
-// group (only where a base lr is known: scheduled_lr and the schedulers); set one of them.
+/// Linear decay after the warmup, from the full lr at warmup_steps to the floor at total_steps,
+/// then the floor (transformers' get_linear_schedule_with_warmup when the floor is 0).
+/// The floor is min_ratio times each param group's lr, or min_lr, one absolute lr for every
+/// group (only where a base lr is known: scheduled_lr and the schedulers); set one of them.
 struct LinearOptions {
+  /// Steps of linear warmup from lr 0.
   std::int64_t warmup_steps = 0;
+  /// The step the floor is reached at.
   std::int64_t total_steps = 0;
+  /// The floor, as a fraction of each group's lr.
   double min_ratio = 0.0;
+  /// The floor, as one absolute lr.
   std::optional<double> min_lr = std::nullopt;
 };
 
-// Half a cosine after the warmup, from the full lr at warmup_steps to the floor at total_steps,
-// then the floor (transformers' get_cosine_schedule_with_warmup, and with a floor
-// get_cosine_with_min_lr_schedule_with_warmup; both keep following the cosine back up after
-// total_steps, which is never what a longer run wants, so here the floor holds).
+/// Half a cosine after the warmup, from the full lr at warmup_steps to the floor at total_steps,
+/// then the floor (transformers' get_cosine_schedule_with_warmup, and with a floor
+/// get_cosine_with_min_lr_schedule_with_warmup; both keep following the cosine back up after
+/// total_steps, which is never what a longer run wants, so here the floor holds).
 struct CosineOptions {
+  /// Steps of linear warmup from lr 0.
   std::int64_t warmup_steps = 0;
+  /// The step the floor is reached at.
   std::int64_t total_steps = 0;
+  /// The floor, as a fraction of each group's lr.
   double min_ratio = 0.0;
+  /// The floor, as one absolute lr.
   std::optional<double> min_lr = std::nullopt;
 };
 
-// Inverse square root after a linear warmup ("Attention is all you need", fairseq's
-// inverse_sqrt, transformers' get_inverse_sqrt_schedule with its default timescale):
-// sqrt(warmup_steps / k) from step warmup_steps on.
+/// Inverse square root after a linear warmup ("Attention is all you need", fairseq's
+/// inverse_sqrt, transformers' get_inverse_sqrt_schedule with its default timescale):
+/// sqrt(warmup_steps / k) from step warmup_steps on.
 struct InverseSqrtOptions {
+  /// Steps of linear warmup from lr 0.
   std::int64_t warmup_steps = 0;
 };
 
@@ -194,7 +204,8 @@ void check_factor_call(std::int64_t step, const Options& options, std::string_vi
 
 }  // namespace detail
 
-// The multiplier of the base lr at optimizer step `step` (from 0).
+/// @{
+/// The multiplier of the base lr at optimizer step `step` (from 0).
 inline double constant_with_warmup_factor(std::int64_t step, const ConstantOptions& options) {
   detail::check_factor_call(step, options, "constant_with_warmup_factor");
   return detail::factor(step, options);
@@ -214,9 +225,10 @@ inline double inverse_sqrt_factor(std::int64_t step, const InverseSqrtOptions& o
   detail::check_factor_call(step, options, "inverse_sqrt_factor");
   return detail::factor(step, options);
 }
+/// @}
 
-// The lr at optimizer step `step` of a parameter group whose own lr is base_lr, for any of the
-// four schedules (min_lr included): what the schedulers put in the optimizer, bit for bit.
+/// The lr at optimizer step `step` of a parameter group whose own lr is base_lr, for any of the
+/// four schedules (min_lr included): what the schedulers put in the optimizer, bit for bit.
 template <ScheduleOptions Options>
 double scheduled_lr(std::int64_t step, double base_lr, const Options& options) {
   detail::check_step(step, "scheduled_lr");

@@ -18,13 +18,14 @@
 
 namespace accel::tracking {
 
+/// The Accelerator's init_trackers, log, log_text and end_training, over one Tracker.
 template <class Derived>  // the Accelerator
 class WithTrackers {
  public:
-  // Starts a run: on the main process, a fresh folder <log_dir>/<project>/<run> with
-  // config.json and run.json (tracker.hpp), and every tracker's start(); on the others, only
-  // the trackers that are not main_process_only start. From now on the main process's loggers
-  // also write to the folder's log.txt.
+  /// Starts a run: on the main process, a fresh folder `<log_dir>/<project>/<run>` with
+  /// config.json and run.json (tracker.hpp), and every tracker's start(); on the others, only
+  /// the trackers that are not main_process_only start. From now on the main process's loggers
+  /// also write to the folder's log.txt.
   void init_trackers(std::string_view project, const Config& config = {},
                      const TrackerOptions& options = {}) {
     const auto& self = static_cast<const Derived&>(*this);
@@ -35,24 +36,25 @@ class WithTrackers {
     if (!tracker_.run_dir().empty()) logging::open_run_log(run_log());
   }
 
-  // Appends one row of metrics at `step` (unset: the step after the last one logged). Written
-  // by the main process, flushed before log() returns; every process checks the arguments.
+  /// Appends one row of metrics at `step` (unset: the step after the last one logged). Written
+  /// by the main process, flushed before log() returns; every process checks the arguments.
   void log(const Metrics& values, std::optional<std::int64_t> step = std::nullopt) {
     tracker_.log(values, step);
   }
 
-  // Text values at `step` (unset: as log()): metrics.jsonl and your trackers get them,
-  // metrics.csv does not (it holds numbers only).
+  /// Text values at `step` (unset: as log()): metrics.jsonl and your trackers get them,
+  /// metrics.csv does not (it holds numbers only).
   void log_text(const Texts& values, std::optional<std::int64_t> step = std::nullopt) {
     tracker_.log_text(values, step);
   }
 
-  // Ends the run (run.json: "finished"; every tracker's finish()). Safe to call without a run.
+  /// Ends the run (run.json: "finished"; every tracker's finish()). Safe to call without a run.
   void end_training() {
     if (!tracker_.run_dir().empty()) logging::close_run_log(run_log());
     tracker_.finish();
   }
 
+  /// The run's trackers.
   const Tracker& tracker() const { return tracker_; }
 
  protected:

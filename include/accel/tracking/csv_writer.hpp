@@ -24,15 +24,19 @@
 
 namespace accel::tracking {
 
+/// The tracker that writes metrics.csv: one row per log() call, one column per metric.
 class CsvWriter {
  public:
+  /// In the run's folder.
   static constexpr const char* file_name = "metrics.csv";
 
-  // `sync`: fsync every row (TrackerOptions::sync).
+  /// `sync`: fsync every row (TrackerOptions::sync).
   explicit CsvWriter(bool sync = false) : sync_(sync) {}
 
+  /// The tracker's name.
   std::string name() const { return "csv"; }
 
+  /// Makes metrics.csv in the run's folder, with the header of no metric yet.
   void start(const RunStart& run) {
     path_ = run.run_dir / file_name;
     columns_.clear();
@@ -40,8 +44,8 @@ class CsvWriter {
     file_.append(header(columns_));
   }
 
-  // All or nothing: a call that cannot be written whole (a full disk) leaves the file and the
-  // columns as they were, and no .widening file behind.
+  /// All or nothing: a call that cannot be written whole (a full disk) leaves the file and the
+  /// columns as they were, and no .widening file behind.
   void log(const Scalars& values, std::int64_t step, double seconds) {
     std::vector<std::string> added;  // metrics this call brings, in its order
     for (const auto& [name, value] : values)
@@ -61,12 +65,13 @@ class CsvWriter {
       widen(added, row(cells));
   }
 
-  // Numbers only (above): text has no column here.
+  /// Numbers only (above): text has no column here.
   void log_text(const Texts& /*values*/, std::int64_t /*step*/, double /*seconds*/) {}
 
+  /// Closes the file.
   void finish() { file_.close(); }
 
-  // A cell quoted as RFC 4180 asks when it holds a comma or a quote.
+  /// A cell quoted as RFC 4180 asks when it holds a comma or a quote.
   static std::string cell(std::string_view text) {
     if (text.find_first_of(",\"") == std::string_view::npos) return std::string(text);
     std::string quoted = "\"";

@@ -16,17 +16,22 @@
 
 namespace accel::tracking {
 
+/// The tracker that writes metrics.jsonl: one JSON object per log() or log_text() call.
 class JsonlWriter {
  public:
+  /// In the run's folder.
   static constexpr const char* file_name = "metrics.jsonl";
 
-  // `sync`: fsync every line (TrackerOptions::sync).
+  /// `sync`: fsync every line (TrackerOptions::sync).
   explicit JsonlWriter(bool sync = false) : sync_(sync) {}
 
+  /// The tracker's name.
   std::string name() const { return "jsonl"; }
 
+  /// Makes metrics.jsonl in the run's folder.
   void start(const RunStart& run) { file_ = LineFile(run.run_dir / file_name, sync_); }
 
+  /// One line of this call's numbers.
   void log(const Scalars& values, std::int64_t step, double seconds) {
     std::string line = begin_line(step, seconds);
     for (const auto& [name, value] : values)
@@ -35,6 +40,7 @@ class JsonlWriter {
     append(line + "}");
   }
 
+  /// One line of this call's texts, as JSON strings.
   void log_text(const Texts& values, std::int64_t step, double seconds) {
     std::string line = begin_line(step, seconds);
     for (const auto& [name, text] : values)
@@ -42,10 +48,11 @@ class JsonlWriter {
     append(line + "}");
   }
 
+  /// Closes the file.
   void finish() { file_.close(); }
 
-  // Cuts the last line written off again: the run does so when a tracker after this one could
-  // not take the same call (metrics.csv on a full disk), so that retrying it writes it once.
+  /// Cuts the last line written off again: the run does so when a tracker after this one could
+  /// not take the same call (metrics.csv on a full disk), so that retrying it writes it once.
   void take_back_last() noexcept { file_.truncate_to(last_line_); }
 
  private:

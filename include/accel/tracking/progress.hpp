@@ -30,29 +30,33 @@
 
 namespace accel {
 
+/// How a Progress shows itself.
 enum class ProgressMode {
-  automatic,  // bar on a terminal, lines otherwise
-  bar,        // one line redrawn in place (\r)
-  lines,      // a plain line every ProgressOptions::every steps, and at the last one
+  automatic,  ///< bar on a terminal, lines otherwise
+  bar,        ///< one line redrawn in place (`\r`)
+  lines,      ///< a plain line every ProgressOptions::every steps, and at the last one
+  /// Nothing.
   off,
 };
 
+/// A Progress's knobs.
 struct ProgressOptions {
+  /// ACCEL_PROGRESS replaces it.
   ProgressMode mode = ProgressMode::automatic;
-  // Samples in one optimizer step over all processes (batch x accumulation x processes), for
-  // the samples/s figure; 0 leaves it out.
+  /// Samples in one optimizer step over all processes (batch x accumulation x processes), for
+  /// the samples/s figure; 0 leaves it out.
   std::int64_t samples_per_step = 0;
-  // Lines mode: a line every this many steps; 0: about 20 lines per run.
+  /// Lines mode: a line every this many steps; 0: about 20 lines per run.
   std::int64_t every = 0;
-  // Bar mode: redrawn at most this often (and always at the last step).
+  /// Bar mode: redrawn at most this often (and always at the last step).
   std::chrono::milliseconds refresh = std::chrono::milliseconds(100);
-  // Where it goes; null: stdout.
+  /// Where it goes; null: stdout.
   std::FILE* out = nullptr;
 };
 
 namespace tracking {
 
-// 75 -> "1:15", 3725 -> "1:02:05".
+/// 75 -> "1:15", 3725 -> "1:02:05".
 inline std::string clock_text(double seconds) {
   const auto total = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
   const std::int64_t hours = total / 3600, minutes = total / 60 % 60, rest = total % 60;
@@ -60,7 +64,7 @@ inline std::string clock_text(double seconds) {
                    : fmt::format("{}:{:02}", minutes, rest);
 }
 
-// ACCEL_PROGRESS, when set, in place of `chosen`.
+/// ACCEL_PROGRESS, when set, in place of `chosen`.
 inline ProgressMode progress_mode_from_environment(ProgressMode chosen) {
   const char* set = std::getenv("ACCEL_PROGRESS");
   if (set == nullptr || *set == '\0') return chosen;
@@ -76,14 +80,17 @@ inline ProgressMode progress_mode_from_environment(ProgressMode chosen) {
 
 }  // namespace tracking
 
+/// Progress of a training run on the main process, as tqdm or Accelerate's progress bars show
+/// it: a bar on a terminal, a plain line now and then otherwise.
 class Progress {
  public:
-  // Shown on `accelerator`'s main process only.
+  /// Shown on `accelerator`'s main process only.
   template <class Accelerator>
     requires requires(const Accelerator& a) { a.is_main_process(); }
   Progress(const Accelerator& accelerator, std::int64_t total_steps, ProgressOptions options = {})
       : Progress(accelerator.is_main_process(), total_steps, options) {}
 
+  /// Shown where `shown`; total_steps: the optimizer steps the run will take, at least 1.
   Progress(bool shown, std::int64_t total_steps, ProgressOptions options = {})
       : options_(options), total_(total_steps) {
     if (total_steps < 1)
@@ -108,10 +115,10 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
   ~Progress() { close(); }
 
-  // What the run shows: bar or lines (after the automatic choice), or off.
+  /// What the run shows: bar or lines (after the automatic choice), or off.
   ProgressMode mode() const { return mode_; }
 
-  // `step` optimizer steps are done (1 to total); `shown` are the figures to print with them.
+  /// `step` optimizer steps are done (1 to total); `shown` are the figures to print with them.
   void update(std::int64_t step, const tracking::Metrics& shown = {}) {
     if (mode_ == ProgressMode::off) return;
     const auto now = std::chrono::steady_clock::now();
@@ -137,7 +144,7 @@ class Progress {
     drawn_at_ = now;
   }
 
-  // Ends the bar's line, so what follows starts on a line of its own. Called by the destructor.
+  /// Ends the bar's line, so what follows starts on a line of its own. Called by the destructor.
   void close() {
     if (mode_ == ProgressMode::bar && drawn_) {
       std::fputs("\n", out_);

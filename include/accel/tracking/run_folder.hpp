@@ -18,14 +18,14 @@
 
 namespace accel::tracking {
 
-// The log folder when TrackerOptions::log_dir is empty: ACCEL_LOG_DIR, else ./runs.
+/// The log folder when TrackerOptions::log_dir is empty: ACCEL_LOG_DIR, else ./runs.
 inline std::filesystem::path default_log_dir() {
   const char* set = std::getenv("ACCEL_LOG_DIR");
   return set != nullptr && *set != '\0' ? std::filesystem::path(set)
                                         : std::filesystem::path("runs");
 }
 
-// A UTC time as 2026-12-01T05:47:39Z (with `for_folder`, dashes for colons and no Z).
+/// A UTC time as 2026-12-01T05:47:39Z (with `for_folder`, dashes for colons and no Z).
 inline std::string utc_time(std::chrono::system_clock::time_point when, bool for_folder = false) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
   std::tm parts{};
@@ -36,7 +36,7 @@ inline std::string utc_time(std::chrono::system_clock::time_point when, bool for
   return text;
 }
 
-// A project or run name must be one folder name: `what` names it in the error.
+/// A project or run name must be one folder name: `what` names it in the error.
 inline void check_folder_name(std::string_view what, std::string_view name,
                               std::string_view example) {
   std::string_view problem;
@@ -52,8 +52,8 @@ inline void check_folder_name(std::string_view what, std::string_view name,
                  what, name, problem, example);
 }
 
-// Makes <project_dir>/<name>, or <name>-2, <name>-3, ... when taken: two runs started in the
-// same second (or given the same run_name) never write into one folder.
+/// Makes `<project_dir>/<name>`, or `<name>-2`, `<name>-3`, ... when taken: two runs started in the
+/// same second (or given the same run_name) never write into one folder.
 inline std::filesystem::path make_run_folder(const std::filesystem::path& project_dir,
                                              const std::string& name) {
   std::error_code error;
@@ -73,8 +73,8 @@ inline std::filesystem::path make_run_folder(const std::filesystem::path& projec
   }
 }
 
-// Writes `text` to `path` whole: beside it first, then renamed over it, so that a reader (or a
-// crash) never sees half a file.
+/// Writes `text` to `path` whole: beside it first, then renamed over it, so that a reader (or a
+/// crash) never sees half a file.
 inline void write_whole_file(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path partial = path.string() + ".partial";
   {
@@ -88,6 +88,7 @@ inline void write_whole_file(const std::filesystem::path& path, const std::strin
   std::filesystem::rename(partial, path);
 }
 
+/// This machine's name, as run.json records it.
 inline std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "unknown";

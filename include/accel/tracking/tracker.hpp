@@ -29,49 +29,55 @@
 
 namespace accel::tracking {
 
+/// accel's writers: metrics.jsonl (JsonlWriter) and metrics.csv (CsvWriter).
 enum class Backend { jsonl, csv };
 
+/// init_trackers()'s knobs: where the run goes and who gets its calls.
 struct TrackerOptions {
-  // The folder that holds one folder per project. Empty: ACCEL_LOG_DIR, else ./runs.
+  /// The folder that holds one folder per project. Empty: ACCEL_LOG_DIR, else ./runs.
   std::filesystem::path log_dir = {};
-  // The run's folder name. Empty: the UTC start time, 2026-12-01T05-47-39. A name already taken
-  // gets -2, -3, ...: a run never writes into another's folder.
+  /// The run's folder name. Empty: the UTC start time, 2026-12-01T05-47-39. A name already taken
+  /// gets -2, -3, ...: a run never writes into another's folder.
   std::string run_name = {};
-  // accel's writers (metrics.jsonl, metrics.csv); empty, with trackers of your own, for none.
+  /// accel's writers (metrics.jsonl, metrics.csv); empty, with trackers of your own, for none.
   std::vector<Backend> backends = {Backend::jsonl, Backend::csv};
-  // fsync every line: the metrics survive a machine crash, not only a process crash.
+  /// fsync every line: the metrics survive a machine crash, not only a process crash.
   bool sync = false;
-  // Trackers of yours (make_tracker(), tracker_contract.hpp), called after the backends, in this
-  // order.
+  /// Trackers of yours (make_tracker(), tracker_contract.hpp), called after the backends, in this
+  /// order.
   std::vector<AnyTracker> trackers = {};
 };
 
+/// A run's trackers: the run folder, accel's writers into it and the program's own trackers.
 class Tracker {
  public:
   Tracker() = default;
+  /// Movable.
   Tracker(Tracker&&) = default;
+  /// Movable.
   Tracker& operator=(Tracker&&) = default;
+  /// Between start() and finish().
   bool is_open() const { return open_; }
-  // The run folder; empty on the processes that do not write (all but the main one).
+  /// The run folder; empty on the processes that do not write (all but the main one).
   const std::filesystem::path& run_dir() const { return run_dir_; }
 
-  // `writes`: this is the main process, which makes the run folder and calls every tracker; the
-  // others call only the trackers that are not main_process_only.
+  /// `writes`: this is the main process, which makes the run folder and calls every tracker; the
+  /// others call only the trackers that are not main_process_only.
   ACCEL_DECL void start(std::string_view project, const Config& config,
                         const TrackerOptions& options, const RunDescription& description,
                         bool writes);
 
-  // Records `values` at `step` (unset: the step after the last one logged, 0 at first). A
-  // negative step, and an unset one after INT64_MAX, are refused, naming the value.
+  /// Records `values` at `step` (unset: the step after the last one logged, 0 at first). A
+  /// negative step, and an unset one after INT64_MAX, are refused, naming the value.
   ACCEL_DECL void log(const Metrics& values, std::optional<std::int64_t> step);
 
-  // Records text values at `step`, as log() does numbers (and sharing its step counter).
-  // run.json's steps_logged counts log() calls only.
+  /// Records text values at `step`, as log() does numbers (and sharing its step counter).
+  /// run.json's steps_logged counts log() calls only.
   ACCEL_DECL void log_text(const Texts& values, std::optional<std::int64_t> step);
 
-  // Closes the run: run.json says "finished", with its end time, and every tracker finishes,
-  // even after one of them fails (its error is thrown then). Without an open run it does
-  // nothing, so that a program may always call it.
+  /// Closes the run: run.json says "finished", with its end time, and every tracker finishes,
+  /// even after one of them fails (its error is thrown then). Without an open run it does
+  /// nothing, so that a program may always call it.
   ACCEL_DECL void finish();
 
  private:
