@@ -15,9 +15,10 @@ Sequential (each transformer block) its own FSDP unit, as accel's Zero3 cuts it.
         [--optimizer-impl auto|fused|foreach|for-loop|default] [--[no-]bucket-views]
         [--[no-]limit-all-gathers] [--backward-prefetch pre|post|none] [--[no-]forward-prefetch]
 
---reference best (the default) runs PyTorch as a careful user would: the optimizer's fused step
+--reference best (the default) runs PyTorch as a careful user would: Adam's and AdamW's fused step
 where this torch has one for the device (torch 2.x on CPU; found by trying one step on a probe
-parameter), else its foreach step (--optimizer-impl auto); DDP with gradient_as_bucket_view=True;
+parameter), else their foreach step, and SGD's default step (--optimizer-impl auto: on CPU SGD's
+fused and foreach steps are no faster); DDP with gradient_as_bucket_view=True;
 FSDP with limit_all_gathers, backward_prefetch=BACKWARD_PRE and forward_prefetch=True, where this
 torch's FSDP has them. --reference defaults runs PyTorch's own defaults: no implementation asked of
 the optimizer (the for-loop step on CPU), gradient_as_bucket_view=False, FSDP's own defaults.
@@ -132,8 +133,9 @@ def parse():
                         "own defaults. The flags below each override one setting")
     p.add_argument("--optimizer-impl", default=None,
                    choices=["auto", "fused", "foreach", "for-loop", "default"],
-                   help="the optimizer's step: auto (--reference best: fused where this torch "
-                        "runs it on the device, else foreach), fused (fused=True), foreach "
+                   help="the optimizer's step: auto (--reference best: Adam and AdamW fused "
+                        "where this torch runs it on the device, else foreach; SGD torch's "
+                        "default), fused (fused=True), foreach "
                         "(foreach=True), for-loop (foreach=False), default (--reference "
                         "defaults: nothing asked, torch's choice: the for-loop on CPU)")
     p.add_argument("--bucket-views", dest="bucket_views", action="store_true", default=None,
@@ -250,8 +252,12 @@ def optimizer_implementation(a, optimizer_class, device):
     """The keyword arguments that ask optimizer_class for --optimizer-impl's step, and its name
     for the result line. auto tries fused=True, then foreach=True, on a probe parameter (one step
     each): torch 1.13's Adam has fused=True for CUDA only, its AdamW and SGD have no fused, torch
-    2.x runs fused on CPU too. An explicit choice that this torch refuses fails here."""
-    if a.optimizer_impl == "default":
+    2.x runs fused on CPU too. auto leaves SGD (without momentum: one add_ per parameter) at
+    torch's default step, which on CPU at one thread is no slower than its fused and foreach
+    steps (tiny's per-step time is mostly their set-up). An explicit choice that this torch
+    refuses fails here."""
+    if a.optimizer_impl == "default" or (a.optimizer_impl == "auto"
+                                         and optimizer_class is torch.optim.SGD):
         return {}, "for-loop" if device.type == "cpu" else "torch-default"
     if a.optimizer_impl == "for-loop":
         return {"foreach": False}, "for-loop"
