@@ -253,9 +253,9 @@ def optimizer_implementation(a, optimizer_class, device):
     for the result line. auto tries fused=True, then foreach=True, on a probe parameter (one step
     each): torch 1.13's Adam has fused=True for CUDA only, its AdamW and SGD have no fused, torch
     2.x runs fused on CPU too. auto leaves SGD (without momentum: one add_ per parameter) at
-    torch's default step, which on CPU at one thread is no slower than its fused and foreach
-    steps (tiny's per-step time is mostly their set-up). An explicit choice that this torch
-    refuses fails here."""
+    torch's default step, which on CPU at one thread measured no slower than its fused and
+    foreach steps (torch 2.6; faster on tiny). An explicit choice that this torch refuses fails
+    here."""
     if a.optimizer_impl == "default" or (a.optimizer_impl == "auto"
                                          and optimizer_class is torch.optim.SGD):
         return {}, "for-loop" if device.type == "cpu" else "torch-default"
