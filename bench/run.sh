@@ -4,16 +4,39 @@
 #
 #   bench/run.sh [--leg host|debian13|all] [--root DIR] [--turns N]
 #                [--models "mlp xfmr tiny gpt"] [--build-dir DIR] [--wait-quiet]
-#                [--steps-scale X] [--malloc default|tuned] [--no-pin] [--no-plain]
+#                [--steps-scale X] [--best-only] [--no-pin] [--no-plain]
 #                [--gpt-turns N] [--gpt-size "--hidden 512 --layers 8 --heads 8 --seq 128
 #                --batch 4"] [--gpt-steps N] [--gpt-warmup N]
 #                [-- extra flags for both benchmarks, e.g. --precision bf16]
 #
+# The reference is PyTorch at its best, with the heap accel gives itself. Each comparison is
+# three rows, measured in the same alternating turns:
+#   1. accel against PyTorch at its best, equal heaps: bench/reference/ddp.py --reference best
+#      (Adam's and AdamW's fused step where this torch has one on CPU, else their foreach step;
+#      SGD's default step, no slower on CPU; DDP's gradient_as_bucket_view=True; FSDP's
+#      limit_all_gathers, backward_prefetch=BACKWARD_PRE and forward_prefetch=True) with MALLOC_MMAP_THRESHOLD_=33554432 and
+#      MALLOC_TRIM_THRESHOLD_=1073741824 in its environment: the heap accel sets itself
+#      (Options::tune_cpu_heap; 8 MiB mmap threshold under zero3 and fsdp, docs/performance.md,
+#      "The CPU heap").
+#   2. accel against PyTorch with its defaults: ddp.py --reference defaults (the for-loop
+#      optimizer step, no bucket views, FSDP's defaults) on glibc's default heap.
+#   3. accel without its heap tuning (accel_bench --no-heap-tuning) against PyTorch with its
+#      defaults: both on glibc's default heap.
+# Their "where it comes from" column gives, per turn, PyTorch at its best over PyTorch's defaults
+# (row 2) and accel over accel without its heap tuning (row 3). --best-only measures row 1 only.
+# Every ratio is the median of the per-turn ratios, with their spread (min-max over the turns);
+# samples/s and tokens/s are medians over the turns. Each table first prints its conditions:
+# machine, leg, date, commit, load at its start and end, this command line, the heaps, the
+# optimizer step each side ran, PyTorch's DDP / FSDP settings. accel's processes run with
+# MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ removed from their environment (accel leaves
+# glibc alone where either is set).
+#
 # --leg host (default) runs on this machine (Debian 12: libtorch 1.13, /usr/bin/python3's torch);
 # --leg debian13 runs this same script inside the Debian 13 root (libtorch 2.6 and Debian 13's
 # python3-torch; scripts/in-debian13.sh, --root DIR for a root elsewhere), building into
-# build-debian13-bench/; --leg all runs both, one after the other. Every table row names its
-# machine, leg and commit. The root needs python3-torch, which the test root does not carry:
+# build-debian13-bench/ (with CMAKE_BUILD_PARALLEL_LEVEL's jobs where it is set); --leg all runs
+# both, one after the other. The root needs python3-torch,
+# which the test root does not carry:
 #   scripts/in-debian13.sh -e DEBIAN_FRONTEND=noninteractive -- 'apt-get update &&
 #     apt-get install -y --no-upgrade python3-torch'
 #
@@ -29,26 +52,22 @@
 # 8 blocks, seq 128, batch 4 per rank, 25.5M parameters), --gpt-steps timed steps (default 5, x
 # --steps-scale) after --gpt-warmup (default 2).
 #
-# For each model and world size it runs build/bench/accel_bench and bench/reference/ddp.py in
-# alternating turns (accel, PyTorch, accel, PyTorch, ...; --turns each, default 5), takes the median
-# samples/s of each, and prints a table: the ratio accel/PyTorch and, at world size 2, the scaling
-# efficiency of each (samples/s at 2 ranks / (2 x samples/s at 1 rank)), and the ceiling that two
-# independent one-process accel_bench runs at the same time reach (no communication at all: what
-# sharing the cores alone costs), and accel over it; then the lockstep ceiling, twice the slower of
-# those two processes (what training whose every step waits for the slower rank can reach when one
-# core runs slower than the other), and accel over that. At world size 1 it also runs accel_bench
-# --plain (the same training in a plain libtorch loop, no Accelerator; --no-plain skips it) in the
-# same turns, for the Accelerator's own cost per model. Then it runs build/bench/accel_overhead (the
-# Accelerator against a plain libtorch loop, one process) and prints its overhead_pct line. Raw
-# output goes to $BUILD_DIR/bench-results/<date>/.
+# For mlp, xfmr and tiny it runs build/bench/accel_bench and bench/reference/ddp.py in alternating
+# turns (--turns, default 5), each turn at world size 1 and then 2, and prints a table: accel over
+# PyTorch and, from the same turn's runs, the scaling efficiency of each (samples/s at 2 ranks /
+# (2 x samples/s at 1 rank)), the ceiling that two independent one-process accel_bench runs at the
+# same time reach (no communication at all: what sharing the cores alone costs), and accel over it;
+# then the lockstep ceiling, twice the slower of those two processes (what training whose every
+# step waits for the slower rank can reach when one core runs slower than the other), and accel
+# over that. At world size 1 it also runs accel_bench --plain (the same training in a plain
+# libtorch loop, no Accelerator, with the heap variables above: accel's heap) in the same turns,
+# for the Accelerator's own cost per model; --no-plain skips it. Then it runs
+# build/bench/accel_overhead (the Accelerator against a plain libtorch loop, one process) and
+# prints its overhead_pct line. Raw output goes to $BUILD_DIR/bench-results/<date>/.
 #
 # One thread per rank (--threads 1 in both benchmarks limits OpenBLAS's own pool too), and each
 # rank pinned to its own core (--pin; --no-pin leaves placement to the scheduler: a one-thread
 # process here then runs at either about 60% or 100% of its speed, from one run to the next).
-#
-# --malloc tuned runs everything (both sides alike) with MALLOC_MMAP_THRESHOLD_=32 MiB and
-# MALLOC_TRIM_THRESHOLD_=1 GiB, so that glibc keeps freed tensor memory instead of returning it
-# to the kernel and faulting it in again at the next step (see docs/performance.md, "The CPU heap").
 #
 # Between the ranks of one node accel's CPU tensors go through shared memory; run with
 # ACCEL_SHARED_MEMORY=0 in the environment for accel over Gloo, as PyTorch's DDP is.
@@ -64,7 +83,7 @@ leg=${ACCEL_BENCH_LEG:-host}
 build_dir=
 root_args=()
 turns=5
-malloc=default
+best_only=0
 pin=(--pin)
 plain=1
 models="mlp xfmr tiny gpt"
@@ -76,6 +95,11 @@ gpt_turns=3
 gpt_size=(--hidden 512 --layers 8 --heads 8 --seq 128 --batch 4)
 gpt_steps=5
 gpt_warmup=2
+
+# This command line, for the tables (kept from the host when this script runs itself in the root).
+cmdline=${ACCEL_BENCH_CMDLINE:-$(printf '%q ' bench/run.sh "$@")}
+cmdline=${cmdline% }
+export ACCEL_BENCH_CMDLINE="$cmdline"
 
 # The arguments again, without --leg, --root and --build-dir: what this script passes to itself
 # for each leg (a build folder is the leg's own).
@@ -102,7 +126,12 @@ while [ $# -gt 0 ]; do
     --gpt-warmup) gpt_warmup=$2; shift 2 ;;
     --wait-quiet) wait_quiet=1; shift ;;
     --steps-scale) scale=$2; shift 2 ;;
-    --malloc) malloc=$2; shift 2 ;;
+    --best-only) best_only=1; shift ;;
+    --malloc)
+      echo "run.sh: --malloc: each table measures both heaps in the same turns: PyTorch at its" \
+        "best with accel's (row 1), PyTorch's defaults and accel --no-heap-tuning with glibc's" \
+        "(rows 2 and 3); drop --malloc (see --help)" >&2
+      exit 2 ;;
     --no-pin) pin=(); shift ;;
     --no-plain) plain=0; shift ;;
     --) shift; extra=("$@"); break ;;
@@ -133,7 +162,9 @@ case "$leg" in
   debian13)
     if [ -z "${ACCEL_BENCH_LEG:-}" ]; then  # on the host: the same run inside the root
       exec "$repo/scripts/in-debian13.sh" "${root_args[@]}" -e ACCEL_BENCH_LEG=debian13 \
-        -e ACCEL_BENCH_COMMIT="$commit" -- bench/run.sh "${again[@]}"
+        -e ACCEL_BENCH_COMMIT="$commit" -e ACCEL_BENCH_CMDLINE="$cmdline" \
+        ${CMAKE_BUILD_PARALLEL_LEVEL:+-e CMAKE_BUILD_PARALLEL_LEVEL="$CMAKE_BUILD_PARALLEL_LEVEL"} \
+        -- bench/run.sh "${again[@]}"
     fi ;;
   all)
     "$0" --leg host ${build_dir:+--build-dir "$build_dir"} "${again[@]}"
@@ -142,10 +173,13 @@ case "$leg" in
 esac
 [ -n "$build_dir" ] || build_dir="$repo/$([ "$leg" = host ] && echo build || echo build-debian13-bench)"
 
-case "$malloc" in
-  default) ;;
-  tuned) export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 ;;
-  *) echo "run.sh: --malloc '$malloc': use default or tuned" >&2; exit 2 ;;
+# The two heaps: accel's (what an Accelerator sets itself; PyTorch and the plain loop get it from
+# glibc's variables) and glibc's defaults (accel then tunes its own unless --no-heap-tuning).
+heap_accel=(env MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824)
+heap_glibc=(env -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_)
+accel_optimizer="accel's fused step (Options::fused_optimizer)"
+case " ${extra[*]} " in
+  *" --no-fused-optimizer "*) accel_optimizer="libtorch's step (--no-fused-optimizer)" ;;
 esac
 
 if ! "$python" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
@@ -220,23 +254,31 @@ steps() {  # model world
   awk -v s="$s" -v x="$scale" 'BEGIN { v = int(s * x); print (v < 3 ? 3 : v) }'
 }
 
-run_one() {  # impl model world
-  local impl=$1 model=$2 world=$3 out
+# The command that runs IMPL (accel, accel-glibc: --no-heap-tuning, plain, torch: PyTorch at its
+# best, torch-defaults: PyTorch's defaults), each with its heap, into the array `cmd`.
+command_for() {  # impl
+  case "$1" in
+    accel) cmd=("${heap_glibc[@]}" "$build_dir/bench/accel_bench") ;;
+    accel-glibc) cmd=("${heap_glibc[@]}" "$build_dir/bench/accel_bench" --no-heap-tuning) ;;
+    plain) cmd=("${heap_accel[@]}" "$build_dir/bench/accel_bench" --plain) ;;
+    torch) cmd=("${heap_accel[@]}" "$python" "$repo/bench/reference/ddp.py" --reference best) ;;
+    torch-defaults) cmd=("${heap_glibc[@]}" "$python" "$repo/bench/reference/ddp.py"
+                         --reference defaults) ;;
+  esac
+}
+
+run_one() {  # impl model world turn
+  local impl=$1 model=$2 world=$3 turn=$4 out cmd
   local args=(--model "$model" --nproc "$world" --steps "$(steps "$model" "$world")" "${pin[@]}" "${extra[@]}")
-  if [ "$impl" = accel ]; then
-    out=$("$build_dir/bench/accel_bench" "${args[@]}" 2>>"$results/stderr.txt")
-  elif [ "$impl" = plain ]; then
-    out=$("$build_dir/bench/accel_bench" --plain "${args[@]}" 2>>"$results/stderr.txt")
-  else
-    out=$("$python" "$repo/bench/reference/ddp.py" "${args[@]}" 2>>"$results/stderr.txt")
-  fi
+  command_for "$impl"
+  out=$("${cmd[@]}" "${args[@]}" 2>>"$results/stderr.txt")
   local last
   last=$(printf '%s\n' "$out" | tail -n 1)
   case "$last" in
     steps_per_s=*) ;;
     *) echo "run.sh: $impl $model world $world gave no result line; see $results/stderr.txt" >&2; exit 1 ;;
   esac
-  echo "impl=$impl model=$model world=$world $last" | tee -a "$raw" >&2
+  echo "turn=$turn impl=$impl model=$model world=$world $last" | tee -a "$raw" >&2
 }
 
 # Two independent one-process accel_bench runs at once, one per core (pinned when --pin): prints
@@ -247,9 +289,9 @@ run_one() {  # impl model world
 two_at_once() {  # field what accel_bench-args...
   local field=$1 what=$2 a b cpu0=() cpu1=(); shift 2
   [ ${#pin[@]} -gt 0 ] && { cpu0=(taskset -c 0); cpu1=(taskset -c 1); }
-  "${cpu0[@]}" "$build_dir/bench/accel_bench" "$@" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
+  "${heap_glibc[@]}" "${cpu0[@]}" "$build_dir/bench/accel_bench" "$@" >"$results/pair0.txt" 2>>"$results/stderr.txt" &
   local first=$!
-  "${cpu1[@]}" "$build_dir/bench/accel_bench" "$@" >"$results/pair1.txt" 2>>"$results/stderr.txt"
+  "${heap_glibc[@]}" "${cpu1[@]}" "$build_dir/bench/accel_bench" "$@" >"$results/pair1.txt" 2>>"$results/stderr.txt"
   wait "$first"
   a=$(tail -n 1 "$results/pair0.txt" | sed -n "s/.*$field=\([0-9.]*\).*/\1/p")
   b=$(tail -n 1 "$results/pair1.txt" | sed -n "s/.*$field=\([0-9.]*\).*/\1/p")
@@ -257,13 +299,13 @@ two_at_once() {  # field what accel_bench-args...
   awk -v a="$a" -v b="$b" 'BEGIN { print a + b, 2 * (a < b ? a : b) }'
 }
 
-run_pair() {  # model
-  local model=$1 both sum lockstep
+run_pair() {  # model turn
+  local model=$1 turn=$2 both sum lockstep
   both=$(two_at_once samples_per_s "$model" --model "$model" --nproc 1 \
     --steps "$(steps "$model" 1)" "${extra[@]}")
   read -r sum lockstep <<<"$both"
-  echo "impl=pair model=$model world=2 samples_per_s=$sum" | tee -a "$raw" >&2
-  echo "impl=lockstep model=$model world=2 samples_per_s=$lockstep" | tee -a "$raw" >&2
+  echo "turn=$turn impl=pair model=$model world=2 samples_per_s=$sum" | tee -a "$raw" >&2
+  echo "turn=$turn impl=lockstep model=$model world=2 samples_per_s=$lockstep" | tee -a "$raw" >&2
 }
 
 # --- gpt: world size 2, accel's strategies and PyTorch's, and the ceiling ---------------------------
@@ -275,169 +317,86 @@ gpt_timed_steps() {
   awk -v s="$gpt_steps" -v x="$scale" 'BEGIN { v = int(s * x); print (v < 1 ? 1 : v) }'
 }
 
-run_gpt() {  # impl(accel|torch) strategy
-  local impl=$1 strategy=$2 out last
+run_gpt() {  # impl strategy turn
+  local impl=$1 strategy=$2 turn=$3 out last cmd
   local args=(--model gpt --nproc 2 --strategy "$strategy" --steps "$(gpt_timed_steps)"
               --warmup "$gpt_warmup" "${gpt_size[@]}" "${pin[@]}" "${extra[@]}")
-  if [ "$impl" = torch ]; then
-    case "$gpt_skipped" in *" $strategy "*) return 0 ;; esac
-  fi
-  if [ "$impl" = accel ]; then
-    out=$("$build_dir/bench/accel_bench" "${args[@]}" 2>>"$results/stderr.txt")
-  else
-    out=$("$python" "$repo/bench/reference/ddp.py" "${args[@]}" 2>>"$results/stderr.txt")
-  fi
+  case "$impl:$gpt_skipped" in torch*:*" $strategy "*) return 0 ;; esac
+  command_for "$impl"
+  out=$("${cmd[@]}" "${args[@]}" 2>>"$results/stderr.txt")
   last=$(printf '%s\n' "$out" | tail -n 1)
   case "$last" in
-    steps_per_s=*) echo "impl=$impl strategy=$strategy $last" | tee -a "$raw_gpt" >&2 ;;
+    steps_per_s=*) echo "turn=$turn impl=$impl strategy=$strategy $last" | tee -a "$raw_gpt" >&2 ;;
     skipped:*)
       gpt_skipped="$gpt_skipped$strategy "
-      echo "impl=$impl strategy=$strategy skipped=${last#skipped: }" | tee -a "$raw_gpt" >&2 ;;
+      echo "turn=$turn impl=$impl strategy=$strategy skipped=${last#skipped: }" | tee -a "$raw_gpt" >&2 ;;
     *) echo "run.sh: $impl gpt --strategy $strategy gave no result line; see $results/stderr.txt" >&2; exit 1 ;;
   esac
 }
 
 # The ceiling: two independent one-process accel_bench runs at once, one per core.
-run_gpt_pair() {
+run_gpt_pair() {  # turn
   local both sum lockstep
   both=$(two_at_once tokens_per_s gpt --model gpt --nproc 1 --steps "$(gpt_timed_steps)" \
     --warmup "$gpt_warmup" "${gpt_size[@]}" "${extra[@]}")
   read -r sum lockstep <<<"$both"
-  echo "impl=pair strategy=one-process tokens_per_s=$sum" | tee -a "$raw_gpt" >&2
-  echo "impl=lockstep strategy=one-process tokens_per_s=$lockstep" | tee -a "$raw_gpt" >&2
+  echo "turn=$1 impl=pair strategy=one-process tokens_per_s=$sum" | tee -a "$raw_gpt" >&2
+  echo "turn=$1 impl=lockstep strategy=one-process tokens_per_s=$lockstep" | tee -a "$raw_gpt" >&2
 }
 
-echo "run.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); leg $leg_text; commit $commit; malloc $malloc; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
-for model in $models; do
-  if [ "$model" = gpt ]; then
-    for turn in $(seq "$gpt_turns"); do
-      for i in "${!gpt_accel[@]}"; do
-        run_gpt accel "${gpt_accel[i]}"
-        run_gpt torch "${gpt_torch[i]}"
-      done
-      run_gpt_pair
-    done
-    continue
-  fi
-  for world in 1 2; do
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+now() { date -u '+%Y-%m-%d %H:%M UTC'; }
+
+# What the tables print of their conditions, besides the loads and the date.
+# (--name=value: a value may start with a dash.)
+conditions=(--machine="$machine" --leg="$leg_text" --commit="$commit" --command="$cmdline"
+            --accel-optimizer="$accel_optimizer" --pin="${pin[*]:-unpinned}"
+            --extra="${extra[*]:-none}")
+
+echo "run.sh: $(nproc) cores, load $(load); leg $leg_text; commit $commit; ${pin[*]:-unpinned}; extra flags: ${extra[*]:-none}" >&2
+other_models=$(printf '%s\n' $models | grep -vx gpt | tr '\n' ' ' || true)
+if [ -n "$other_models" ]; then
+  table_start=(--date="$(now)" --load-start="$(load)")
+  for model in $other_models; do
     for turn in $(seq "$turns"); do
-      run_one accel "$model" "$world"
-      run_one torch "$model" "$world"
-      if [ "$world" = 1 ] && [ "$plain" = 1 ]; then run_one plain "$model" 1; fi
-      if [ "$world" = 2 ]; then run_pair "$model"; fi
+      for world in 1 2; do
+        run_one accel "$model" "$world" "$turn"
+        run_one torch "$model" "$world" "$turn"
+        if [ "$best_only" = 0 ]; then
+          run_one torch-defaults "$model" "$world" "$turn"
+          run_one accel-glibc "$model" "$world" "$turn"
+        fi
+        if [ "$world" = 1 ] && [ "$plain" = 1 ]; then run_one plain "$model" 1 "$turn"; fi
+        if [ "$world" = 2 ]; then run_pair "$model" "$turn"; fi
+      done
     done
   done
-done
-
-# accel_overhead limits torch's threads only: OpenBLAS's pool is limited here, as above. It goes
-# with the mlp / xfmr / tiny table.
-overhead=
-if [ -s "$raw" ]; then
+  # accel_overhead limits torch's threads only: OpenBLAS's pool is limited here, as above.
   overhead_pin=()
   [ ${#pin[@]} -gt 0 ] && overhead_pin=(taskset -c 0)
-  overhead=$(OPENBLAS_NUM_THREADS=1 "${overhead_pin[@]}" "$build_dir/bench/accel_overhead" --steps 100 --rounds 7 | tee "$results/overhead.txt")
-fi
-echo "run.sh: load at the end $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-if [ -s "$raw" ]; then
-"$python" - "$raw" "$machine" "$leg_text" "$commit" <<'EOF'
-import statistics, sys
-machine, leg, commit = sys.argv[2:5]
-runs = {}
-for line in open(sys.argv[1]):
-    fields = dict(item.split("=", 1) for item in line.split())
-    key = (fields["model"], int(fields["world"]), fields["impl"])
-    runs.setdefault(key, []).append(float(fields["samples_per_s"]))
-med = {k: statistics.median(v) for k, v in runs.items()}
-models = list(dict.fromkeys(k[0] for k in runs))
-print("| machine | leg | commit | model | world size | accel samples/s | PyTorch samples/s | "
-      "accel/PyTorch | scaling eff. accel | scaling eff. PyTorch | "
-      "ceiling: 2 independent processes | accel/ceiling | lockstep ceiling: 2 x the slower "
-      "process | accel/lockstep ceiling | accel overhead vs plain libtorch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-for m in models:
-    for w in (1, 2):
-        a, t = med.get((m, w, "accel")), med.get((m, w, "torch"))
-        if a is None or t is None:
-            continue
-        eff = lambda impl: med[(m, 2, impl)] / (2 * med[(m, 1, impl)]) if w == 2 and (m, 1, impl) in med else None
-        ea, et = eff("accel"), eff("torch")
-        # The ceilings as scaling efficiencies, and accel's samples/s over each.
-        bound = lambda impl: med[(m, 2, impl)] if w == 2 and (m, 2, impl) in med else None
-        one = med.get((m, 1, "accel"))
-        scaled = lambda v: None if v is None or one is None else v / (2 * one)
-        over = lambda v: "" if v is None else f"{a / v:.2f}"
-        pair, lockstep = bound("pair"), bound("lockstep")
-        fmt = lambda e: "" if e is None else f"{100 * e:.0f}%"
-        p = med.get((m, 1, "plain")) if w == 1 else None
-        overhead = "" if p is None else f"{100 * (p / a - 1):+.1f}%"
-        print(f"| {machine} | {leg} | {commit} | {m} | {w} | {a:.1f} | {t:.1f} | {a / t:.2f} | "
-              f"{fmt(ea)} | {fmt(et)} | {fmt(scaled(pair))} | {over(pair)} | "
-              f"{fmt(scaled(lockstep))} | {over(lockstep)} | {overhead} |")
-EOF
-printf '%s\n' "$overhead" | tail -n 1
+  overhead=$(OPENBLAS_NUM_THREADS=1 "${heap_glibc[@]}" "${overhead_pin[@]}" \
+    "$build_dir/bench/accel_overhead" --steps 100 --rounds 7 | tee "$results/overhead.txt")
+  "$python" "$repo/bench/tables.py" models "$raw" "${conditions[@]}" "${table_start[@]}" \
+    --load-end="$(load)" --turns "$turns" | tee "$results/table.md"
+  printf '%s\n' "$overhead" | tail -n 1 | tee -a "$results/table.md"
 fi
 
-if [ -s "$raw_gpt" ]; then
-"$python" - "$raw_gpt" "$machine" "$leg_text" "$commit" "${gpt_size[*]}" "$(gpt_timed_steps)" "$gpt_turns" <<'EOF'
-import statistics, sys
-machine, leg, commit, size, steps, turns = sys.argv[2:8]
-tokens, rss, skipped = {}, {}, {}
-for line in open(sys.argv[1]):
-    head, _, rest = line.partition(" strategy=")
-    impl = head.split("=", 1)[1]
-    strategy, _, rest = rest.partition(" ")
-    if rest.startswith("skipped="):
-        skipped[(impl, strategy)] = rest[len("skipped="):].strip()
-        continue
-    fields = dict(item.split("=", 1) for item in rest.split())
-    tokens.setdefault((impl, strategy), []).append(float(fields["tokens_per_s"]))
-    if "rank_peak_rss_mb" in fields:
-        rss.setdefault((impl, strategy), []).append(
-            [float(x) for x in fields["rank_peak_rss_mb"].split(",")])
-med = {k: statistics.median(v) for k, v in tokens.items()}
-# Each rank's median peak RSS over the turns.
-med_rss = {k: [statistics.median(r[i] for r in v) for i in range(len(v[0]))]
-           for k, v in rss.items()}
-names = {"ddp": "DDP", "fsdp-full": "FSDP FULL_SHARD", "fsdp-grad-op": "FSDP SHARD_GRAD_OP",
-         "fsdp-no-shard": "FSDP NO_SHARD"}
-accel_names = {"ddp": "Ddp", "zero2": "Zero2", "zero3": "Zero3", "fsdp": "Fsdp<FullShard>"}
-pairs = [("ddp", "ddp"), ("ddp", "fsdp-no-shard"), ("zero2", "fsdp-grad-op"),
-         ("zero3", "fsdp-full"), ("fsdp", "fsdp-full")]
-ceiling = med.get(("pair", "one-process"))
-lockstep = med.get(("lockstep", "one-process"))
-print(f"gpt ({size}), world size 2, one thread per rank; medians of {turns} turns of "
-      f"{steps} timed steps; tokens/s global; peak RSS MB rank 0 / rank 1")
-print("| machine | leg | commit | accel | accel tokens/s | accel peak RSS | PyTorch | "
-      "PyTorch tokens/s | PyTorch peak RSS | accel/PyTorch tokens/s | accel/PyTorch RSS rank 0 | "
-      "ceiling tokens/s (2 independent processes) | accel/ceiling | lockstep ceiling tokens/s "
-      "(2 x the slower process) | accel/lockstep ceiling |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-show_rss = lambda r: "" if r is None else " / ".join(f"{x:.0f}" for x in r)
-for a_name, t_name in pairs:
-    a, t = med.get(("accel", a_name)), med.get(("torch", t_name))
-    if a is None:
-        continue
-    ar, tr = med_rss.get(("accel", a_name)), med_rss.get(("torch", t_name))
-    t_cell = tr_cell = ratio = rss_ratio = ""
-    if ("torch", t_name) in skipped:
-        t_cell = "skipped (below)"
-    elif t is not None:
-        t_cell, tr_cell, ratio = f"{t:.0f}", show_rss(tr), f"**{a / t:.2f}**"
-        rss_ratio = f"{ar[0] / tr[0]:.2f}" if ar and tr else ""
-    bound = lambda c: ("", "") if c is None else (f"{c:.0f}", f"{a / c:.2f}")
-    c_cell, c_ratio = bound(ceiling)
-    l_cell, l_ratio = bound(lockstep)
-    print(f"| {machine} | {leg} | {commit} | {accel_names[a_name]} | {a:.0f} | {show_rss(ar)} | "
-          f"{names[t_name]} | {t_cell} | {tr_cell} | {ratio} | {rss_ratio} | {c_cell} | {c_ratio} | "
-          f"{l_cell} | {l_ratio} |")
-for (impl, strategy), why in skipped.items():
-    why = why.removeprefix(f"--strategy {strategy}: ")
-    print(f"skipped: PyTorch {names.get(strategy, strategy)} (ddp.py --strategy {strategy}): {why}")
-if any(k[0] == "torch" and k[1].startswith("fsdp") for k in med):
-    print("PyTorch FSDP over Gloo: its reduce_scatter_tensor is an all-reduce in disguise (the "
-          "whole gradient all-reduced, each rank keeping its slice), so FULL_SHARD and "
-          "SHARD_GRAD_OP move an all-reduce's bytes where accel's Zero2 / Zero3 reduce-scatter.")
-EOF
-fi
+case " $models " in
+  *" gpt "*)
+    table_start=(--date="$(now)" --load-start="$(load)")
+    for turn in $(seq "$gpt_turns"); do
+      for i in "${!gpt_accel[@]}"; do
+        run_gpt accel "${gpt_accel[i]}" "$turn"
+        run_gpt torch "${gpt_torch[i]}" "$turn"
+        if [ "$best_only" = 0 ]; then
+          run_gpt torch-defaults "${gpt_torch[i]}" "$turn"
+          run_gpt accel-glibc "${gpt_accel[i]}" "$turn"
+        fi
+      done
+      run_gpt_pair "$turn"
+    done
+    "$python" "$repo/bench/tables.py" gpt "$raw_gpt" "${conditions[@]}" "${table_start[@]}" \
+      --load-end="$(load)" --turns "$gpt_turns" --size="${gpt_size[*]}" \
+      --steps "$(gpt_timed_steps)" | tee "$results/table-gpt.md" ;;
+esac
 echo "run.sh: raw results in $results" >&2

@@ -11,14 +11,29 @@ Sequential (each transformer block) its own FSDP unit, as accel's Zero3 cuts it.
 
     /usr/bin/python3 bench/reference/ddp.py [--nproc N] [--precision fp32|bf16] [--accum 1|2|4]
         [--model mlp|xfmr|tiny|gpt] [--hidden H] [--layers L] [--batch B] [--seq S] [--heads A]
-        [--steps N] [--warmup N] [--threads T] [--bucket-mb MB]
+        [--steps N] [--warmup N] [--threads T] [--bucket-mb MB] [--reference best|defaults]
+        [--optimizer-impl auto|fused|foreach|for-loop|default] [--[no-]bucket-views]
+        [--[no-]limit-all-gathers] [--backward-prefetch pre|post|none] [--[no-]forward-prefetch]
+
+--reference best (the default) runs PyTorch as a careful user would: Adam's and AdamW's fused step
+where this torch has one for the device (torch 2.x on CPU; found by trying one step on a probe
+parameter), else their foreach step, and SGD's default step (--optimizer-impl auto: on CPU SGD's
+fused and foreach steps are no faster); DDP with gradient_as_bucket_view=True;
+FSDP with limit_all_gathers, backward_prefetch=BACKWARD_PRE and forward_prefetch=True, where this
+torch's FSDP has them. --reference defaults runs PyTorch's own defaults: no implementation asked of
+the optimizer (the for-loop step on CPU), gradient_as_bucket_view=False, FSDP's own defaults.
+Each setting has its own flag, which wins over --reference. FSDP keeps use_orig_params=True in
+both (the gpt model's AdamW has two param groups). The heap is the caller's: bench/run.sh sets
+MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ for --reference best, as accel tunes its own.
 
 --model gpt is the gpt example's model (bench/reference/gpt_model.py, module for module with
 examples/gpt/model.cpp) on random bytes, with AdamW in two param groups and a warmup-cosine
 schedule, as accel_bench --model gpt.
 
 Last line, from rank 0: steps_per_s=<x> samples_per_s=<y> [tokens_per_s=<t>] peak_rss_mb=<z>
-rank_peak_rss_mb=<a,b,...> (as accel_bench).
+rank_peak_rss_mb=<a,b,...> (as accel_bench), then what ran: reference=<best|defaults>
+optimizer_impl=<fused|foreach|for-loop|torch-default> and bucket_views=<True|False> (DDP) or
+fsdp=<setting:value,...> (FSDP).
 
 With --nproc 1 the model is trained by a plain loop, without DDP or a process group: what a
 PyTorch user (and Accelerate, and accel) runs on one process. With --nproc N > 1 this script
@@ -101,8 +116,8 @@ def parse():
                    help="accepted so that one command line runs both sides; PyTorch's DDP "
                         "sends every bucket through c10d")
     p.add_argument("--no-heap-tuning", action="store_true",
-                   help="accepted so that one command line runs both sides; PyTorch leaves "
-                        "glibc's heap thresholds at their defaults")
+                   help="accepted so that one command line runs both sides; PyTorch's heap "
+                        "is its environment's (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_)")
     p.add_argument("--compress", default="none", choices=["none", "fp16", "bf16"],
                    help="DDP comm hook fp16_compress_hook / bf16_compress_hook")
     p.add_argument("--comm-grads", default="none", choices=["none", "fp16", "bf16"],
@@ -112,9 +127,32 @@ def parse():
                    help="FSDP: MixedPrecision(param_dtype=...), parameters all-gathered in it; "
                         "FSDP then computes in it too, where accel's --comm-params only rounds "
                         "the gathered fp32 weights")
-    p.add_argument("--bucket-views", action="store_true", help="gradient_as_bucket_view=True")
+    p.add_argument("--reference", default="best", choices=["best", "defaults"],
+                   help="best (default): PyTorch as a careful user runs it (fused or foreach "
+                        "optimizer step, bucket views, FSDP's prefetching); defaults: PyTorch's "
+                        "own defaults. The flags below each override one setting")
+    p.add_argument("--optimizer-impl", default=None,
+                   choices=["auto", "fused", "foreach", "for-loop", "default"],
+                   help="the optimizer's step: auto (--reference best: Adam and AdamW fused "
+                        "where this torch runs it on the device, else foreach; SGD torch's "
+                        "default), fused (fused=True), foreach "
+                        "(foreach=True), for-loop (foreach=False), default (--reference "
+                        "defaults: nothing asked, torch's choice: the for-loop on CPU)")
+    p.add_argument("--bucket-views", dest="bucket_views", action="store_true", default=None,
+                   help="gradient_as_bucket_view=True (--reference best)")
     p.add_argument("--no-bucket-views", dest="bucket_views", action="store_false",
                    help="gradient_as_bucket_view=False (PyTorch's default)")
+    p.add_argument("--limit-all-gathers", dest="limit_all_gathers", action="store_true",
+                   default=None, help="FSDP: limit_all_gathers=True (--reference best)")
+    p.add_argument("--no-limit-all-gathers", dest="limit_all_gathers", action="store_false",
+                   help="FSDP: limit_all_gathers=False")
+    p.add_argument("--backward-prefetch", default=None, choices=["pre", "post", "none"],
+                   help="FSDP: backward_prefetch=BACKWARD_PRE (--reference best), BACKWARD_POST "
+                        "or None")
+    p.add_argument("--forward-prefetch", dest="forward_prefetch", action="store_true",
+                   default=None, help="FSDP: forward_prefetch=True (--reference best)")
+    p.add_argument("--no-forward-prefetch", dest="forward_prefetch", action="store_false",
+                   help="FSDP: forward_prefetch=False (FSDP's default)")
     p.add_argument("--breakdown", action="store_true",
                    help="also time forward, backward (DDP's all-reduce waits included), "
                         "optimizer step and zero_grad per step, printed before the last line")
@@ -145,6 +183,17 @@ def parse():
                 "example's AdamW (--optimizer adamw), the other models with sgd or adam")
     if a.nproc < 1:
         p.error("--nproc must be at least 1")
+    # --reference fills in what no flag set; None left for FSDP's settings means FSDP's default.
+    best = a.reference == "best"
+    if a.optimizer_impl is None:
+        a.optimizer_impl = "auto" if best else "default"
+    if a.bucket_views is None:
+        a.bucket_views = best
+    if best:
+        for key, value in (("limit_all_gathers", True), ("backward_prefetch", "pre"),
+                           ("forward_prefetch", True)):
+            if getattr(a, key) is None:
+                setattr(a, key, value)
     return a
 
 
@@ -197,6 +246,70 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+def optimizer_implementation(a, optimizer_class, device):
+    """The keyword arguments that ask optimizer_class for --optimizer-impl's step, and its name
+    for the result line. auto tries fused=True, then foreach=True, on a probe parameter (one step
+    each): torch 1.13's Adam has fused=True for CUDA only, its AdamW and SGD have no fused, torch
+    2.x runs fused on CPU too. auto leaves SGD (without momentum: one add_ per parameter) at
+    torch's default step, which on CPU at one thread measured no slower than its fused and
+    foreach steps (torch 2.6; faster on tiny). An explicit choice that this torch refuses fails
+    here."""
+    if a.optimizer_impl == "default" or (a.optimizer_impl == "auto"
+                                         and optimizer_class is torch.optim.SGD):
+        return {}, "for-loop" if device.type == "cpu" else "torch-default"
+    if a.optimizer_impl == "for-loop":
+        return {"foreach": False}, "for-loop"
+
+    def runs(kwargs):
+        try:
+            probe = nn.Parameter(torch.zeros(4, device=device))
+            optimizer = optimizer_class([probe], lr=0.01, **kwargs)
+            probe.grad = torch.ones_like(probe)
+            optimizer.step()
+            return None
+        except (TypeError, RuntimeError, ValueError) as error:
+            return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+    wanted = ["fused", "foreach"] if a.optimizer_impl == "auto" else [a.optimizer_impl]
+    for name in wanted:
+        why = runs({name: True})
+        if why is None:
+            return {name: True}, name
+        if a.optimizer_impl != "auto":
+            sys.exit(f"ddp.py: --optimizer-impl {name}: torch {torch.__version__}'s "
+                     f"{optimizer_class.__name__} does not run {name}=True on {device.type} "
+                     f"({why}); use --optimizer-impl auto")
+    return {}, "for-loop" if device.type == "cpu" else "torch-default"
+
+
+def fsdp_settings(a):
+    """FSDP's keyword arguments for the --limit-all-gathers, --backward-prefetch and
+    --forward-prefetch settings this torch's FSDP has (one it lacks is left out), and their
+    effective values (FSDP's defaults for the ones not set) for the result line."""
+    import inspect
+    from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel
+    accepted = inspect.signature(FullyShardedDataParallel.__init__).parameters
+    prefetch = {"pre": BackwardPrefetch.BACKWARD_PRE, "post": BackwardPrefetch.BACKWARD_POST,
+                "none": None}
+    wanted = {"limit_all_gathers": a.limit_all_gathers,
+              "backward_prefetch": None if a.backward_prefetch is None
+              else prefetch[a.backward_prefetch],
+              "forward_prefetch": a.forward_prefetch}
+    chosen = {"backward_prefetch": a.backward_prefetch}
+    kwargs, shown = {}, []
+    for key, value in wanted.items():
+        if key not in accepted:
+            shown.append(f"{key}:absent")
+            continue
+        if value is not None or chosen.get(key) == "none":
+            kwargs[key] = value
+        else:
+            value = accepted[key].default
+        text = getattr(value, "name", value)
+        shown.append(f"{key}:{text}")
+    return kwargs, ",".join(shown)
 
 
 def fsdp_unavailable():
@@ -282,6 +395,7 @@ def train(a):
         net = (Transformer(a) if a.model == "xfmr" else Mlp(a)).to(device)
     parameters = sum(p.numel() for p in net.parameters())
     model = net
+    settings_text = ""  # what the result line says of DDP's or FSDP's settings
     fsdp = a.strategy.startswith("fsdp") and world > 1
     if fsdp:
         from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
@@ -298,38 +412,45 @@ def train(a):
             from torch.distributed.fsdp import MixedPrecision
             mixed = MixedPrecision(param_dtype=dtypes[a.comm_params],
                                    reduce_dtype=dtypes[a.comm_grads])
+        prefetching, settings_text = fsdp_settings(a)
+        settings_text = f" fsdp=use_orig_params:True,{settings_text}"
         model = FullyShardedDataParallel(net, sharding_strategy=sharding,
                                          auto_wrap_policy=ModuleWrapPolicy(units),
                                          device_id=torch.device("cpu"), use_orig_params=True,
-                                         mixed_precision=mixed)
+                                         mixed_precision=mixed, **prefetching)
         net = model
     elif world > 1 or cuda:
         model = nn.parallel.DistributedDataParallel(
             net, device_ids=[device.index] if cuda else None, bucket_cap_mb=a.bucket_mb,
             gradient_as_bucket_view=a.bucket_views)
+        settings_text = f" bucket_views={a.bucket_views}"
         if a.compress != "none":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(None, default_hooks.fp16_compress_hook if a.compress == "fp16"
                                      else default_hooks.bf16_compress_hook)
     optimizer_class, lr = (torch.optim.Adam, 0.001) if a.optimizer == "adam" else (torch.optim.SGD, 0.01)
+    if a.model == "gpt":
+        optimizer_class = torch.optim.AdamW
+    implementation, optimizer_impl = optimizer_implementation(a, optimizer_class, device)
     schedule = None
     if a.model == "gpt":
         # Over the wrapped model's parameters (FSDP's use_orig_params keeps them per parameter,
         # so the two weight-decay groups survive sharding); warmup over the untimed steps, the
         # cosine's end at the last timed one (accel_bench's GptSchedule).
         import gpt_model
-        optimizer = gpt_model.adamw(net)
+        optimizer = gpt_model.adamw(net, **implementation)
         schedule = gpt_model.cosine_with_warmup(optimizer, a.warmup, a.warmup + a.steps)
     elif a.strategy == "zero1" and world > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
-        optimizer = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=optimizer_class, lr=lr)
+        optimizer = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=optimizer_class,
+                                            lr=lr, **implementation)
     else:
-        optimizer = optimizer_class(net.parameters(), lr=lr)
+        optimizer = optimizer_class(net.parameters(), lr=lr, **implementation)
     if rank == 0:
         print(f"ddp.py: model={a.model} parameters={parameters} world_size={world} "
               f"strategy={a.strategy} optimizer={a.optimizer} precision={a.precision} "
-              f"accum={a.accum} compress={a.compress} "
-              f"bucket_views={a.bucket_views} param_groups="
+              f"accum={a.accum} compress={a.compress} reference={a.reference} "
+              f"optimizer_impl={optimizer_impl}{settings_text} param_groups="
               f"{'+'.join(str(len(g['params'])) for g in optimizer.param_groups)}",
               file=sys.stderr, flush=True)
 
@@ -425,7 +546,9 @@ def train(a):
         tokens = f" tokens_per_s={samples_per_s * a.seq:.1f}" if a.model == "gpt" else ""
         print(f"steps_per_s={steps_per_s:.3f} samples_per_s={samples_per_s:.1f}{tokens} "
               f"peak_rss_mb={peak_rss_mb():.1f} "
-              f"rank_peak_rss_mb={','.join(f'{p:.1f}' for p in peaks)}", flush=True)
+              f"rank_peak_rss_mb={','.join(f'{p:.1f}' for p in peaks)} "
+              f"reference={a.reference} optimizer_impl={optimizer_impl}{settings_text}",
+              flush=True)
     if world > 1:
         # PyTorch 1.13 can deadlock tearing DDP down at interpreter exit (the Reducer's
         # ProcessGroupGloo joins a worker thread that waits for the GIL the main thread holds):

@@ -93,12 +93,13 @@ def weight_decay_groups(model):
     return decayed, not_decayed
 
 
-def adamw(model, lr=6e-3, weight_decay=0.1):
-    """The example's AdamW: betas 0.9 / 0.95, weight decay on the Linear matrices only."""
+def adamw(model, lr=6e-3, weight_decay=0.1, **implementation):
+    """The example's AdamW: betas 0.9 / 0.95, weight decay on the Linear matrices only.
+    implementation: torch's choice of step (fused=True, foreach=True, ...), ddp.py's to make."""
     decayed, not_decayed = weight_decay_groups(model)
     return torch.optim.AdamW([{"params": decayed, "weight_decay": weight_decay},
                               {"params": not_decayed, "weight_decay": 0.0}],
-                             lr=lr, betas=(0.9, 0.95))
+                             lr=lr, betas=(0.9, 0.95), **implementation)
 
 
 def cosine_with_warmup(optimizer, warmup_steps, total_steps, min_ratio=0.1):
