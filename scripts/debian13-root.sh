@@ -36,6 +36,7 @@ packages=(
   libxxhash-dev         # xxHash, header-only (XXH_INLINE_ALL): checkpoint file checksums
   doxygen               # the API reference from the public headers (ctest docs.api_reference)
   lld                   # links accel's own programs in a tenth of GNU ld's time (ACCEL_FAST_LINKER)
+  time                  # GNU time (/usr/bin/time): example.gpt.text_memory reads the peak RSS
   cmake g++ make ninja-build
 )
 

@@ -4,9 +4,9 @@
 #   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/
 #   scripts/test.sh --leg debian13   libtorch 2.6, in a Debian 13 root (debootstrap + chroot),
 #                                    in build-debian13/, without the benchmarks, the
-#                                    compile-fail twins and the header-only consumer (the
-#                                    host leg has them; tests/CMakeLists.txt says why the
-#                                    twins and the consumer need one leg)
+#                                    compile-fail twins, the header-only consumer and the
+#                                    fuzzer (the host leg has them; tests/CMakeLists.txt
+#                                    says why they need one leg)
 #   scripts/test.sh --leg all        both, the host first; the Debian 13 root is made while the
 #                                    host leg builds and tests (downloads and unpacking wait on
 #                                    the network and the disk, the build on the CPU)
@@ -32,11 +32,16 @@ configure_build_test() {
   # the example's 188 MB dataset, then faults its memory in 2 MiB pages rather than 4 KiB ones,
   # a sixth less CPU for ctest (docs/dev/test-suite.md). No test depends on it.
   # ctest's output is kept beside its own logs, to list the skipped tests after it.
-  local status=0 log="$build/Testing/test.sh-ctest.log"
+  # ctest's own status is the leg's, whatever shell options the caller has (the Debian 13 leg
+  # runs this function in a shell of its own): read from PIPESTATUS, not from the pipeline.
+  local status log="$build/Testing/test.sh-ctest.log" errexit=0
   mkdir -p "$build/Testing"
+  [[ $- == *e* ]] && errexit=1
+  set +e
   GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 \
-    ctest --test-dir "$build" -j"$(nproc)" --output-on-failure "$@" 2>&1 | tee "$log" ||
-    status=$?
+    ctest --test-dir "$build" -j"$(nproc)" --output-on-failure "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  [ "$errexit" = 1 ] && set -e
   echo "test.sh: $name ctest: $((SECONDS - start)) s"
   report_skipped "$name" "$log"
   return "$status"
@@ -80,7 +85,7 @@ both_legs="-DACCEL_USE_COMPILED=ON -DACCEL_QUICK_PROGRAMS=ON"
 # The root sees the repo at /src; its build folder is separate from the host's.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "$(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_HEADER_ONLY_CONSUMER=OFF\" \"\$@\"" \
+    bash -c "set -euo pipefail; $(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_HEADER_ONLY_CONSUMER=OFF -DACCEL_FUZZ_TEST=OFF\" \"\$@\"" \
     configure_build_test "$@"
 }
 

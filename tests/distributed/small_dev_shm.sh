@@ -7,12 +7,16 @@
 #   small_dev_shm.sh LAUNCHER WORKER
 set -uo pipefail
 launcher=$1 worker=$2
-if ! unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm' 2>/dev/null; then
+# The namespace's /dev/shm made private before the tmpfs goes over it, rather than unshare
+# changing the propagation of / (which fails in a chroot, whose / is no mount point): the tmpfs
+# never reaches the namespace this test started in.
+private='mount --make-private /dev/shm && mount -t tmpfs -o size=$size tmpfs /dev/shm'
+if ! size=1m unshare -m --propagation unchanged sh -c "$private" 2>/dev/null; then
   echo "small_dev_shm.sh: skipped: this process may not mount a tmpfs in a namespace of its own"
   exit 77
 fi
-run='mount -t tmpfs -o size=16m tmpfs /dev/shm && exec "$0" --nproc 2 -- "$1" ddp_large_buckets'
-output=$(unshare -m sh -c "$run" "$launcher" "$worker" 2>&1)
+run="$private"' && exec "$0" --nproc 2 -- "$1" ddp_large_buckets'
+output=$(size=16m unshare -m --propagation unchanged sh -c "$run" "$launcher" "$worker" 2>&1)
 status=$?
 printf '%s\n' "$output"
 if [ "$status" -eq 0 ]; then
