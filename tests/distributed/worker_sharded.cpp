@@ -388,12 +388,17 @@ void zero2_overlap() {
              acc.process_index(), at_probe, after, holding, in_flight, holding_after);
   EXPECT(at_probe == 6);  // 6 issued while autograd ran the first layer's backward still ahead
   EXPECT(in_flight == 2 && holding == 2);  // the two in flight; the others freed or not arrived
-  EXPECT(after == 9);
+  // 9 reduce-scatters, and the all-reduce in which the ranks learn which parameters have had a
+  // gradient: `unused` never has, so they ask at every window's end.
+  EXPECT(after == 10);
   EXPECT(holding_after == 0 && strategy.reduce_scatters_in_flight() == 0);
   // The unused parameter's shard gradient is zeros; the others hold the mean over the ranks.
   EXPECT(flats.back()->shard_gradient().abs().sum().item<double>() == 0.0);
   EXPECT(flats[1]->shard_gradient().abs().sum().item<double>() > 0.0);  // the last weight
+  // No rank has had a gradient for `unused`: not stepped (Adam's step would move it by its lr).
   optimizer.step();
+  const auto full = acc.full_parameters(net);
+  EXPECT(torch::equal(unused, torch::ones({3})));
 }
 
 // What Zero2 refuses, on every rank alike: an optimizer that already holds state (here it
