@@ -36,7 +36,7 @@ def parse_args():
     p.add_argument("table", choices=["models", "gpt"])
     p.add_argument("raw")
     for name in ("machine", "leg", "commit", "command", "accel-optimizer", "pin", "extra", "date",
-                 "load-start", "load-end", "size"):
+                 "load-start", "load-end", "size", "nodes"):
         p.add_argument(f"--{name}", default="?")
     p.add_argument("--turns", type=int, default=0)
     p.add_argument("--steps", default="?")
@@ -83,6 +83,8 @@ def conditions(a, title, lines):
     print(f"- date: {a.date}; commit: {a.commit}; load (1, 5, 15 min) at the start "
           f"{a.load_start}, at the end {a.load_end}")
     print(f"- command: `{a.command}` (extra flags for both benchmarks: {a.extra})")
+    if a.nodes != "?":
+        print(f"- ranks: {a.nodes}")
     plain = ", the plain loop" if a.table == "models" else ""
     print(f"- heap: {HEAP.format(plain=plain)}")
     print(f"- optimizer step: accel: {a.accel_optimizer}; PyTorch at its best: "
