@@ -6,7 +6,7 @@
 #                [--models "mlp xfmr tiny gpt"] [--build-dir DIR] [--wait-quiet]
 #                [--steps-scale X] [--best-only] [--no-pin] [--no-plain]
 #                [--gpt-turns N] [--gpt-size "--hidden 512 --layers 8 --heads 8 --seq 128
-#                --batch 4"] [--gpt-steps N] [--gpt-warmup N]
+#                --batch 4"] [--gpt-steps N] [--gpt-warmup N] [--two-nodes]
 #                [-- extra flags for both benchmarks, e.g. --precision bf16]
 #
 # The reference is PyTorch at its best, with the heap accel gives itself. Each comparison is
@@ -72,6 +72,13 @@
 # Between the ranks of one node accel's CPU tensors go through shared memory; run with
 # ACCEL_SHARED_MEMORY=0 in the environment for accel over Gloo, as PyTorch's DDP is.
 #
+# --two-nodes (gpt only) runs each world-size-2 run as two "nodes": two network namespaces joined
+# by a veth pair (made at the start, removed at the end; needs root, ip and nsenter), one rank per
+# namespace pinned to its own core, both sides meeting over TCP on the link (accel: torchrun's
+# variables and its TCP store; PyTorch: a tcp:// rendezvous) with Gloo's connections on the veth
+# ends (GLOO_SOCKET_IFNAME). Nothing goes through shared memory: what multi-node training on one
+# link looks like, the regime where accel's shared-memory transport does not help.
+#
 # Needs Debian's python3-torch under /usr/bin/python3 (scripts/setup-debian.sh installs it).
 # --wait-quiet first waits (up to 20 minutes) for a 1-minute load below 0.7 with no compiler,
 # ninja or ctest running: two ranks share two cores here, so anything else running skews it.
@@ -95,6 +102,7 @@ gpt_turns=3
 gpt_size=(--hidden 512 --layers 8 --heads 8 --seq 128 --batch 4)
 gpt_steps=5
 gpt_warmup=2
+two_nodes=0
 
 # This command line, for the tables (kept from the host when this script runs itself in the root).
 cmdline=${ACCEL_BENCH_CMDLINE:-$(printf '%q ' bench/run.sh "$@")}
@@ -133,6 +141,7 @@ while [ $# -gt 0 ]; do
         "(rows 2 and 3); drop --malloc (see --help)" >&2
       exit 2 ;;
     --no-pin) pin=(); shift ;;
+    --two-nodes) two_nodes=1; shift ;;
     --no-plain) plain=0; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -150,6 +159,10 @@ for model in $models; do
     *) echo "run.sh: --models: unknown model '$model'; use mlp, xfmr, tiny and/or gpt" >&2; exit 2 ;;
   esac
 done
+
+if [ "$two_nodes" = 1 ] && [ "$(printf '%s\n' $models | tr -d ' ')" != gpt ]; then
+  echo "run.sh: --two-nodes measures the gpt table only: add --models gpt" >&2; exit 2
+fi
 
 # The commit every row names: HEAD, "-dirty" with uncommitted changes. Inside the root git may be
 # missing (and a worktree's .git points outside /src), so the host passes it in.
@@ -317,13 +330,68 @@ gpt_timed_steps() {
   awk -v s="$gpt_steps" -v x="$scale" 'BEGIN { v = int(s * x); print (v < 1 ? 1 : v) }'
 }
 
+# --two-nodes: the namespaces, their link and the run of `cmd` on both.
+node_ns=(); node_if=(); node_ip=(10.231.0.1 10.231.0.2)
+make_two_nodes() {
+  local i id=$$
+  command -v ip >/dev/null && command -v nsenter >/dev/null ||
+    { echo "run.sh: --two-nodes needs ip (iproute2) and nsenter (util-linux)" >&2; exit 1; }
+  node_ns=("accel-bench0-$id" "accel-bench1-$id"); node_if=("ba$id" "bb$id")
+  trap 'for n in "${node_ns[@]}"; do ip netns del "$n" 2>/dev/null; done' EXIT
+  for i in 0 1; do
+    ip netns add "${node_ns[i]}" || { echo "run.sh: --two-nodes: cannot make a network namespace (root?)" >&2; exit 1; }
+  done
+  ip link add "${node_if[0]}" type veth peer name "${node_if[1]}" ||
+    { echo "run.sh: --two-nodes: cannot make a veth pair" >&2; exit 1; }
+  for i in 0 1; do
+    # nsenter rather than `ip netns exec`, which remounts /sys and fails inside a chroot.
+    ip link set "${node_if[i]}" netns "${node_ns[i]}" &&
+      nsenter --net="/run/netns/${node_ns[i]}" ip addr add "${node_ip[i]}/24" dev "${node_if[i]}" &&
+      nsenter --net="/run/netns/${node_ns[i]}" ip link set "${node_if[i]}" up &&
+      nsenter --net="/run/netns/${node_ns[i]}" ip link set lo up ||
+      { echo "run.sh: --two-nodes: cannot configure the link" >&2; exit 1; }
+  done
+}
+
+# Runs `cmd` with ARGS (which carry --nproc 2 and --pin: taken out here) as rank 0 in node 0 and
+# rank 1 in node 1, each on its own core; prints rank 0's output.
+on_two_nodes() {  # args...
+  local args=() skip=0 a port first second
+  for a in "$@"; do
+    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    case "$a" in --nproc) skip=1 ;; --pin) ;; *) args+=("$a") ;; esac
+  done
+  port=$(( 30000 + RANDOM % 20000 ))
+  node_env() {  # rank
+    echo env RANK="$1" LOCAL_RANK=0 GROUP_RANK="$1" WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 \
+      MASTER_ADDR="${node_ip[0]}" MASTER_PORT="$port" GLOO_SOCKET_IFNAME="${node_if[$1]}" \
+      ACCEL_BENCH_INIT="tcp://${node_ip[0]}:$port" USE_LIBUV=0  # Debian's torch has no libuv
+  }
+  # shellcheck disable=SC2046  # node_env's words
+  nsenter --net="/run/netns/${node_ns[0]}" $(node_env 0) taskset -c 0 "${cmd[@]}" "${args[@]}" \
+    >"$results/node0.txt" 2>>"$results/stderr.txt" &
+  first=$!
+  # shellcheck disable=SC2046
+  nsenter --net="/run/netns/${node_ns[1]}" $(node_env 1) taskset -c 1 "${cmd[@]}" "${args[@]}" \
+    >"$results/node1.txt" 2>>"$results/stderr.txt"
+  second=$?
+  wait "$first"; first=$?
+  [ "$first" = 0 ] && [ "$second" = 0 ] ||
+    { echo "run.sh: --two-nodes: node 0 exited $first, node 1 exited $second; see $results/stderr.txt" >&2; exit 1; }
+  cat "$results/node0.txt"
+}
+
 run_gpt() {  # impl strategy turn
   local impl=$1 strategy=$2 turn=$3 out last cmd
   local args=(--model gpt --nproc 2 --strategy "$strategy" --steps "$(gpt_timed_steps)"
               --warmup "$gpt_warmup" "${gpt_size[@]}" "${pin[@]}" "${extra[@]}")
   case "$impl:$gpt_skipped" in torch*:*" $strategy "*) return 0 ;; esac
   command_for "$impl"
-  out=$("${cmd[@]}" "${args[@]}" 2>>"$results/stderr.txt")
+  if [ "$two_nodes" = 1 ]; then
+    out=$(on_two_nodes "${args[@]}")
+  else
+    out=$("${cmd[@]}" "${args[@]}" 2>>"$results/stderr.txt")
+  fi
   last=$(printf '%s\n' "$out" | tail -n 1)
   case "$last" in
     steps_per_s=*) echo "turn=$turn impl=$impl strategy=$strategy $last" | tee -a "$raw_gpt" >&2 ;;
@@ -345,6 +413,8 @@ run_gpt_pair() {  # turn
 }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+nodes_text="one node: accel's ranks through shared memory, PyTorch's over Gloo on loopback"
+[ "$two_nodes" = 1 ] && nodes_text="two nodes: two network namespaces joined by a veth pair, one rank each, both sides over Gloo TCP on the link (--two-nodes)"
 now() { date -u '+%Y-%m-%d %H:%M UTC'; }
 
 # What the tables print of their conditions, besides the loads and the date.
@@ -383,6 +453,7 @@ fi
 
 case " $models " in
   *" gpt "*)
+    [ "$two_nodes" = 1 ] && make_two_nodes
     table_start=(--date="$(now)" --load-start="$(load)")
     for turn in $(seq "$gpt_turns"); do
       for i in "${!gpt_accel[@]}"; do
@@ -397,6 +468,6 @@ case " $models " in
     done
     "$python" "$repo/bench/tables.py" gpt "$raw_gpt" "${conditions[@]}" "${table_start[@]}" \
       --load-end="$(load)" --turns "$gpt_turns" --size="${gpt_size[*]}" \
-      --steps "$(gpt_timed_steps)" | tee "$results/table-gpt.md" ;;
+      --steps "$(gpt_timed_steps)" --nodes="$nodes_text" | tee "$results/table-gpt.md" ;;
 esac
 echo "run.sh: raw results in $results" >&2
