@@ -89,6 +89,15 @@ class C10dTransport {
   ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op, const CollectiveCall& call);
   // Starts a sum all-reduce of `sent` (contiguous, of a dtype the wire carries): await() it.
   ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_allreduce(const torch::Tensor& sent);
+  // Start the native all-gather into `flat_output` of `input` (contiguous, 1-D) and the native
+  // sum reduce-scatter of `flat` into `result` (contiguous, one rank's chunk): await() them, with
+  // both tensors kept unchanged and alive until then. Only where the backend has the op for the
+  // dtype (natively_gathers, natively_reduce_scatters); otherwise the blocking calls above run
+  // their fallbacks.
+  ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_allgather_into(torch::Tensor& flat_output,
+                                                                 torch::Tensor& input);
+  ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_reduce_scatter(torch::Tensor& result,
+                                                                 torch::Tensor& flat);
 
   // Root's `tensor` (contiguous) on every rank, its bytes as they are: the layout check is the
   // caller's (a CPU broadcast's payload carries the root's layout; broadcast_checked() below).

@@ -32,16 +32,23 @@
 #include "failure_record.hpp"
 #include "shm/regions.hpp"
 #include "shm/transport.hpp"
+#include "transport_declarations.hpp"
 
 namespace accel::runtime {
 
 // The transport's element type for a tensor it can carry, or nothing (Gloo carries it).
 ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t);
 
-// A collective queued on the path's thread: its end (or its error) once it has run. Pending
-// collectives hold it by pointer (pending_collective.hpp).
+// How a started collective ends, held by pointer by the pending collectives
+// (pending_collective.hpp): queued on the path's thread, its future; started as c10d's work
+// where the backend has the op natively (ProcessGroup::allgather_into_async,
+// reduce_scatter_async), the work and the transport that awaits it, and for a mean the sum's
+// divisor, applied to the result once it landed.
 struct Completion {
   std::shared_future<void> future;
+  C10dTransport* c10d = nullptr;
+  c10::intrusive_ptr<c10d::Work> work;
+  int divide_by = 1;
 };
 
 class SharedMemoryPath {

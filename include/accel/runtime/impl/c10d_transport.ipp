@@ -136,6 +136,18 @@ ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_allreduce(
   return backend_for(sent).allreduce(list);
 }
 
+ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_allgather_into(
+    torch::Tensor& flat_output, torch::Tensor& input) {
+  return backend_for(input)._allgather_base(flat_output, input);
+}
+
+ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_reduce_scatter(
+    torch::Tensor& result, torch::Tensor& flat) {
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  return backend_for(flat)._reduce_scatter_base(result, flat, options);
+}
+
 ACCEL_DECL void C10dTransport::broadcast(torch::Tensor& tensor, int root,
                                          const CollectiveCall& call) {
   std::vector<torch::Tensor> list{tensor};
@@ -178,7 +190,7 @@ ACCEL_DECL void C10dTransport::allgather_into(torch::Tensor& flat_output,
   }
   // A copy of the input: the native op may write this rank's slot while reading the input.
   torch::Tensor in = input.reshape(-1).clone();
-  await(backend_for(input)._allgather_base(flat_output, in), call);
+  await(start_allgather_into(flat_output, in), call);
 }
 
 ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter(const torch::Tensor& flat, ReduceOp op,
@@ -187,9 +199,7 @@ ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter(const torch::Tensor& flat
     return reduce_scatter_by_alltoall(flat, op, call);
   torch::Tensor result = torch::empty({flat.numel() / size_}, flat.options());
   torch::Tensor in = flat;
-  c10d::ReduceScatterOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
-  await(backend_for(flat)._reduce_scatter_base(result, in, options), call);
+  await(start_reduce_scatter(result, in), call);
   if (op == ReduceOp::mean) result.div_(size_);
   return result;
 }

@@ -32,6 +32,11 @@ ACCEL_DECL void PendingCollective::wait() {
                              static_cast<std::int64_t>(sequence),
                              input.defined() ? static_cast<std::int64_t>(input.nbytes()) : 0,
                              profiling::Part::wait);
+  if (finished->work) {
+    finished->c10d->await(finished->work, CollectiveCall{operation, sequence, input});
+    if (finished->divide_by > 1) result.div_(finished->divide_by);
+    return;
+  }
   try {
     finished->future.get();
   } catch (const std::exception& error) {

@@ -230,8 +230,9 @@ ACCEL_DECL void ProcessGroup::allgather_into(torch::Tensor& output, const torch:
 
 ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::allgather_into_async(torch::Tensor output,
                                                                               torch::Tensor input) {
-  if (!gathers_in_shared_memory(input)) {
-    allgather_into(output, input);
+  const bool in_shared_memory = gathers_in_shared_memory(input);
+  if (!in_shared_memory && !(has_allgather_base(input) && wire_native(input))) {
+    allgather_into(output, input);  // a fallback of several steps: here and now
     return {};
   }
   PendingCollective gathering{shm_.get(), "allgather", check("allgather", input).sequence,
@@ -239,16 +240,27 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::allgather_into_async(to
   check_gather_layout(output, input);
   const auto span = collective_span("allgather", gathering.sequence, input,
                                             profiling::Part::issue);
-  gathering.done = shm_->start_allgather(input, output);
+  if (in_shared_memory) {
+    gathering.done = shm_->start_allgather(input, output);
+    return gathering;
+  }
+  // Over c10d a copy of the input, as the blocking call's: the op may write this rank's slot
+  // while reading it. The pending collective keeps it until wait().
+  gathering.input = input.reshape(-1).clone();
+  torch::Tensor flat_output = output.view(-1);
+  gathering.done = std::make_shared<Completion>();
+  gathering.done->c10d = c10d_.get();
+  gathering.done->work = c10d_->start_allgather_into(flat_output, gathering.input);
   return gathering;
 }
 
 ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
     const torch::Tensor& input, ReduceOp op, torch::Tensor into) {
   const auto type = reducible_in_shared_memory(input);
-  if (!type || !input.is_contiguous()) {
+  const bool native = !type && has_reduce_scatter_base(input) && wire_native(input);
+  if ((!type && !native) || !input.is_contiguous()) {
     PendingCollective done{shm_.get(), "reduce_scatter", 0, {}, {}, {}};
-    done.result = reduce_scatter(input, op);
+    done.result = reduce_scatter(input, op);  // a fallback of several steps: here and now
     return done;
   }
   check_reduce_scatter(input, op, size_);
@@ -262,9 +274,19 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
                         "and hold the chunk's {} elements of {}",
                         into.numel(), c10::toString(into.scalar_type()), chunk,
                         c10::toString(flat.scalar_type()));
-  pending.result = into.defined() ? into : torch::empty({chunk}, flat.options());
+  // Over c10d a chunk of its own: `into` may be this rank's slice of the input, which the
+  // backend reads while it writes.
+  pending.result = into.defined() && !native ? into : torch::empty({chunk}, flat.options());
   const auto span = collective_span("reduce_scatter", pending.sequence, input,
                                             profiling::Part::issue);
+  if (native) {
+    pending.input = flat;
+    pending.done = std::make_shared<Completion>();
+    pending.done->c10d = c10d_.get();
+    pending.done->work = c10d_->start_reduce_scatter(pending.result, pending.input);
+    if (op == ReduceOp::mean) pending.done->divide_by = size_;
+    return pending;
+  }
   pending.done = shm_->start_reduce_scatter(flat, pending.result, *type, shm_reduction(op));
   return pending;
 }

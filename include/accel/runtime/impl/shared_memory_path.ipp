@@ -42,7 +42,8 @@ ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::submit(
   std::packaged_task<void()> task([this, collective = std::move(collective)] {
     collective(transport_);
   });
-  auto done = std::make_shared<Completion>(Completion{task.get_future().share()});
+  auto done = std::make_shared<Completion>();
+  done->future = task.get_future().share();
   {
     const std::scoped_lock lock(mutex_);
     queue_.push_back(std::move(task));
