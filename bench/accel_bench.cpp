@@ -172,7 +172,7 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
   --comm-grads D         none (default) | bf16 | fp16: zero2, zero3, fsdp*: gradients
                          reduce-scattered in D (Options::sharded_communication.gradients)
   --activation-checkpointing  xfmr: every block runs through accel::checkpoint (activations
-                         recomputed in backward; docs/memory.md)
+                         recomputed in backward; docs/how-to/large-models.md)
   --checkpoint-blocks N  with --activation-checkpointing: only the first N blocks (the last
                          ones keep their activations: less recompute, less memory saved)
   --checkpoint-part P    with --activation-checkpointing: block (default: the whole block) |
@@ -188,7 +188,7 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
                          the Accelerator, and print it on rank 0 before the last line
-  --timeline             the per-step timeline on (Options::timeline, docs/profiling.md),
+  --timeline             the per-step timeline on (Options::timeline, docs/how-to/profiling.md),
                          logged every step to a run under $TMPDIR/accel-bench-runs (JSONL and
                          CSV): what it costs a step
   -h, --help             this text

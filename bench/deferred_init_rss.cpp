@@ -1,6 +1,6 @@
 // Peak RSS of preparing a GPT-shaped model under Zero3, built eagerly or empty
-// (accel::deferred_init): each rank prints its VmHWM after prepare() (docs/memory.md, "Empty
-// builds"; the numbers in docs/performance.md).
+// (accel::deferred_init): each rank prints its VmHWM after prepare() (docs/how-to/large-models.md, "Empty
+// builds"; the numbers in docs/concepts/performance.md).
 //
 //   accel-launch --nproc 2 -- bench/accel_deferred_init_rss eager|deferred [--hidden H]
 //       [--layers L] [--vocab V]

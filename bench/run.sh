@@ -16,7 +16,7 @@
 #      SGD's default step, no slower on CPU; DDP's gradient_as_bucket_view=True; FSDP's
 #      limit_all_gathers, backward_prefetch=BACKWARD_PRE and forward_prefetch=True) with MALLOC_MMAP_THRESHOLD_=33554432 and
 #      MALLOC_TRIM_THRESHOLD_=1073741824 in its environment: the heap accel sets itself
-#      (Options::tune_cpu_heap; 8 MiB mmap threshold under zero3 and fsdp, docs/performance.md,
+#      (Options::tune_cpu_heap; 8 MiB mmap threshold under zero3 and fsdp, docs/concepts/performance.md,
 #      "The CPU heap").
 #   2. accel against PyTorch with its defaults: ddp.py --reference defaults (the for-loop
 #      optimizer step, no bucket views, FSDP's defaults) on glibc's default heap.

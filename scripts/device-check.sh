@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of accel, as one script for a lent GPU machine (docs/libtorch-versions.md).
+# The GPU checks of accel, as one script for a lent GPU machine (docs/reference/libtorch-versions.md).
 #
 #   scripts/device-check.sh --prepare   here, on the Debian machine: stages in .cache/device-prefix
 #                                       what the GPU machine lacks (fmt, doctest, Boost.PFR,

@@ -2,7 +2,7 @@
 //              --master-addr H --master-port P] [--grace S] [--rank-prefix] -- CMD ARGS...
 // accel-launch env | test [--nproc N] | estimate-memory --params N ...   (launch/subcommands.hpp)
 // accel-launch config [-o FILE] [flags] (launch/config_file.hpp)
-// Everything is in accel/launch.hpp; see docs/launching.md.
+// Everything is in accel/launch.hpp; see docs/how-to/launching.md.
 #include <accel/launch.hpp>
 #include <accel/launch/subcommands.hpp>
 #include <cstdio>

@@ -159,7 +159,7 @@ std::string usage_text() {
       "  --profile            log each step's time in data, forward, backward, communication,\n"
       "                       optimizer and idle per rank (the timeline; accel-plot draws it), and\n"
       "                       write a Chrome trace per rank of steps 3 to 5 into the run folder;\n"
-      "                       implies --with-tracking (docs/profiling.md)\n"
+      "                       implies --with-tracking (docs/how-to/profiling.md)\n"
       "  --checkpoint-dir DIR save_state() into DIR/checkpoint_<n> every --checkpoint-every\n"
       "                       steps and at the end\n"
       "  --checkpoint-every N optimizer steps between checkpoints, at least 1 (default: only at\n"
@@ -577,7 +577,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
 // small: more threads made a step slower on the development machine, each small parallel
 // operation waiting for a descheduled thread (measured in docs/gpt.md, "Training", under
 // "Threads"). OpenBLAS, which computes Debian libtorch's matrix products, keeps a pool
-// of its own that torch::set_num_threads does not limit (docs/accelerator.md), so it gets the same
+// of its own that torch::set_num_threads does not limit (docs/reference/accelerator.md), so it gets the same
 // number through openblas_set_num_threads, looked up at run time (another BLAS skips this).
 int set_threads(std::optional<int> requested) {
   int threads = 1;

@@ -117,7 +117,7 @@ struct CheckpointIO {
 
 
 /// The one class a training loop talks to, for one composition of a parallelism (Par), a
-/// precision (Prec) and an accumulation (Acc) policy (docs/accelerator.md, docs/policies.md).
+/// precision (Prec) and an accumulation (Acc) policy (docs/reference/accelerator.md, docs/concepts/policies.md).
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator
     : public detail::AcceleratorCore,  // what every Accelerator holds (accelerator_core.hpp):
@@ -354,7 +354,7 @@ class Accelerator
     precision_.load_state(state);
   }
 
-  // --- Checkpoints (state/checkpoint_io.hpp; docs/checkpoints.md) ----------------------------------
+  // --- Checkpoints (state/checkpoint_io.hpp; docs/how-to/resume.md) --------------------------------
   /// Every rank calls them: under the sharded strategies each rank saves and loads its own
   /// shards, so guarding save_state() with is_main_process() is a bug.
   ///
@@ -418,7 +418,7 @@ class Accelerator
   /// skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
   std::int64_t completed_steps() const { return completed_steps_; }
 
-  // --- Profiling (docs/profiling.md) ----------------------------------------------------------------
+  // --- Profiling (docs/how-to/profiling.md) ---------------------------------------------------------
   /// Records accel's spans (forward, backward, each collective issued and waited for, the
   /// optimizer step, the data wait; with options.torch_ops, libtorch's operators too) on the
   /// schedule of `options`, for as long as the returned scope lives, into trace_rank<r>.json: in
@@ -645,7 +645,7 @@ class Accelerator
             "the parameters' .grad, so a torch::optim optimizer stepped directly (or one not "
             "passed to prepare()) changes nothing, and torch::nn::utils::clip_grad_norm_ sees "
             "no gradient. Call step() and zero_grad() on the optimizer prepare() returned, and "
-            "accelerator.clip_grad_norm(max_norm) to clip (docs/accelerator.md, \"The right "
+            "accelerator.clip_grad_norm(max_norm) to clip (docs/reference/accelerator.md, \"The right "
             "doors\")",
             *unused_window_, parallelism_policy::name);
     }

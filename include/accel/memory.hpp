@@ -1,4 +1,4 @@
-// Memory tools (docs/memory.md): activation checkpointing (accel::checkpoint,
+// Memory tools (docs/how-to/large-models.md): activation checkpointing (accel::checkpoint,
 // accel::Checkpointed, memory::checkpoint_sequential_children and
 // checkpoint_sequential_children_except_last for Options::activation_checkpointing),
 // accel::estimate_memory, accel::find_executable_batch_size and this process's resident memory

@@ -34,14 +34,14 @@ struct DdpOptions {
   /// Buckets of at most this many KiB (fp32 or fp64 on CPU, uncompressed) are all-reduced right
   /// after backward on the training thread (where the buckets are, in shared memory, or else
   /// over buffers registered with Gloo once) instead of asynchronously, whose hand-offs cost
-  /// more than a few KiB take to move (docs/distributed.md). Larger buckets stay asynchronous,
+  /// more than a few KiB take to move (docs/concepts/distributed.md). Larger buckets stay asynchronous,
   /// overlapping backward. 0: every bucket asynchronous.
   double small_bucket_kb = 256.0;
   /// Where every rank is on this host and CPU tensors travel through shared memory, the buckets
   /// (fp32 or fp64, uncompressed) live in a shared-memory segment that all ranks map, and each is
   /// all-reduced where it lies: rank r sums its slice of every rank's bucket, averages it and
   /// writes it into all of them, with no copy into the transport and back and no separate
-  /// averaging pass (docs/distributed.md). Costs the gradients' bytes in /dev/shm per rank of the
+  /// averaging pass (docs/concepts/distributed.md). Costs the gradients' bytes in /dev/shm per rank of the
   /// node, as private buckets cost them in the heap. false: private buckets, copied through the
   /// transport's slots.
   bool buckets_in_shared_memory = true;
@@ -58,13 +58,13 @@ struct Zero2Options {
   /// while it computes the next ones; backward waits for the oldest beyond that. 0: each
   /// reduce-scatter is waited for as it starts: no overlap, and the least memory (DeepSpeed's
   /// default, overlap_comm off). Each one more overlaps more and holds one more bucket's full
-  /// gradient; with no core to spare for the transport it buys no speed (docs/performance.md).
+  /// gradient; with no core to spare for the transport it buys no speed (docs/concepts/performance.md).
   int reduce_scatters_in_flight = 0;
 };
 
 /// Zero2's, Zero3's and Fsdp's offloading to the CPU (Options::offload), as DeepSpeed's
 /// offload_optimizer and offload_param and FSDP's CPUOffload: device memory traded for copies
-/// between the device and the host each step (docs/memory.md, "CPU offload").
+/// between the device and the host each step (docs/how-to/large-models.md, "CPU offload").
 struct OffloadOptions {
   /// This rank's optimizer state, and its step, on the CPU: the shard optimizer steps CPU copies
   /// of this rank's parameter shard (pinned when the device is CUDA); before each step the
@@ -95,7 +95,7 @@ struct OffloadOptions {
 ///   - gradients: Zero2, Zero3 and every Fsdp reduce-scatter gradients in this dtype, divided by
 ///     the ranks before the cast (the sum of the ranks' fp16 values then cannot overflow), summed
 ///     in it, and added to the fp32 shard gradients.
-/// Training then differs from one process's by that rounding (docs/distributed.md, "Sending less:
+/// Training then differs from one process's by that rounding (docs/concepts/strategies.md, "Sending less:
 /// a narrower communication dtype"). On one process nothing travels and nothing is rounded. Ddp
 /// compresses its gradients with a policy instead: DdpWith<CompressBf16>.
 struct ShardedCommunicationOptions {
@@ -155,7 +155,7 @@ struct Options {
   bool non_blocking = false;
   /// On a CPU device, glibc keeps freed memory in the process (runtime/cpu_heap.hpp) instead of
   /// returning it to the kernel and faulting it in again at the next step (faster on CPU models
-  /// with activations of a few hundred KiB, same peak RSS: docs/performance.md). It may then hold
+  /// with activations of a few hundred KiB, same peak RSS: docs/concepts/performance.md). It may then hold
   /// up to 1 GiB of freed memory for reuse. Skipped when MALLOC_MMAP_THRESHOLD_ or
   /// MALLOC_TRIM_THRESHOLD_ is set, and off the glibc heap (a preloaded jemalloc or tcmalloc).
   bool tune_cpu_heap = true;
@@ -166,7 +166,7 @@ struct Options {
   /// then goes back to the kernel each step instead of staying in a heap that the optimizer state
   /// fragments, which lowers their peak RSS, at a cost in steps/s where weights are that large
   /// (their gathered units and full gradients come from accel's own cache at any threshold;
-  /// docs/memory.md, "Zero3's peak on CPU"). 4096 to 33554432 (glibc's largest).
+  /// docs/how-to/large-models.md, "Zero3's peak on CPU"). 4096 to 33554432 (glibc's largest).
   std::optional<std::size_t> cpu_heap_mmap_threshold = std::nullopt;
 
   /// How long a collective may wait for the other ranks before failing, instead of hanging
@@ -182,14 +182,14 @@ struct Options {
   /// debugging. ACCEL_CHECK_COLLECTIVES=1 turns it on too.
   bool check_collectives = false;
   /// CPU tensors travel through a shared-memory segment when every rank is on this host
-  /// (docs/distributed.md, "Shared memory"): several times Gloo's loopback bandwidth. false (or
+  /// (docs/concepts/distributed.md, "Shared memory"): several times Gloo's loopback bandwidth. false (or
   /// ACCEL_SHARED_MEMORY=0) sends everything through Gloo, as across nodes.
   bool shared_memory = true;
   /// Zero3 and Fsdp<FullShard|HybridShard>: as a Sequential's child unit runs, the next one's
   /// all-gather runs beside it (in backward the previous one's), on the shared-memory path's
   /// thread; across nodes it stays where it is needed. At most two child units gathered at once.
   /// Off by default: the gather then needs a core of its own, and on a machine with a core per
-  /// rank it costs steps/s and a unit's memory (docs/performance.md).
+  /// rank it costs steps/s and a unit's memory (docs/concepts/performance.md).
   bool prefetch_units = false;
 
   /// optimizer.step() of a prepared torch::optim::SGD, Adam or AdamW runs accel's fused step
@@ -212,7 +212,7 @@ struct Options {
   /// prepare() applies this to every model before the strategy lays it out. Set it to
   /// accel::memory::checkpoint_sequential_children to checkpoint every child with parameters of
   /// the model's Sequentials (as FSDP's apply_activation_checkpointing): their activations are
-  /// recomputed in backward instead of kept (memory/activation_checkpoint_children.hpp, docs/memory.md).
+  /// recomputed in backward instead of kept (memory/activation_checkpoint_children.hpp, docs/how-to/large-models.md).
   /// A function rather than a flag: the checkpointing code (libtorch's autograd::Function, on
   /// which g++ 14 warns falsely) is then compiled only into programs that name it.
   std::size_t (*activation_checkpointing)(const std::shared_ptr<torch::nn::Module>&) = nullptr;
@@ -233,7 +233,7 @@ struct Options {
   CheckpointOptions checkpoints = {};
   /// accelerator.logger()'s level and rank prefix (logging/level.hpp).
   logging::LoggerOptions logging = {};
-  /// The per-step timeline (docs/profiling.md): {.enabled = true} logs each optimizer step's
+  /// The per-step timeline (docs/how-to/profiling.md): {.enabled = true} logs each optimizer step's
   /// seconds in data, forward, backward, communication, optimizer and idle, per rank, through
   /// the trackers of the open run, with samples/s, tokens/s and MFU where their inputs are given.
   profiling::TimelineOptions timeline = {};

@@ -1,6 +1,6 @@
 // Learning-rate schedules libtorch lacks, as torch::optim::LRScheduler subclasses:
 // ConstantWithWarmup, LinearWithWarmup, CosineWithWarmup, InverseSqrt. The formulas are plain
-// functions in schedule/factors.hpp; docs/schedules.md describes both.
+// functions in schedule/factors.hpp; docs/how-to/schedules.md describes both.
 //
 // Being LRSchedulers, they go through Accelerator::prepare like libtorch's own (the prepared
 // handle steps them once per optimizer step that was applied) and through save_state /

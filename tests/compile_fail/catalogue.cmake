@@ -1,7 +1,7 @@
 # The compile-time messages, the docs and the compile-fail cases agree one to one. Run by ctest
 # with SOURCE_DIR, at test time, so that a message added to a header is caught at once:
 #   every `static_assert` message in include/ that starts with "accel:" is quoted verbatim in
-#   docs/policies.md and matched by the `// expect:` regex of some case in tests/compile_fail/;
+#   docs/concepts/policies.md and matched by the `// expect:` regex of some case in tests/compile_fail/;
 #   every case's regexes each match one of those messages, and the docs name every case.
 # CMake lists split on `;`, which messages contain: it stays replaced by @SEMI@ until compared.
 set(semi "@SEMI@")
@@ -34,7 +34,7 @@ if(count EQUAL 0)
   message(FATAL_ERROR "no accel: static_assert message found under ${SOURCE_DIR}/include")
 endif()
 
-file(READ "${SOURCE_DIR}/docs/policies.md" docs)
+file(READ "${SOURCE_DIR}/docs/concepts/policies.md" docs)
 string(REPLACE "\\|" "|" docs "${docs}")  # table cells escape `|`
 
 file(GLOB_RECURSE cases "${SOURCE_DIR}/tests/compile_fail/*.cpp")
@@ -43,7 +43,7 @@ math(EXPR last "${count} - 1")
 foreach(i RANGE ${last})
   string(FIND "${docs}" "${message_${i}}" at)
   if(at EQUAL -1)
-    string(APPEND problems "not quoted in docs/policies.md (${where_${i}}):\n  ${message_${i}}\n")
+    string(APPEND problems "not quoted in docs/concepts/policies.md (${where_${i}}):\n  ${message_${i}}\n")
   endif()
   set(matched_${i} OFF)
 endforeach()
@@ -52,7 +52,7 @@ foreach(case IN LISTS cases)
   get_filename_component(name "${case}" NAME_WE)
   string(FIND "${docs}" "${name}" at)
   if(at EQUAL -1)
-    string(APPEND problems "the compile-fail case ${name} is not named in docs/policies.md\n")
+    string(APPEND problems "the compile-fail case ${name} is not named in docs/concepts/policies.md\n")
   endif()
   file(STRINGS "${case}" expects REGEX "^// expect: ")
   foreach(expect IN LISTS expects)
@@ -79,4 +79,4 @@ endforeach()
 if(problems)
   message(FATAL_ERROR "${problems}")
 endif()
-message(STATUS "${count} accel: messages, each quoted in docs/policies.md and expected by a case")
+message(STATUS "${count} accel: messages, each quoted in docs/concepts/policies.md and expected by a case")

@@ -2,7 +2,7 @@
 // A complete precision policy of the user's own that nobody taught accel: the Accelerator's
 // precision, precision::Precision<MyPrecision>, is the primary template. The twin teaches it: a
 // precision that meets the whole contract (precision/contract.hpp), taking loss scaling and
-// state from WithoutLossScaling and writing its setup, as docs/policies.md#writing-a-precision
+// state from WithoutLossScaling and writing its setup, as docs/concepts/policies.md#writing-a-precision
 // shows.
 #include "training_loop.hpp"
 

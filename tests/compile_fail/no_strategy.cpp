@@ -2,7 +2,7 @@
 // A complete parallelism policy of the user's own that nobody taught accel: the Accelerator's
 // strategy, parallel::Strategy<MyPolicy>, is the primary template. The twin teaches it: a
 // strategy that meets the whole contract (parallel/contract.hpp), taking three roles from the
-// replicated bases and writing the training step, as docs/policies.md#writing-a-strategy shows.
+// replicated bases and writing the training step, as docs/concepts/policies.md#writing-a-strategy shows.
 #include "training_loop.hpp"
 
 struct MyPolicy {

@@ -263,7 +263,7 @@ void refusals() {
 // Before prepare() an empty build has no values: an operator on its tensors (a forward, to())
 // fails with an accel: line naming the operator and saying to prepare first, not libtorch's
 // "Could not run ... 'Meta' backend"; after prepare() the same model runs. What torch::save
-// does with it is printed, not checked (docs/memory.md says what accel cannot catch).
+// does with it is printed, not checked (docs/how-to/large-models.md says what accel cannot catch).
 void before_prepare() {
   torch::manual_seed(5);
   auto model = accel::deferred_init([] {

@@ -141,7 +141,7 @@ auto train(Accel& accelerator, std::int64_t per_rank) {
 // output to 8 and 11 significant bits, and on two ranks each rank's partial weight gradient is
 // rounded before the ranks average it, where one process rounds the whole sum once: bf16
 // measured 5.2e-3 (one process against fp32: 3.4e-3), 2e-2 allowed; fp16 measured on libtorch
-// 2.6 (docs/precision.md#tested-across-processes), 5e-3 allowed. Fp8 (its 32 x 16 layer in fp8,
+// 2.6 (docs/how-to/precision.md#tested-across-processes), 5e-3 allowed. Fp8 (its 32 x 16 layer in fp8,
 // the rest bf16): the amaxes agreed across ranks give one process's scales, and the rest is
 // bf16's rounding: measured 5.5e-3, 2e-2 allowed. Momentum or Adam would carry
 // such roundings into chaos within a few steps, which is why plain SGD here.

@@ -1,4 +1,4 @@
-// Data-dependent control flow across processes (docs/distributed.md, "Sharded units and
+// Data-dependent control flow across processes (docs/concepts/strategies.md, "Sharded units and
 // data-dependent control flow", "Parameters without gradients"): each row of a batch is routed
 // past one of a model's Sharded blocks (an MoE-like router), each rank's rows skip a different
 // block of the same size, and a late block is used by no rank until a later step and then only

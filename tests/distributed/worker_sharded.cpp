@@ -301,7 +301,7 @@ void zero3_root_warning() {
 
 // Two windows of 3 micro-steps: no communication before a window's last micro-step, then one
 // reduce-scatter (one flat parameter), and in the first window also the one all-reduce in which
-// the ranks learn that every parameter has had a gradient (docs/distributed.md, "Parameters
+// the ranks learn that every parameter has had a gradient (docs/concepts/strategies.md, "Parameters
 // without gradients"), never again after; the step all-gathers once.
 template <class Accel>
 void zero2_no_sync() {
@@ -687,7 +687,7 @@ void narrow_communication_refusals() {
   }
 }
 
-// What Zero3 holds when: units as docs/distributed.md lays them out, full parameters only while
+// What Zero3 holds when: units as docs/concepts/strategies.md lays them out, full parameters only while
 // used.
 template <class Accel>
 void zero3_residency() {

@@ -1,4 +1,4 @@
-// Token-weighted accumulation across processes (docs/accelerator.md, "Token-weighted
+// Token-weighted accumulation across processes (docs/how-to/accumulation.md, "Token-weighted
 // accumulation"): each rank and micro-step passes backward(loss_sum, tokens) for padded sequences
 // of very different lengths (some micro-batches padding only, one rank a whole window without a
 // token), and each window's update must be one process's on the concatenated batch of all the

@@ -29,7 +29,9 @@ MD
 MD
   echo "# Notes" >"$work/tree/docs/dev/notes.md"
   : >"$work/tree/docs/images/chart.png"
-  printf '%s\n' '// Why this header exists.' 'int f();' >"$work/tree/include/accel/a.hpp"
+  printf '%s\n' '// Why this header exists.' 'int f();' '// The rules: docs/guide.md#usage, docs/dev/notes.md.' \
+    >"$work/tree/include/accel/a.hpp"
+  mkdir -p "$work/tree/tools" && echo 'fail("see docs/guide.md#kept-id");' >"$work/tree/tools/t.cpp"
 }
 
 expect() {  # expect pass|fail NAME PATTERN: run the check on the tree, compare, look for PATTERN
@@ -67,6 +69,12 @@ clean; echo "Faster since st""op 12." >>"$work/tree/README.md"
 expect fail "a numbered stop in README.md" "README.md:8"
 clean; sed -i '1s#.*#// Faster since iss''ue 7.#' "$work/tree/include/accel/a.hpp"
 expect fail "a numbered issue in a comment under include/" "include/accel/a.hpp"
+clean; sed -i 's|docs/guide.md#usage|docs/gude.md#usage|' "$work/tree/include/accel/a.hpp"
+expect fail "a page named in a comment that does not exist" "include/accel/a.hpp:3: names 'docs/gude.md#usage'"
+clean; sed -i 's/#kept-id/#lost-id/' "$work/tree/tools/t.cpp"
+expect fail "an anchor named in an error message that matches no heading" "tools/t.cpp:1: names 'docs/guide.md#lost-id'"
+clean; echo '// A path of its own: tests/docs/missing.md' >>"$work/tree/include/accel/a.hpp"
+expect pass "a longer path that ends like a docs page" ""
 clean; echo 'int ses''sion = 0;  // the id' >>"$work/tree/include/accel/a.hpp"
 expect pass "the word in code, not in a comment" ""
 clean; echo "The worker runs in a ses""sion of its own (setsid)." >>"$work/tree/docs/guide.md"

@@ -7,6 +7,9 @@
 #   - a link's #anchor matches no heading of its target (GitHub's slugs: lower case, spaces to
 #     '-', punctuation other than '-' and '_' dropped, "-1", "-2" for repeated headings) and no
 #     explicit <a id="..."> / <a name="..."> there;
+#   - a `docs/<path>.md` or `docs/<path>.md#anchor` named in the code (include/, src/, tools/,
+#     examples/, bench/, scripts/, cmake/, tests/ but tests/docs/, CMakeLists.txt: comments,
+#     error messages, help texts) names no page, or no heading or id of it;
 #   - a word of the development process (a numbered stop or issue, "session", "this week",
 #     "latest run", "helper agent") appears in README.md, docs/, or a comment under include/:
 #     the docs and comments state what the software does, and its history lives in git.
@@ -100,6 +103,33 @@ for page in "${pages[@]}"; do
   done < <(links "$page")
 done
 
+# The docs' pages and anchors the code names: an error message that sends the user to a page
+# that moved, or a comment that points a reader nowhere. A path is taken whole: not when it
+# continues a longer one (tests/docs/...).
+mapfile -t code_files < <(for top in include src tools examples bench scripts cmake tests CMakeLists.txt; do
+                            [ -e "$top" ] && find "$top" -type f ! -path 'tests/docs/*'
+                          done | LC_ALL=C sort)
+if [ "${#code_files[@]}" -gt 0 ]; then
+  while IFS= read -r hit; do
+    file=${hit%%:*}
+    rest=${hit#*:}
+    where="$file:${rest%%:*}"
+    target=${rest#*:}
+    target=${target#[!d]}  # the character before docs/, when there is one
+    path=${target%%#*}
+    anchor=
+    [[ "$target" == *"#"* ]] && anchor=${target#*#}
+    if [ ! -f "$path" ]; then
+      fail "$where: names '$target': $path does not exist"
+    elif [ -n "$anchor" ]; then
+      [ -n "${anchor_cache[$path]+set}" ] || anchor_cache[$path]=$'\n'"$(anchors "$path")"$'\n'
+      [[ "${anchor_cache[$path]}" == *$'\n'"$anchor"$'\n'* ]] ||
+        fail "$where: names '$target': no heading or <a id> in $path gives #$anchor"
+    fi
+  done < <(LC_ALL=C grep -noE '(^|[^A-Za-z0-9_./-])docs/[A-Za-z0-9_./-]+\.md(#[A-Za-z0-9_-]+)?' \
+             "${code_files[@]}" /dev/null)
+fi
+
 # Words of the development process. "session" as in a Unix session (setsid) is not one.
 words='(^|[^[:alnum:]_])(stops? [0-9]+|at stop|this stop|sessions?|issues? #?[0-9]+|helper agents?|this week|latest run)([^[:alnum:]_]|$)'
 while IFS= read -r hit; do
@@ -124,7 +154,7 @@ done < <(find include -type f \( -name '*.hpp' -o -name '*.ipp' -o -name '*.h' -
            grep -i -E "$words" | grep -v -i -E 'setsid|session leader|in a session of its own')
 
 if [ "$failures" -gt 0 ]; then
-  echo "check-docs: $failures problem(s) in README.md, docs/ and include/'s comments"
+  echo "check-docs: $failures problem(s) in README.md, docs/, the docs the code names and include/'s comments"
   exit 1
 fi
-echo "check-docs: ${#pages[@]} pages, their links and anchors, and include/'s comments: ok"
+echo "check-docs: ${#pages[@]} pages, their links and anchors, the docs the code names, and include/'s comments: ok"

@@ -99,7 +99,7 @@ TEST_CASE("launch(): an existing worker (torchrun, srun, mpirun) just runs fn he
   }
 }
 
-TEST_CASE("launch(): defaults for the other settings, as docs/launching.md writes them") {
+TEST_CASE("launch(): defaults for the other settings, as docs/how-to/launching.md writes them") {
   const ScopedVariables worker(Changes{{"RANK", "0"}, {"WORLD_SIZE", "1"}});
   char name[] = "./train";
   char* argv[] = {name, nullptr};

@@ -2,7 +2,7 @@
 // libtorch's own CUDA headers), never linked nor run: on a CPU-only libtorch this is what checks
 // that the NCCL side of runtime::ProcessGroup and the training paths that hand it CUDA tensors
 // compile against this libtorch's c10d (1.13's ProcessGroup, 2.x's Backend). Whether they work
-// is for a machine with a GPU (scripts/device-check.sh, docs/libtorch-versions.md).
+// is for a machine with a GPU (scripts/device-check.sh, docs/reference/libtorch-versions.md).
 #include <accel/accelerator.hpp>
 
 static_assert(accel::runtime::has_nccl,

@@ -1,5 +1,5 @@
 // Compiling this file is the test: nothing on the training path dispatches virtually, so a
-// strategy compiles to direct calls (docs/accelerator.md). A virtual
+// strategy compiles to direct calls (docs/reference/accelerator.md). A virtual
 // function inside a member does not make the class that holds it polymorphic, so checking the
 // Accelerator alone proves nothing: every type is listed itself, each parallel::Strategy
 // specialization (parallel/strategies.hpp includes them all), the types they hold, and each

@@ -399,7 +399,7 @@ TEST_CASE("checkpoint: load_model refuses a lossy dtype conversion unless asked"
   fs::remove_all(folder);
 }
 
-// --- What save_state may delete: only what accel wrote (docs/checkpoints.md) ----------------------
+// --- What save_state may delete: only what accel wrote (docs/concepts/checkpoints.md) --------------------
 
 namespace {
 std::string read_text(const fs::path& file) {

@@ -1,4 +1,4 @@
-// Profiling (docs/profiling.md): the schedule's decisions, the Chrome trace's structure (valid
+// Profiling (docs/how-to/profiling.md): the schedule's decisions, the Chrome trace's structure (valid
 // JSON, the rank as the process, spans nested and ordered), a profiled loop on one process
 // keeping exactly the scheduled steps, libtorch's operator events beside accel's spans, the
 // step timeline reaching a tracker with phases that add up to the step, and the errors.

@@ -44,7 +44,7 @@ inline constexpr std::string_view estimate_memory_usage =
     "                                    [--bytes-per-param B]\n"
     "\n"
     "Bytes each rank holds for a model of N trainable parameters (suffixes K, M, B: 350M, 7B),\n"
-    "between steps, by the ZeRO formulas with accel's flat-parameter padding (docs/memory.md):\n"
+    "between steps, by the ZeRO formulas with accel's flat-parameter padding (docs/how-to/large-models.md):\n"
     "  --strategy   ddp, zero2, zero3, fsdp-no-shard, fsdp-shard-grad-op, fsdp-full-shard,\n"
     "               fsdp-hybrid-shard (default: ddp, zero2 and zero3 side by side)\n"
     "  --world      processes (default 1)\n"

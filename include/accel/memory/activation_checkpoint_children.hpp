@@ -6,7 +6,7 @@
 // Sequentials' children), and the wrapping comes before the strategy's, so a Zero3 unit
 // gathers, then runs its child checkpointed.
 //
-// Limits, said in docs/memory.md: a child is called with one tensor and returns one (Zero3's
+// Limits, said in docs/how-to/large-models.md: a child is called with one tensor and returns one (Zero3's
 // unit rule); a child without parameters (an activation, dropout) is left alone, since its
 // recompute would save nothing; ModuleList elements are called by the model's own forward, which
 // accel cannot intercept: declare those as accel::Checkpointed<Block>.
@@ -80,7 +80,7 @@ inline std::size_t checkpoint_sequential_children(const std::shared_ptr<torch::n
 // The same but for each Sequential's last child with parameters, as torch.utils.checkpoint's
 // checkpoint_sequential leaves its last segment unchecked: backward starts with that child, so
 // its recompute would run right after its forward and free little at the peak, while costing a
-// forward of it every step (docs/memory.md, "Activation checkpointing", has the measured
+// forward of it every step (docs/how-to/large-models.md, "Activation checkpointing", has the measured
 // trade-off).
 inline std::size_t checkpoint_sequential_children_except_last(
     const std::shared_ptr<torch::nn::Module>& model) {

@@ -1,6 +1,6 @@
 // accel::deferred_init: build a model without allocating its parameters, so that prepare() under
 // Zero3, Fsdp<FullShard> or Fsdp<HybridShard> allocates only each rank's shard, with the values
-// an eager build would have had (docs/memory.md, "Empty builds"). How it records the
+// an eager build would have had (docs/how-to/large-models.md, "Empty builds"). How it records the
 // constructor and replays it: detail/deferred_build.hpp.
 //
 //   auto model = accel::deferred_init([&] { return Gpt(options); });   // parameters on meta
@@ -8,7 +8,7 @@
 //
 // Until prepare() an operator on the model's tensors (a forward, to()) fails with an accel: line
 // saying to prepare first; torch::save, which reads storage without an operator, cannot be
-// stopped and writes a file without values (docs/memory.md).
+// stopped and writes a file without values (docs/how-to/large-models.md).
 //
 // Under the other strategies (Ddp, Zero2, one process) prepare() replays the whole model: they
 // keep every parameter whole on every rank anyway, so the empty build costs nothing there and

@@ -127,20 +127,20 @@ consteval bool strategy_meets_contract() {
                   "const std::string&), prepare_optimizer(Optimizer&), before_forward(Module&), "
                   "after_forward(Module&, const Outputs&), before_backward(bool sync), "
                   "after_backward(bool sync), optimizer_step(Optimizer&), zero_grad(Optimizer&) "
-                  "(the note below names the missing one; docs/policies.md#writing-a-strategy)");
+                  "(the note below names the missing one; docs/concepts/policies.md#writing-a-strategy)");
     static_assert(GradientAccess<S>,
                   "accel: parallel::Strategy<Par> lacks a gradient-access member; write "
                   "gradients_to_clip, gradients_of and reduce_norm, or derive from "
-                  "accel::parallel::ReplicatedGradients (docs/policies.md#writing-a-strategy)");
+                  "accel::parallel::ReplicatedGradients (docs/concepts/policies.md#writing-a-strategy)");
     static_assert(MemoryAccounting<S>,
                   "accel: parallel::Strategy<Par> lacks a memory-accounting member; write "
                   "can_offload, count_memory, gather_full and release_full, or derive from "
-                  "accel::parallel::WholeParameters (docs/policies.md#writing-a-strategy)");
+                  "accel::parallel::WholeParameters (docs/concepts/policies.md#writing-a-strategy)");
     static_assert(CheckpointSlices<S>,
                   "accel: parallel::Strategy<Par> lacks a checkpoint-slice member; write "
                   "parameter_shape, saved_slice, loaded_slice, state_slots, is_flattened, "
                   "flat_gradients, restore_flat_gradients and after_state_loaded, or derive from "
-                  "accel::parallel::ReplicatedCheckpoint (docs/policies.md#writing-a-strategy)");
+                  "accel::parallel::ReplicatedCheckpoint (docs/concepts/policies.md#writing-a-strategy)");
     return StrategyContract<S>;
   }
 }

@@ -10,7 +10,7 @@
 // (release_gradients): between steps a rank holds only its shard of the gradients. The shard
 // gradient itself is allocated (zeros) when first needed, by the first reduce-scatter into it
 // or whatever reads it (shard_gradient()), as PyTorch FSDP allocates its sharded gradient at
-// the first backward: until then a prepared model costs its shards only (docs/memory.md, "Empty
+// the first backward: until then a prepared model costs its shards only (docs/how-to/large-models.md, "Empty
 // builds"), and the pieces' .grad are undefined.
 //
 // This rank's shard is cut along parameter boundaries into pieces: leaf tensors that alias the

@@ -24,7 +24,7 @@ namespace accel::parallel {
 
 // In place rather than set to none: the next backward accumulates into the same storage instead
 // of allocating (with glibc's default heap, every backward would fault its gradients in again:
-// docs/performance.md, "One process"), and gradients that are views of
+// docs/concepts/performance.md, "One process"), and gradients that are views of
 // communication buckets stay views.
 inline void zero_grad_in_place(torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;

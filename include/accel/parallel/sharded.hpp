@@ -9,7 +9,7 @@
 //
 // Under those strategies the unit's parameters are all-gathered when its forward starts, freed
 // when it returns, gathered again when backward reaches any of its outputs and freed once its
-// gradients are reduce-scattered (docs/distributed.md, "Units"). Under every other strategy, and
+// gradients are reduce-scattered (docs/concepts/strategies.md, "Units"). Under every other strategy, and
 // before prepare(), the forward runs as it is.
 //
 // ShardedImpl<Impl> derives from the module's own Impl, so it IS that module: the same

@@ -2,7 +2,7 @@
 // an error naming the member, never a silent "not a policy" that lets another policy stand in
 // for it. Each function asserts one kind's members, one message per member, and returns whether
 // all are there; g++ names the type in the line before the message ("[with P = MyPolicy]").
-// docs/policies.md#writing-a-policy quotes every message.
+// docs/concepts/policies.md#writing-a-policy quotes every message.
 #pragma once
 
 #include "accumulation.hpp"
@@ -16,13 +16,13 @@ consteval bool parallelism_members_ok() {
                 "accel: a type tagged as a parallelism policy (category = "
                 "accel::policy::parallelism_tag) has no `static constexpr std::string_view name`; "
                 "add it: `static constexpr std::string_view name = \"MyPolicy\";` (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::sharded_state<P>,
                 "accel: a type tagged as a parallelism policy (category = "
                 "accel::policy::parallelism_tag) has no `static constexpr bool "
                 "shards_optimizer_state`, `shards_gradients` or `shards_parameters`; add all three "
                 "(all false for a strategy that replicates everything, as Ddp; see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   return member::name<P> && member::sharded_state<P>;
 }
 
@@ -32,22 +32,22 @@ consteval bool precision_members_ok() {
                 "accel: a type tagged as a precision policy (category = "
                 "accel::policy::precision_tag) has no `static constexpr std::string_view name`; "
                 "add it: `static constexpr std::string_view name = \"MyPrecision\";` (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::compute<P>,
                 "accel: a type tagged as a precision policy (category = "
                 "accel::policy::precision_tag) has no `static constexpr ComputeType compute`; add "
                 "it: `static constexpr auto compute = accel::policy::ComputeType::bfloat16;` (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::autocast<P>,
                 "accel: a type tagged as a precision policy (category = "
                 "accel::policy::precision_tag) has no `static constexpr bool autocast`; add it: "
                 "`static constexpr bool autocast = true;` to run forward in compute's dtype (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::loss_scaling<P>,
                 "accel: a type tagged as a precision policy (category = "
                 "accel::policy::precision_tag) has no `static constexpr bool loss_scaling`; add "
                 "it: `static constexpr bool loss_scaling = false;` (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   return member::name<P> && member::compute<P> && member::autocast<P> && member::loss_scaling<P>;
 }
 
@@ -62,7 +62,7 @@ consteval bool accumulation_members_ok() {
                 "accel: a type tagged as an accumulation policy (category = "
                 "accel::policy::accumulation_tag) has no `static constexpr int steps`; add it: "
                 "`static constexpr int steps = 4;` micro-batches per optimizer step (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   // GradAccum<N> with N < 1 has already said so in its own body; say it once.
   static_assert(!member::steps<P> || member::steps_at_least_one<P> || is_grad_accum<P>,
                 "accel: an accumulation policy's steps must be at least 1 (micro-batches per "
@@ -75,15 +75,15 @@ consteval bool sharding_members_ok() {
   static_assert(member::shards_optimizer_state<P>,
                 "accel: a type tagged as a sharding strategy (category = "
                 "accel::policy::sharding_tag) has no `static constexpr bool "
-                "shards_optimizer_state`; add it (see docs/policies.md#writing-a-policy)");
+                "shards_optimizer_state`; add it (see docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::shards_gradients<P>,
                 "accel: a type tagged as a sharding strategy (category = "
                 "accel::policy::sharding_tag) has no `static constexpr bool shards_gradients`; add "
-                "it (see docs/policies.md#writing-a-policy)");
+                "it (see docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::shards_parameters<P>,
                 "accel: a type tagged as a sharding strategy (category = "
                 "accel::policy::sharding_tag) has no `static constexpr bool shards_parameters`; "
-                "add it (see docs/policies.md#writing-a-policy)");
+                "add it (see docs/concepts/policies.md#writing-a-policy)");
   return member::shards_optimizer_state<P> && member::shards_gradients<P> &&
          member::shards_parameters<P>;
 }
@@ -94,7 +94,7 @@ consteval bool compression_members_ok() {
                 "accel: a type tagged as a gradient compression (category = "
                 "accel::policy::compression_tag) has no `static constexpr ComputeType wire`; add "
                 "it: `static constexpr auto wire = accel::policy::ComputeType::float16;` (see "
-                "docs/policies.md#writing-a-policy)");
+                "docs/concepts/policies.md#writing-a-policy)");
   return member::wire<P>;
 }
 

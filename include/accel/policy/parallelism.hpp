@@ -30,7 +30,7 @@ struct NestedName {
   static constexpr std::string_view value{text.data(), text.size()};
 };
 
-// A policy argument's name; a compression need not declare one (docs/policies.md).
+// A policy argument's name; a compression need not declare one (docs/concepts/policies.md).
 template <class T>
 inline constexpr std::string_view name_of = "unnamed";
 template <class T>

@@ -1,6 +1,6 @@
 // Composition rules: checked once, where the policies meet (Accelerator<Par, Prec, Acc>).
 // Each rule is a named static_assert whose message starts with `accel:`, says what is wrong and
-// shows the fix as code; docs/policies.md quotes every message. A rule returns false only after
+// shows the fix as code; docs/concepts/policies.md quotes every message. A rule returns false only after
 // one of its assertions has fired, and Checked asserts that every rule passed, so a composition
 // that breaks a rule never compiles. While the compiler goes on reporting, `Checked` hands the
 // Accelerator a valid stand-in for the offending slot, so that only our messages are printed,

@@ -96,17 +96,17 @@ consteval bool precision_meets_contract() {
                   "accel: precision::Precision<Prec> lacks a setup hook; write both "
                   "attach(runtime::ProcessGroup*, const Options&, const torch::Device&) and "
                   "prepare_model(const std::shared_ptr<torch::nn::Module>&, const std::string&) "
-                  "(the note below names the missing one; docs/policies.md#writing-a-precision)");
+                  "(the note below names the missing one; docs/concepts/policies.md#writing-a-precision)");
     static_assert(LossScalingHooks<P>,
                   "accel: precision::Precision<Prec> lacks a loss-scaling hook; write on_backward, "
                   "scale_loss, loss_scale, unscale, may_step and step_was_skipped, or derive from "
                   "accel::precision::WithoutLossScaling or DynamicLossScaling "
-                  "(docs/policies.md#writing-a-precision)");
+                  "(docs/concepts/policies.md#writing-a-precision)");
     static_assert(PrecisionState<P>,
                   "accel: precision::Precision<Prec> lacks part of its checkpoint state; write "
                   "state_type, state, check_state, load_state and to_json / from_json templates "
                   "for state_type, or derive from accel::precision::WithoutLossScaling or "
-                  "DynamicLossScaling (docs/policies.md#writing-a-precision)");
+                  "DynamicLossScaling (docs/concepts/policies.md#writing-a-precision)");
     return PrecisionContract<P>;
   }
 }

@@ -1,6 +1,6 @@
 // What accelerator.profile() records and where it writes (ProfileOptions), and the per-step
 // timeline's knobs (TimelineOptions, Options::timeline). Plain aggregates with no torch, so that
-// options.hpp may hold them (docs/profiling.md).
+// options.hpp may hold them (docs/how-to/profiling.md).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // accel's own spans: forward, backward, each collective issued and waited for, the optimizer
 // step, the data wait. A Span is a scope; when no profile or timeline records, constructing one
 // is an atomic load of a pointer and a branch not taken, and destroying it a second branch, so
-// that the training path pays nothing measurable for them (docs/profiling.md, "Cost").
+// that the training path pays nothing measurable for them (docs/how-to/profiling.md, "Cost").
 //
 //   profiling::Span span(profiling::Phase::forward, "forward");
 //   profiling::Span wait(profiling::Phase::communication, "allreduce", sequence, bytes,

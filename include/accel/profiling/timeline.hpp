@@ -9,7 +9,7 @@
 //   timeline/mfu                   with samples_per_step, flops_per_sample and peak_flops
 //
 // Gathered rather than written per rank: one collective of ~64 bytes per step and rank costs
-// microseconds over shared memory (docs/profiling.md, "Cost"), and keeps every rank's numbers in
+// microseconds over shared memory (docs/how-to/profiling.md, "Cost"), and keeps every rank's numbers in
 // the run's one metrics file, where accel-plot draws the ranks side by side.
 #pragma once
 

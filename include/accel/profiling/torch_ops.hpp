@@ -2,7 +2,7 @@
 // MmBackward0, ...) in accel's trace. Through the API that torch.profiler uses
 // (torch::autograd::profiler::prepareProfiler / enableProfiler / disableProfiler with
 // ProfilerState::KINETO): on 1.13 and 2.x alike it collects CPU operator events with or without
-// libkineto (Debian's 1.13 has none, and then no GPU kernels: docs/profiling.md). Thread-local, as
+// libkineto (Debian's 1.13 has none, and then no GPU kernels: docs/how-to/profiling.md). Thread-local, as
 // torch's: the thread that starts it is profiled, with the threads libtorch hands its work to
 // (autograd's, intra-op workers).
 #pragma once

@@ -4,7 +4,7 @@
 // heap above its trim threshold); both thresholds adapt to the allocation history. A training
 // step frees and allocates the same activation and gradient sizes every step, so with the
 // defaults each step can fault its memory in again, which on CPU can cost a large part of the
-// step (docs/performance.md, "The CPU heap: accel's default and glibc's"). Raising both thresholds
+// step (docs/concepts/performance.md, "The CPU heap: accel's default and glibc's"). Raising both thresholds
 // keeps that memory for reuse; the peak resident size does not grow, since the peak is the live
 // memory of one step.
 #pragma once

@@ -3,7 +3,7 @@
 // Why not c10d's ProcessGroupGloo for everything: c10d hands each collective to a worker thread
 // and moves it through Gloo's unbound buffers, where every message first goes through a
 // send/receive handshake on Gloo's event-loop thread. For a small tensor those hops are the
-// whole cost, and Gloo's own ring over buffers registered once is faster (docs/distributed.md,
+// whole cost, and Gloo's own ring over buffers registered once is faster (docs/concepts/strategies.md,
 // "Small buckets"). Large tensors move at the same speed either way,
 // so they stay on c10d, whose asynchronous work overlaps backward.
 //

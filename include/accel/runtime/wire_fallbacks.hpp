@@ -1,4 +1,4 @@
-// What a c10d backend lacks, filled here once for every strategy (docs/distributed.md, "Filling
+// What a c10d backend lacks, filled here once for every strategy (docs/concepts/distributed.md, "Filling
 // the gaps of a backend, once"; the gaps themselves are in detail/torch_compat.hpp):
 //   - bf16 on the wire through an fp32 copy where Gloo lacks bf16 (libtorch 1.13), cast back;
 //   - all-gather into one flat tensor as a list all-gather plus a concatenation;

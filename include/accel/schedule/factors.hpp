@@ -1,6 +1,6 @@
 // Learning-rate schedules as plain functions of the step: the multiplier each schedule applies to
 // a base lr at optimizer step k. No optimizer and no torch needed; the schedulers in
-// ../schedules.hpp compute every lr through these. docs/schedules.md has the formulas.
+// ../schedules.hpp compute every lr through these. docs/how-to/schedules.md has the formulas.
 //
 // "Step k" is the k-th optimizer step, counted from 0: factor(k) scales the lr that step uses.
 // This is HuggingFace transformers' convention (get_linear_schedule_with_warmup and friends,

@@ -1,5 +1,5 @@
 // `accel-launch checkpoint inspect | verify | merge | diff` as a command line, over the calls of
-// checkpoint_tool.hpp (docs/checkpoints.md, "Without the training program"). Whatever a
+// checkpoint_tool.hpp (docs/how-to/resume.md, "Without the training program"). Whatever a
 // checkpoint holds, it ends with an exit status and, on failure, one `accel:` line: every
 // exception (a corrupt file's, libtorch's, the file system's, memory running out) is caught here,
 // at the command's edge, so that no C++ stack trace or abort reaches the user.

@@ -9,7 +9,7 @@
 //   names  automatic naming puts checkpoint_<n> folders under one root (Options::checkpoints),
 //          n counting up; a folder is committed when it holds manifest.json (the last file a
 //          save writes). Staging folders and folders without a manifest are passed over.
-//   owner  accel replaces or deletes only what it wrote and can recognise (docs/checkpoints.md,
+//   owner  accel replaces or deletes only what it wrote and can recognise (docs/concepts/checkpoints.md,
 //          "What accel may delete"): a committed checkpoint (its manifest.json says
 //          "accel-checkpoint") holding nothing its manifest does not name, and a staging folder
 //          holding only rank files and a manifest. Anything else at a target is refused, named.

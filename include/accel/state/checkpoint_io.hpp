@@ -1,4 +1,4 @@
-// Accelerator::save_state / load_state / save_model / load_model (docs/checkpoints.md): the
+// Accelerator::save_state / load_state / save_model / load_model (docs/how-to/resume.md): the
 // orchestration. What is saved and loaded is the components' (components/component.hpp, the
 // protocol: each piece's tensors and manifest part on save, its checks and staged values on
 // load, the steps that copy them in); this file runs them in one order, and does what is no
@@ -76,7 +76,7 @@ struct StateIO {
   using View = CheckpointView<Strategy>;
 
   // A check on accel's own components, which no user code reaches: not one of the `accel:`
-  // messages (docs/policies.md) a program can meet.
+  // messages (docs/concepts/policies.md) a program can meet.
   static_assert(components::all_components<CheckpointComponents, View>,
                 "internal: a checkpoint component lacks add_tensors, describe, check or stage "
                 "(state/components/component.hpp)");

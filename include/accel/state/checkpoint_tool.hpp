@@ -2,7 +2,7 @@
 // (DeepSpeed's zero_to_fp32.py and Accelerate's merge-weights, in one place). Everything here
 // reads the manifest through Manifest::read and the rank files through read_checkpoint_files,
 // as load_state does, so a folder that load_state would refuse is refused here with the same
-// words. See docs/checkpoints.md, "Without the training program".
+// words. See docs/how-to/resume.md, "Without the training program".
 //
 //   inspect DIR          what it holds: step, world size, policies, tensors, optimizers, files
 //   verify DIR           every checksum, and every parameter and optimizer slot covered exactly

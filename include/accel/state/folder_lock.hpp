@@ -1,4 +1,4 @@
-// One run at a time in a checkpoint folder (docs/checkpoints.md, "One run per folder").
+// One run at a time in a checkpoint folder (docs/concepts/checkpoints.md, "One run per folder").
 //
 // The main process takes an advisory lock (flock) on <folder>/.accel-lock and keeps it until the
 // process ends: for a folder the program named in Options::checkpoints.directory, when the

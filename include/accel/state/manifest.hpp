@@ -1,7 +1,7 @@
 // A checkpoint's manifest.json as one type: save_state fills a Manifest and writes it last;
 // load_state and `accel-launch checkpoint` read it first, through Manifest::read only, which
 // refuses a missing, unreadable, foreign, newer or corrupt manifest before anything else is
-// looked at. The JSON layout (docs/checkpoints.md) is written and read in manifest.ipp alone.
+// looked at. The JSON layout (docs/concepts/checkpoints.md) is written and read in manifest.ipp alone.
 #pragma once
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Accelerator::save_model / load_model (docs/checkpoints.md): a prepared model's consolidated
+// Accelerator::save_model / load_model (docs/how-to/resume.md): a prepared model's consolidated
 // weights as safetensors files (weights.hpp), and such files (or other tools') read back into
 // it. Not part of a training-state checkpoint: no manifest, no optimizer, and any world size
 // and strategy on either side. Reached through state::CheckpointIO (checkpoint_io.hpp) with the
@@ -60,7 +60,7 @@ void save_model_files(const View& view, torch::nn::Module& model,
 // shapes and dtypes are checked on every rank (and the values that a check needs: a checked
 // dtype conversion, BOOL bytes), the ranks agree, and only then are the other values read, one
 // tensor at a time, each copied in as soon as it is read: a rank holds its shards and one
-// slice, never its shards twice (an empty build filled from a weights folder, docs/memory.md).
+// slice, never its shards twice (an empty build filled from a weights folder, docs/how-to/large-models.md).
 // A read failing then (an I/O error: the sizes were checked when the folder was opened) leaves
 // the model partly loaded; the ranks agree on that error too.
 template <class View>

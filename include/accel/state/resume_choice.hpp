@@ -1,6 +1,6 @@
 // Which checkpoint load_state() without a folder resumes from: the newest committed one under
 // Options::checkpoints.directory, provided the run that wrote it continued the run before it in
-// that folder (docs/checkpoints.md, "One run per folder").
+// that folder (docs/concepts/checkpoints.md, "One run per folder").
 //
 // The folder lock keeps two runs that overlap in time apart; this catches runs that follow each
 // other: a second program started afresh on a folder that already held another run's

@@ -35,7 +35,7 @@
 #include "safetensors_format.hpp"
 
 // A preprocessor check rather than a static_assert: it cannot fire on the little-endian machines
-// the compile-fail cases run on, so it is quoted in docs/policies.md without a case.
+// the compile-fail cases run on, so it is quoted in docs/concepts/policies.md without a case.
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "accel: safetensors stores tensors little-endian and accel copies their bytes as they lie in memory; a big-endian host would need a byte swap per element"
 #endif

@@ -4,7 +4,7 @@
 // state/safetensors.hpp puts tensors on it.
 //
 // A file is untrusted input: parse_header checks every rule of the format before anything is
-// read through it (docs/safetensors.md lists them), and it is stricter than the reference in
+// read through it (docs/reference/safetensors.md lists them), and it is stricter than the reference in
 // three places, each a file the reference writer never produces: a duplicate key (serde keeps
 // one), a field other than dtype, shape and data_offsets in an entry (serde ignores it), and JSON
 // whitespace other than the spaces the spec allows after the object.

@@ -80,23 +80,23 @@ template <class T>
 consteval bool tracker_meets_contract() {
   static_assert(NamedTracker<T>,
                 "accel: a tracker needs `std::string name() const`: the name its errors are "
-                "reported under, e.g. \"wandb\" (docs/tracking.md#trackers-of-your-own)");
+                "reported under, e.g. \"wandb\" (docs/how-to/tracking.md#trackers-of-your-own)");
   static_assert(StartsRuns<T>,
                 "accel: a tracker needs `void start(const accel::tracking::RunStart& run)`: "
                 "init_trackers() calls it with the project, the config and the run folder "
-                "(docs/tracking.md#trackers-of-your-own)");
+                "(docs/how-to/tracking.md#trackers-of-your-own)");
   static_assert(LogsScalars<T>,
                 "accel: a tracker needs `void log(const accel::tracking::Scalars& values, "
                 "std::int64_t step, double seconds)`: accelerator.log() calls it with the "
-                "metrics (docs/tracking.md#trackers-of-your-own)");
+                "metrics (docs/how-to/tracking.md#trackers-of-your-own)");
   static_assert(LogsTexts<T>,
                 "accel: a tracker needs `void log_text(const accel::tracking::Texts& values, "
                 "std::int64_t step, double seconds)`: accelerator.log_text() calls it; leave "
                 "its body empty if text means nothing to it "
-                "(docs/tracking.md#trackers-of-your-own)");
+                "(docs/how-to/tracking.md#trackers-of-your-own)");
   static_assert(FinishesRuns<T>,
                 "accel: a tracker needs `void finish()`: end_training() calls it "
-                "(docs/tracking.md#trackers-of-your-own)");
+                "(docs/how-to/tracking.md#trackers-of-your-own)");
   return TrackerContract<T>;
 }
 

@@ -97,7 +97,7 @@ ACCEL_DECL Report environment_report() {
   add("gloo", "not found at build time: multi-process CPU runs are unavailable");
 #endif
   // CPU tensors between the ranks of one node go through a segment in /dev/shm
-  // (docs/distributed.md): whether it is on, and the room it has.
+  // (docs/concepts/distributed.md): whether it is on, and the room it has.
   struct statvfs shm_fs {};
   const bool shm_ok = ::statvfs("/dev/shm", &shm_fs) == 0;
   const char* shm_setting = std::getenv("ACCEL_SHARED_MEMORY");

@@ -3,7 +3,7 @@
 // first gradient to the reduce-scatter). On CUDA the caching allocator keeps such blocks; on CPU
 // glibc maps a block above its mmap threshold fresh and unmaps it when freed, so each unit
 // faulted its pages in again at every gather, tens of thousands of page faults a step on a
-// transformer (docs/memory.md, "Zero3's peak on CPU").
+// transformer (docs/how-to/large-models.md, "Zero3's peak on CPU").
 //
 // The cache keeps a freed block for the next request of exactly its size (the units of a
 // transformer are all one size). It never holds more than the buffers' own peak: a request that

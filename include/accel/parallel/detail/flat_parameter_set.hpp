@@ -20,7 +20,7 @@
 //   had a gradient which parameters any rank has produced a gradient for so far
 //                  (agree_on_gradients at each window's end): on one process a parameter that
 //                  never had one has an undefined .grad, which torch's optimizers skip, so the
-//                  shard optimizers skip its pieces until it has (docs/distributed.md,
+//                  shard optimizers skip its pieces until it has (docs/concepts/strategies.md,
 //                  "Parameters without gradients").
 //   trainability   freezing or unfreezing a parameter after prepare() is refused
 //                  (check_still_trainable), since the other ranks' collectives were laid out

@@ -72,7 +72,7 @@ inline NamedParameters exclusive_parameters(
 
 // What a Sequential calls in place of a unit's module: `around(unit, run)` gathers the unit,
 // runs the module on the input and frees the unit again. One tensor in, one tensor out: the
-// signature of nearly every Sequential child (docs/distributed.md#zero3 for the others).
+// signature of nearly every Sequential child (docs/concepts/strategies.md#zero3 for the others).
 template <class Owner>
 class UnitCallImpl : public torch::nn::Module {
  public:

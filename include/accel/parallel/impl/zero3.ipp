@@ -195,7 +195,7 @@ ACCEL_DECL void FullyShardedStrategy::warn_if_mostly_root(const detail::NamedPar
              "accel: warning: {}: its root unit holds {:.0f}% of the parameters, which every "
              "rank gathers whole for the whole step; mark the blocks of its ModuleLists (or "
              "other large modules) with accel::Sharded so that each is a unit of its own "
-             "(docs/distributed.md#zero3)\n",
+             "(docs/concepts/strategies.md#zero3)\n",
              label, 100.0 * static_cast<double>(in_root) / static_cast<double>(total));
 }
 

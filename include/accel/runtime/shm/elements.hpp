@@ -98,7 +98,7 @@ T narrow(typename Accumulator<T>::type v) {
 // output or into every input: each element's inputs are read before its outputs are written,
 // so an output may be an input. With the rank count known at compile time the sum stays in a
 // register and the loop streams each input and output once, where the blocked loop of reduce()
-// below makes several passes over its accumulators (docs/performance.md, "Shared memory between
+// below makes several passes over its accumulators (docs/concepts/performance.md, "Shared memory between
 // the ranks of one node").
 template <class T, int Ranks>
 void sum_in_one_pass(const std::byte* const* inputs, std::byte* const* outputs, bool into_inputs,

@@ -26,7 +26,7 @@ ACCEL_DECL int checkpoint_command(int argc, const char* const* argv) {
       "[--optimizer]\n"
       "       accel-launch checkpoint diff A B\n"
       "\n"
-      "Reads a folder save_state wrote, without the program that wrote it (docs/checkpoints.md).\n"
+      "Reads a folder save_state wrote, without the program that wrote it (docs/how-to/resume.md).\n"
       "  inspect  step, world size, policies, tensors, optimizers, files and their checksums\n"
       "  verify   every checksum, and every parameter and optimizer slot covered exactly;\n"
       "           exits 1 and lists each problem when there is one\n"

@@ -37,7 +37,7 @@ ACCEL_DECL void UnitOrderCheck::check(runtime::ProcessGroup& group, std::string_
       "backward reaches it, so a unit skipped on some ranks would exchange its parameters and "
       "gradients with another unit's. Call every unit on every rank (on an empty slice of the "
       "batch where none of its rows use it), or train with Zero2 or Ddp, which gather nothing "
-      "in the forward (docs/distributed.md#sharded-units-and-data-dependent-control-flow)",
+      "in the forward (docs/concepts/strategies.md#sharded-units-and-data-dependent-control-flow)",
       strategy, group.rank(), record, strategy);
 }
 
