@@ -145,6 +145,7 @@ struct CheckpointOptions {
   /// every `every_steps` optimizer steps and/or every `every_seconds` (0: off), at the point
   /// between two training batches that a resumed run continues from.
   std::int64_t every_steps = 0;
+  /// Seconds between periodic checkpoints, as any rank's clock sees them; 0: off.
   double every_seconds = 0;
   /// The periodic saves in the background (save_state(SaveMode::async)).
   bool async = false;

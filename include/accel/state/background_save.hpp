@@ -22,7 +22,10 @@ namespace accel {
 /// How save_state() writes: sync returns once the checkpoint is committed; async returns once
 /// this rank's state is copied into host memory, and a background thread writes and commits it
 /// (docs/fault-tolerance.md).
-enum class SaveMode { sync, async };
+enum class SaveMode {
+  sync,   ///< return once the checkpoint is committed
+  async,  ///< return once the snapshot is taken; write and commit in the background
+};
 
 namespace state {
 
