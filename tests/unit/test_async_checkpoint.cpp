@@ -9,9 +9,11 @@
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -186,6 +188,39 @@ TEST_CASE("async checkpoint: a failed background write is the next call's error,
   CHECK_FALSE(fs::exists(folder / "other"));
   CHECK(read_text(folder / "ck" / "manifest.json") == manifest);
   acc.load_state(folder / "ck");
+  fs::remove_all(folder);
+}
+
+TEST_CASE("async checkpoint: a failed background write that no later call reports ends the "
+          "process with status 1 and the error on stderr") {
+  const fs::path folder = fresh_folder("at_exit");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (std::freopen((folder / "stderr.txt").c_str(), "w", stderr) == nullptr) ::_exit(10);
+    std::signal(SIGXFSZ, SIG_IGN);
+    {
+      accel::Accelerator<accel::Ddp> acc({.seed = 6});
+      Net net;
+      torch::optim::SGD sgd(net->parameters(), 0.1);
+      auto [model, optimizer] = acc.prepare(net, sgd);
+      rlimit small{};
+      if (::getrlimit(RLIMIT_FSIZE, &small) != 0) ::_exit(11);
+      small.rlim_cur = 1024;
+      if (::setrlimit(RLIMIT_FSIZE, &small) != 0) ::_exit(12);
+      acc.save_state(folder / "ck", accel::SaveMode::async);
+    }  // the Accelerator's end: the write's failure is reported here
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  const std::string error = read_text(folder / "stderr.txt");
+  CHECK(error.find("accel: save_state in the background: ") != std::string::npos);
+  CHECK(error.find("File too large") != std::string::npos);
+  CHECK_FALSE(fs::exists(folder / "ck"));
+  CHECK_FALSE(fs::exists(folder / ".ck.partial"));
   fs::remove_all(folder);
 }
 
