@@ -281,7 +281,7 @@ TEST_CASE("periodic checkpoints: every_steps saves between batches, and Options:
 }
 
 TEST_CASE("periodic checkpoints: a resume still waiting for what the checkpoint holds when "
-          "training begins is an error naming it; bad options are refused") {
+          "training begins is an error naming it, and bad options are refused") {
   const fs::path folder = fresh_folder("waiting");
   const accel::CheckpointOptions checkpoints{.directory = folder, .every_steps = 1, .resume = true};
   train({.steps = 2, .checkpoints = checkpoints});
