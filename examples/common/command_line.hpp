@@ -102,7 +102,8 @@ inline std::string_view flag_value(int argc, char** argv, int& i) {
 // Reads `flag` into `args` when it is one of the flags every example takes; false for any other.
 // `value` is a callable that returns the flag's value (flag_value). Args has the members these
 // flags set, of the same types in every example: help, strategy, precision, accum, tracking,
-// log_dir, run_name, log_every, progress, checkpoint_dir, checkpoint_every and resume.
+// log_dir, run_name, log_every, progress, checkpoint_dir, checkpoint_every, async_checkpoint
+// and resume.
 template <class Args, class Value>
 bool shared_flag(Args& args, std::string_view flag, Value&& value) {
   if (flag == "-h" || flag == "--help") args.help = true;
@@ -118,19 +119,22 @@ bool shared_flag(Args& args, std::string_view flag, Value&& value) {
   else if (flag == "--checkpoint-dir") args.checkpoint_dir = std::filesystem::path(value());
   else if (flag == "--checkpoint-every")
     args.checkpoint_every = whole_number<std::int64_t>(flag, value(), 1);
+  else if (flag == "--async-checkpoint") args.async_checkpoint = true;
   else if (flag == "--resume") args.resume = true;
   else return false;
   return true;
 }
 
-// --resume and --checkpoint-every need --checkpoint-dir; --help asks for nothing else, so with it
-// nothing is checked.
+// --resume, --checkpoint-every and --async-checkpoint need --checkpoint-dir; --help asks for
+// nothing else, so with it nothing is checked.
 template <class Args>
 void check_checkpoint_flags(const Args& args) {
   if (args.help) return;
-  if ((args.resume || args.checkpoint_every > 0) && !args.checkpoint_dir)
+  if ((args.resume || args.checkpoint_every > 0 || args.async_checkpoint) && !args.checkpoint_dir)
     throw BadArgument(fmt::format("{} needs --checkpoint-dir DIR (where the checkpoints are)",
-                                  args.resume ? "--resume" : "--checkpoint-every"));
+                                  args.resume                ? "--resume"
+                                  : args.checkpoint_every > 0 ? "--checkpoint-every"
+                                                              : "--async-checkpoint"));
 }
 
 }  // namespace examples

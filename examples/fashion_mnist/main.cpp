@@ -67,6 +67,7 @@ struct Args {
   bool progress = true;
   std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
   std::int64_t checkpoint_every = 0;       // optimizer steps between checkpoints; 0: at the end
+  bool async_checkpoint = false;           // those saves written in the background
   bool resume = false;                     // from the newest checkpoint under checkpoint_dir
   bool help = false;
 };
@@ -100,8 +101,11 @@ std::string usage_text() {
       "                    steps and at the end\n"
       "  --checkpoint-every N  optimizer steps between checkpoints, at least 1 (default: only at\n"
       "                    the end)\n"
-      "  --resume          continue from the newest checkpoint in --checkpoint-dir; --steps stays\n"
-      "                    the run's total\n",
+      "  --async-checkpoint  write those checkpoints in the background: the loop waits only\n"
+      "                    for a copy of the state in memory (docs/how-to/fault-tolerance.md)\n"
+      "  --resume          continue from the newest checkpoint of this run in --checkpoint-dir\n"
+      "                    when it holds one, start afresh when it holds none (one command line\n"
+      "                    for the first start and every restart); --steps stays the run's total\n",
       examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
       examples::joined(examples::accumulation_values()), kTrainSize, kTestSize,
       std::numeric_limits<std::uint64_t>::max(), kMaxWorkers);
@@ -305,6 +309,12 @@ template <class Strategy>
 int train(const Args& args, const fs::path& data_dir) {
   accel::Options options{.seed = args.seed};
   if (args.checkpoint_dir) options.checkpoints.directory = *args.checkpoint_dir;
+  // Every --checkpoint-every steps accel saves where the loop stands between two batches (in the
+  // background with --async-checkpoint); --resume loads the newest checkpoint of this run in
+  // prepare(), when there is one.
+  options.checkpoints.every_steps = args.checkpoint_every;
+  options.checkpoints.async = args.async_checkpoint;
+  options.checkpoints.resume = args.resume;
   Strategy accelerator(options);
 
   Classifier net;
@@ -324,12 +334,11 @@ int train(const Args& args, const fs::path& data_dir) {
   const std::int64_t steps_per_epoch = (train_batches.size() + args.accum - 1) / args.accum;
   const std::int64_t total_steps =
       args.steps ? *args.steps : steps_per_epoch * static_cast<std::int64_t>(args.epochs);
-  // Resuming brings back the model, Adam's state, both loaders' positions, the RNG and the step
+  // Resuming brought back the model, Adam's state, both loaders' positions, the RNG and the step
   // count: the run continues exactly where the checkpoint was taken.
-  if (args.resume) {
-    const fs::path from = accelerator.load_state();
-    accelerator.print("resumed from {} at step {}", from.string(), accelerator.completed_steps());
-  }
+  if (const auto& resumed = accelerator.resumed_from())
+    accelerator.print("resumed from {} at step {}", resumed->string(),
+                      accelerator.completed_steps());
   std::int64_t step = accelerator.completed_steps();
   auto checkpoint = [&] {
     if (args.checkpoint_dir)
@@ -383,8 +392,6 @@ int train(const Args& args, const fs::path& data_dir) {
         logged_at = now;
         loss_sum.zero_();
       }
-      if (args.checkpoint_every > 0 && step % args.checkpoint_every == 0 && step != total_steps)
-        checkpoint();
       if (step == total_steps) break;
     }
   }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/command_line.hpp"
+#include "common/fault_injection.hpp"
 #include "common/variants.hpp"
 #include "corpus.hpp"
 #include "model.hpp"
@@ -92,6 +93,7 @@ struct Args {
   bool progress = true;
   std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
   std::int64_t checkpoint_every = 0;       // optimizer steps between checkpoints; 0: at the end
+  bool async_checkpoint = false;           // those saves written in the background
   bool resume = false;                     // from the newest checkpoint under checkpoint_dir
   bool profile = false;  // the step timeline in the run's metrics, a trace per rank of steps 3-5
   bool help = false;
@@ -164,8 +166,12 @@ std::string usage_text() {
       "                       steps and at the end\n"
       "  --checkpoint-every N optimizer steps between checkpoints, at least 1 (default: only at\n"
       "                       the end)\n"
-      "  --resume             continue from the newest checkpoint in --checkpoint-dir; --steps\n"
-      "                       stays the run's total\n",
+      "  --async-checkpoint   write those checkpoints in the background: the loop waits only for\n"
+      "                       a copy of the state in memory (docs/how-to/fault-tolerance.md)\n"
+      "  --resume             continue from the newest checkpoint of this run in\n"
+      "                       --checkpoint-dir when it holds one, start afresh when it holds\n"
+      "                       none (one command line for the first start and every restart);\n"
+      "                       --steps stays the run's total\n",
       examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
       examples::joined(examples::accumulation_values()), d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
       kDefaultWarmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
@@ -288,6 +294,12 @@ template <class Strategy>
 int train(const Args& args, const gpt::Corpus& corpus) {
   accel::Options options{.seed = args.seed};
   if (args.checkpoint_dir) options.checkpoints.directory = *args.checkpoint_dir;
+  // Every --checkpoint-every steps accel saves where the loop stands between two batches (in the
+  // background with --async-checkpoint); --resume loads the newest checkpoint of this run in
+  // prepare(), when there is one.
+  options.checkpoints.every_steps = args.checkpoint_every;
+  options.checkpoints.async = args.async_checkpoint;
+  options.checkpoints.resume = args.resume;
   Strategy accelerator(options);
 
   gpt::Gpt net(gpt::ModelOptions{.layers = args.layers, .hidden = args.hidden,
@@ -325,10 +337,10 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  // Resuming brings back the model, AdamW's state, the schedule, the loaders' positions, the RNG
+  // Resuming brought back the model, AdamW's state, the schedule, the loaders' positions, the RNG
   // and the step count: the run continues exactly where the checkpoint was taken.
-  if (args.resume) {
-    const fs::path from = accelerator.load_state();
+  if (const auto& resumed = accelerator.resumed_from()) {
+    const fs::path from = *resumed;
     accelerator.print("resumed from {} at step {}", from.string(), accelerator.completed_steps());
     // Nothing left to train: another checkpoint would repeat this one, and the run's results are
     // the ones the run that wrote it printed.
@@ -439,6 +451,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
 
   for (int epoch = 0; step < args.steps; ++epoch) {
     for (const auto& batch : train_batches) {
+      examples::die_here_if_asked(accelerator.process_index(), step + 1);  // the kill test's
       const torch::Tensor input = batch.tokens.narrow(1, 0, args.seq);
       const torch::Tensor target = batch.tokens.narrow(1, 1, args.seq);
       const torch::Tensor logits = model(input);
@@ -493,10 +506,6 @@ int train(const Args& args, const gpt::Corpus& corpus) {
           accelerator.log({{"val_loss", last_val}, {"val_bpb", last_val * nats_to_bits}}, step);
         eval_loss.zero_();
         since_eval = 0;
-      }
-      if (args.checkpoint_every > 0 && step % args.checkpoint_every == 0 && step != args.steps) {
-        progress.close();
-        checkpoint();
       }
       if (step == args.steps) break;
     }

@@ -43,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <unordered_set>
@@ -81,6 +82,7 @@
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
 #include "runtime/same_model.hpp"
+#include "state/automatic_checkpoints.hpp"
 #include "state/checkpoint_view.hpp"
 #include "state/custom_objects.hpp"
 #include "state/dtype_conversion.hpp"
@@ -152,6 +154,7 @@ class Accelerator
                    "Fsdp<FullShard|ShardGradOp|HybridShard> to offload, or leave Options::offload "
                    "off",
                    parallelism_policy::name, parallelism_policy::name);
+    state::check_automatic_checkpoint_options(options_.checkpoints);
     precision_.attach(group_.get(), options_, device_);
     strategy_.attach(group_.get(), options_);
     if (options_.seed) set_seed(*options_.seed);
@@ -196,10 +199,16 @@ class Accelerator
   template <class... Objects>
   auto prepare(Objects&&... objects) {
     static_assert(sizeof...(Objects) > 0, "accel: prepare() needs at least one object");
-    if constexpr (sizeof...(Objects) == 1)
-      return prepare_one(std::forward<Objects>(objects)...);
-    else
-      return std::tuple{prepare_one(std::forward<Objects>(objects))...};
+    if constexpr (sizeof...(Objects) == 1) {
+      auto prepared = prepare_one(std::forward<Objects>(objects)...);
+      // Options::checkpoints.resume and the periodic saves (state/automatic_checkpoints.hpp).
+      after_prepare_checkpoints(*this, state::CheckpointCode{});
+      return prepared;
+    } else {
+      auto prepared = std::tuple{prepare_one(std::forward<Objects>(objects))...};
+      after_prepare_checkpoints(*this, state::CheckpointCode{});
+      return prepared;
+    }
   }
 
   // --- The training step -------------------------------------------------------------------------
@@ -363,10 +372,14 @@ class Accelerator
   /// gradients collected so far), completed_steps() and the registered objects into `folder`,
   /// committed atomically (a crash leaves the previous checkpoint whole). Without a folder: the
   /// next checkpoint_<n> under Options::checkpoints.directory, keeping at most total_limit.
-  /// Returns the folder written.
-  std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder);
+  /// SaveMode::async returns once this rank's state is copied into host memory and writes and
+  /// commits it in the background (docs/how-to/fault-tolerance.md). Returns the folder written.
+  std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {},
+                                   SaveMode mode = SaveMode::sync) {
+    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder, mode);
   }
+  /// The same, into the next checkpoint_<n>.
+  std::filesystem::path save_state(SaveMode mode) { return save_state(std::nullopt, mode); }
   /// Loads what save_state() wrote; every file is read and checked before any object changes, so
   /// on an error the objects are as they were and the message names the file (and tensor).
   /// Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
@@ -417,6 +430,10 @@ class Accelerator
   /// Accumulation windows completed (optimizer steps taken, whether or not the loss scaler
   /// skipped them), restored by load_state(): a resumed loop runs until it reaches its total.
   std::int64_t completed_steps() const { return completed_steps_; }
+  /// The checkpoint Options::checkpoints.resume loaded, if it loaded one.
+  const std::optional<std::filesystem::path>& resumed_from() const {
+    return checkpoints_.resumed_from;
+  }
 
   // --- Profiling (docs/how-to/profiling.md) ---------------------------------------------------------
   /// Records accel's spans (forward, backward, each collective issued and waited for, the
@@ -431,7 +448,11 @@ class Accelerator
   // start_timeline(TimelineOptions): the core's (accelerator_core.hpp).
 
   /// Ends the run (tracking/accelerator_tracking.hpp), logging the timeline's last steps first.
+  /// A background save still under way is written and committed first; its failure is this
+  /// call's error.
   void end_training() {
+    if (const std::string failure = checkpoints_.background.wait(); !failure.empty())
+      throw Error(failure);
     if (recorder_ != nullptr && recorder_->timeline()) {
       recorder_->close_pending_step();
       log_timeline();
@@ -570,7 +591,9 @@ class Accelerator
         counter.gradient(p.grad());
       }
     for (const auto* optimizer : optimizers_) counter.optimizer_state(*optimizer);
-    return counter.use();
+    MemoryUse use = counter.use();
+    use.checkpoint_snapshot = checkpoints_.background.snapshot_bytes();
+    return use;
   }
 
  private:
@@ -581,6 +604,8 @@ class Accelerator
   friend class PreparedOptimizer;
   template <class, class>
   friend class PreparedScheduler;
+  template <class>
+  friend struct state::AutomaticCheckpoints;  // periodic saves and the resume at prepare()
 
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {
@@ -773,11 +798,14 @@ class Accelerator
             .completed_steps = completed_steps_,
             .save_state_pre_hooks = save_state_pre_hooks_,
             .load_state_pre_hooks = load_state_pre_hooks_,
-            .precision = &precision_};
+            .precision = &precision_,
+            .runner = &checkpoints_};
   }
 
   parallel::Strategy<parallelism_policy> strategy_;
   precision::Precision<precision_policy> precision_;
+  // Declared last, so destroyed first: a background save ends before anything else goes.
+  state::CheckpointRunner checkpoints_;
 };
 
 }  // namespace accel

@@ -130,6 +130,12 @@ class AcceleratorCore {
   void on_epoch_end() {
     if (torch::GradMode::is_enabled()) gradients_.end_micro_step();
   }
+  // A prepared loader is about to serve a batch (an epoch's first included): with autograd on,
+  // the training loop stands between two batches, where Options::checkpoints' periodic saves
+  // happen (state/automatic_checkpoints.hpp, which sets step_boundary_).
+  void on_step_boundary() {
+    if (step_boundary_ && torch::GradMode::is_enabled()) step_boundary_();
+  }
 
   Options options_;
   runtime::Environment environment_;
@@ -158,6 +164,7 @@ class AcceleratorCore {
   // Spans' recorder (profiling/recorder.hpp): made by Options::timeline or the first profile().
   // Shared so that a Profile, which may outlive the Accelerator, can hold it weakly.
   std::shared_ptr<profiling::Recorder> recorder_;
+  std::function<void()> step_boundary_;  // see on_step_boundary()
 };
 
 }  // namespace accel::detail

@@ -4,4 +4,5 @@
 /// and JSON code costs seconds of compile time in every TU that parses it.
 #pragma once
 
+#include "state/automatic_checkpoints_io.hpp"
 #include "state/checkpoint_io.hpp"

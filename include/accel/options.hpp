@@ -141,6 +141,18 @@ struct CheckpointOptions {
   /// After a save commits, only the newest total_limit checkpoints under `directory` are kept;
   /// 0 keeps all.
   int total_limit = 0;
+  /// Periodic checkpoints (docs/how-to/fault-tolerance.md): save_state() into the next checkpoint_<n>
+  /// every `every_steps` optimizer steps and/or every `every_seconds` (0: off), at the point
+  /// between two training batches that a resumed run continues from.
+  std::int64_t every_steps = 0;
+  /// Seconds between periodic checkpoints, as any rank's clock sees them; 0: off.
+  double every_seconds = 0;
+  /// The periodic saves in the background (save_state(SaveMode::async)).
+  bool async = false;
+  /// At prepare(), load the newest committed checkpoint of this run under `directory` when it
+  /// holds one, and start afresh when it holds none: one command line for the first start and
+  /// every restart.
+  bool resume = false;
 };
 
 /// Run-time knobs of an Accelerator, as one aggregate meant for designated initializers:

@@ -109,6 +109,7 @@ class PreparedLoader {
     const batch_type* operator->() const { return &*batch_; }
     iterator& operator++() {
       ++step_;
+      if (step_ < count_) owner_->accelerator_->on_step_boundary();
       arrive();
       return *this;
     }
@@ -175,6 +176,7 @@ class PreparedLoader {
                           "the number of samples",
                           slot_ + 1, loader_->num_samples(), loader_->options().batch_size,
                           loader_->options().drop_last ? ", drop_last" : "");
+    accelerator_->on_step_boundary();
     return iterator(this);
   }
   std::default_sentinel_t end() const { return {}; }

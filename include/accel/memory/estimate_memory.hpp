@@ -50,6 +50,8 @@ struct EstimateOptions {
   // Zero2 and Fsdp<ShardGradOp>: the Accelerator's Options::zero2 (bucket caps, reduce-scatters
   // in flight).
   Zero2Options zero2 = {};
+  // Count the host memory of save_state(SaveMode::async)'s snapshot (checkpoint_snapshot).
+  bool async_checkpoint = false;
 };
 
 namespace detail {
@@ -170,7 +172,7 @@ MemoryEstimate estimate_memory(torch::nn::Module& model, int world_size,
   }
   MemoryEstimate estimate =
       estimate_flats(sharding, flats, frozen, shard_world, shard_rank, options.optimizer,
-                     options.zero2.reduce_scatters_in_flight);
+                     options.zero2.reduce_scatters_in_flight, options.async_checkpoint);
 
   if (options.batch || options.forward) {
     for (const auto& p : model.parameters())

@@ -66,7 +66,12 @@ struct MemoryEstimate {
   std::int64_t optimizer_state = 0;
   std::int64_t activations = 0;      // what the autograd graph keeps after a forward (measured)
   std::int64_t backward_extra = 0;   // at least this much more while backward runs (see above)
-  std::int64_t total() const { return parameters + gradients + optimizer_state + activations; }
+  // Host memory of a background save's snapshot (save_state(SaveMode::async)): this rank's file,
+  // its share of the parameters and optimizer state (Ddp: rank 0 all of it); 0 unless asked.
+  std::int64_t checkpoint_snapshot = 0;
+  std::int64_t total() const {
+    return parameters + gradients + optimizer_state + activations + checkpoint_snapshot;
+  }
 };
 
 // One flat parameter: trainable parameters of one dtype in one group (a bucket for Zero2, a unit
@@ -96,9 +101,11 @@ inline std::vector<FlatGroup> buckets_of_count(std::int64_t numel, std::int64_t 
 
 // Rank `rank` of `world` under `sharding`, for trainable flats `flats` and `frozen_bytes` of
 // parameters that need no gradient (never flattened: replicated, no gradient, no state).
+// async_checkpoint: the snapshot of a background save too (checkpoint_snapshot).
 inline MemoryEstimate estimate_flats(Sharding sharding, const std::vector<FlatGroup>& flats,
                                      std::int64_t frozen_bytes, int world, int rank,
-                                     OptimizerKind optimizer, int zero2_in_flight = 0) {
+                                     OptimizerKind optimizer, int zero2_in_flight = 0,
+                                     bool async_checkpoint = false) {
   MemoryEstimate e;
   const std::int64_t k = state_tensors_per_parameter(optimizer);
   e.parameters = frozen_bytes;
@@ -113,23 +120,28 @@ inline MemoryEstimate estimate_flats(Sharding sharding, const std::vector<FlatGr
         e.parameters += n * b;
         e.gradients += n * b;
         e.optimizer_state += k * n * b;
+        if (rank == 0) e.checkpoint_snapshot += (1 + k) * n * b;  // rank 0 saves it all
         break;
       case Sharding::gradients_and_state:
         e.parameters += padded * b;
         e.gradients += shard * b;
         e.optimizer_state += k * real * b;
+        e.checkpoint_snapshot += (1 + k) * real * b;  // each rank its slice
         bucket_bytes.push_back(padded * b);
         break;
       case Sharding::everything:
         e.parameters += shard * b;
         e.gradients += shard * b;
         e.optimizer_state += k * real * b;
+        e.checkpoint_snapshot += (1 + k) * real * b;
         if (unit_bytes.size() <= static_cast<std::size_t>(flat.unit))
           unit_bytes.resize(static_cast<std::size_t>(flat.unit) + 1, 0);
         unit_bytes[static_cast<std::size_t>(flat.unit)] += 2 * padded * b;
         break;
     }
   }
+  if (rank == 0) e.checkpoint_snapshot += frozen_bytes;
+  if (!async_checkpoint) e.checkpoint_snapshot = 0;
   if (!unit_bytes.empty()) e.backward_extra = *std::max_element(unit_bytes.begin(), unit_bytes.end());
   // Zero2: the bucket filling and those in flight.
   const std::size_t held_buckets = static_cast<std::size_t>(std::max(0, zero2_in_flight)) + 1;

@@ -50,7 +50,8 @@ ACCEL_DECL bool is_committed(const std::filesystem::path& folder);
 // checkpoint whose manifest accel wrote, and hold only the files that manifest names.
 ACCEL_DECL std::optional<std::string> why_not_a_checkpoint(const std::filesystem::path& folder);
 
-// A staging folder holds only what a save writes: rank_<r>.safetensors and the manifest.
+// A staging folder holds only what a save writes: rank_<r>.safetensors, the manifest, and a
+// background save's notes rank_<r>.written (and .writing, under way).
 ACCEL_DECL std::optional<std::string> why_not_staging(const std::filesystem::path& folder);
 
 // The n of checkpoint_<n>, or nothing for any other name.

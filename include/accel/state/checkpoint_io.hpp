@@ -39,6 +39,8 @@
 #include "../accelerator_class.hpp"
 #include "../detail/error.hpp"
 #include "../version.hpp"
+#include "automatic_checkpoints.hpp"
+#include "background_write.hpp"
 #include "checkpoint_folder.hpp"
 #include "checkpoint_view.hpp"
 #include "checksum.hpp"
@@ -82,14 +84,18 @@ struct StateIO {
                 "(state/components/component.hpp)");
 
   // --- save_state ----------------------------------------------------------------------------
-  static Path save_state(const View& view, const std::optional<Path>& requested) {
+  static Path save_state(const View& view, const std::optional<Path>& requested,
+                         SaveMode mode = SaveMode::sync) {
     runtime::ProcessGroup* group = view.group;
     const runtime::ProcessGroup::Caller caller(group, "save_state");
     const int rank = view.rank;
     const Path root = view.options.checkpoints.directory;
     std::string target_text;
     bool under_root = false;
-    std::string error = detail::error_of([&] {
+    // A background save under way ends first (one snapshot at a time), and its failure is this
+    // call's, on every rank (the agreement below).
+    std::string error = finish_background_save(view);
+    if (error.empty()) error = detail::error_of([&] {
       if (rank != 0) return;
       // The root is locked before the next number is chosen: two runs never pick the same one.
       const Path resolved_root = resolved_folder(root);
@@ -107,8 +113,12 @@ struct StateIO {
     const Path saved = requested ? *requested : root / target.filename();
     try {
       run_pre_hooks(group, view.save_state_pre_hooks, saved, "save_state");
-      write_and_commit(view, staging, target,
-                       under_root ? std::optional<Path>(resolved_folder(root)) : std::nullopt);
+      const std::optional<Path> prune_root =
+          under_root ? std::optional<Path>(resolved_folder(root)) : std::nullopt;
+      if (mode == SaveMode::async && view.runner != nullptr)
+        start_background_write(view, staging, target, prune_root);
+      else
+        write_and_commit(view, staging, target, prune_root);
     } catch (...) {
       // A failed save (a full disk, a rank that could not write) leaves no rank's file behind:
       // they are what keeps the disk full.
@@ -124,7 +134,8 @@ struct StateIO {
     runtime::ProcessGroup* group = view.group;
     const runtime::ProcessGroup::Caller caller(group, "load_state");
     std::string chosen;
-    std::string error = detail::error_of([&] {
+    std::string error = finish_background_save(view);  // it may be writing the newest checkpoint
+    if (error.empty()) error = detail::error_of([&] {
       if (view.rank != 0) return;
       if (requested) {
         chosen = requested->string();
@@ -192,12 +203,7 @@ struct StateIO {
     std::string error = detail::error_of([&] {
       components::NamedTensors named;
       for_each_component([&](auto c) { decltype(c)::add_tensors(view, rank, named); });
-      StreamingChecksum sum;
-      const std::uint64_t bytes = safetensors::write_file(
-          staging / rank_file_name(rank), named, {},
-          [&sum](const void* data, std::size_t size) { sum.update(data, size); });
-      record = nlohmann::json(FileRecord{rank_file_name(rank), bytes, checksum_hex(sum.value())})
-                   .dump();
+      record = write_rank_file(staging, rank, named);
     });
     detail::agree(group, error, "save_state: writing the rank files");
     std::vector<std::string> records{record};
@@ -212,6 +218,46 @@ struct StateIO {
       if (prune_root) prune_checkpoints(*prune_root, view.options.checkpoints.total_limit);
     });
     detail::agree(group, error, "save_state: committing");
+  }
+
+  // save_state(SaveMode::async): everything the write needs is taken here, on the calling
+  // thread: this rank's tensors copied into the host snapshot and, on the main process, the
+  // manifest. The background thread (background_write.hpp) then writes and commits without a
+  // collective: c10d's and accel's shared-memory collectives issued from a second thread of a
+  // rank would interleave with the training loop's, in another order on every rank. The ranks
+  // meet through files in the staging folder instead.
+  static void start_background_write(const View& view, const Path& staging, const Path& target,
+                                     const std::optional<Path>& prune_root) {
+    BackgroundSave& background = view.runner->background;
+    const int rank = view.rank;
+    SnapshotTensors snapshot;
+    std::optional<Manifest> manifest;
+    const std::string error = detail::error_of([&] {
+      components::NamedTensors live;
+      {
+        const components::detail::KeepOnDevice device_tensors_copied_by_the_snapshot;
+        for_each_component([&](auto c) { decltype(c)::add_tensors(view, rank, live); });
+      }
+      snapshot = background.snapshot().take(live);
+      if (rank == 0) manifest = manifest_of(view);
+    });
+    detail::agree(view.group, error, "save_state: taking the snapshot");
+    BackgroundWrite write{.staging = staging,
+                          .target = target,
+                          .rank = rank,
+                          .world_size = view.world_size,
+                          .prune_root = prune_root,
+                          .total_limit = view.options.checkpoints.total_limit,
+                          .manifest = std::move(manifest)};
+    background.start([write = std::move(write), snapshot = std::move(snapshot),
+                      &background](const std::atomic<bool>& abandon) {
+      background.snapshot().wait_until_copied();
+      write.run(snapshot, abandon);
+    });
+  }
+
+  static std::string finish_background_save(const View& view) {
+    return view.runner != nullptr ? view.runner->background.wait() : std::string();
   }
 
   // The main process's manifest: what the whole checkpoint was saved by, then each component's
@@ -283,8 +329,8 @@ struct CheckpointIO<Accel, void> {
   using Strategy = parallel::Strategy<typename Accel::parallelism_policy>;
   using View = CheckpointView<Strategy>;
 
-  static Path save_state(View view, const std::optional<Path>& folder) {
-    return StateIO<Strategy>::save_state(with_precision(std::move(view)), folder);
+  static Path save_state(View view, const std::optional<Path>& folder, SaveMode mode) {
+    return StateIO<Strategy>::save_state(with_precision(std::move(view)), folder, mode);
   }
   static Path load_state(View view, const std::optional<Path>& folder) {
     return StateIO<Strategy>::load_state(with_precision(std::move(view)), folder);

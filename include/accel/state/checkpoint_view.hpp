@@ -36,6 +36,7 @@ class ProcessGroup;
 namespace accel::state {
 
 struct Manifest;
+struct CheckpointRunner;
 // The steps a staged load runs once every rank has staged every part (components/component.hpp).
 using ApplySteps = std::vector<std::function<void()>>;
 
@@ -79,6 +80,8 @@ struct CheckpointView {
   void* precision;
   void (*describe_precision)(const void* precision, Manifest& manifest) = nullptr;
   void (*stage_precision)(void* precision, const Manifest& manifest, ApplySteps& apply) = nullptr;
+  // The background writer and the periodic saves' record (automatic_checkpoints.hpp).
+  CheckpointRunner* runner = nullptr;
 };
 
 }  // namespace accel::state

@@ -22,7 +22,12 @@ struct MemoryUse {
   // CPU copies the optimizer steps, and that optimizer's state. Counted here even when the
   // device is the CPU itself.
   std::int64_t offloaded = 0;
-  std::int64_t total() const { return parameters + gradients + optimizer_state + offloaded; }
+  // Host memory of the snapshot save_state(SaveMode::async) writes from (state/host_snapshot.hpp):
+  // one rank file's tensors, kept for the next save once one was taken.
+  std::int64_t checkpoint_snapshot = 0;
+  std::int64_t total() const {
+    return parameters + gradients + optimizer_state + offloaded + checkpoint_snapshot;
+  }
 };
 
 namespace state {

@@ -67,8 +67,23 @@ inline constexpr bool all_components<std::tuple<C...>, View> =
 
 namespace detail {
 
+// While one lives on a thread, cpu_copy leaves device tensors where they are: a background
+// save's snapshot (../host_snapshot.hpp) copies them into its pinned buffers itself, on a copy
+// stream, instead of through a blocking copy into new memory.
+inline bool& keep_on_device() {
+  thread_local bool keep = false;
+  return keep;
+}
+struct KeepOnDevice {
+  KeepOnDevice() { keep_on_device() = true; }
+  ~KeepOnDevice() { keep_on_device() = false; }
+  KeepOnDevice(const KeepOnDevice&) = delete;
+  KeepOnDevice& operator=(const KeepOnDevice&) = delete;
+};
+
 // A tensor as a rank file keeps it: detached, on the CPU, contiguous.
 inline torch::Tensor cpu_copy(const torch::Tensor& t) {
+  if (keep_on_device()) return t.detach();
   return t.detach().to(torch::kCPU).contiguous();
 }
 

@@ -49,7 +49,10 @@ ACCEL_DECL std::optional<std::string> why_not_staging(const std::filesystem::pat
   if (!std::filesystem::is_directory(folder, error)) return "it is not a folder";
   for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
     const std::string name = entry.path().filename().string();
-    const bool rank_file = name.starts_with("rank_") && name.ends_with(".safetensors");
+    // A rank file, or a background save's note that it is written (background_write.hpp).
+    const bool rank_file =
+        name.starts_with("rank_") && (name.ends_with(".safetensors") || name.ends_with(".written") ||
+                                      name.ends_with(".writing"));
     if (!entry.is_regular_file() || (!rank_file && name != manifest_name))
       return fmt::format("it holds '{}', which a save does not write", name);
   }

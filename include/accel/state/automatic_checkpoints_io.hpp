@@ -1,0 +1,137 @@
+// Options::checkpoints' resume at prepare() and periodic saves, for every Accelerator
+// (automatic_checkpoints.hpp says what they do; docs/how-to/fault-tolerance.md); <accel/checkpoints.hpp>
+// includes it. Both go through the Accelerator's own save and load (checkpoint_io.hpp).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <system_error>
+
+#include "../detail/error.hpp"
+#include "../runtime/any_rank.hpp"
+#include "automatic_checkpoints.hpp"
+#include "checkpoint_folder.hpp"
+#include "checkpoint_io.hpp"
+#include "folder_lock.hpp"
+#include "manifest.hpp"
+#include "rank_agreement.hpp"
+#include "resume_choice.hpp"
+
+namespace accel::state {
+
+template <class Accel>
+struct AutomaticCheckpoints {
+  static void after_prepare(Accel& accelerator) {
+    const CheckpointOptions& options = accelerator.options_.checkpoints;
+    if (!automatic_checkpoints_asked(options)) return;
+    if (!accelerator.step_boundary_)
+      accelerator.step_boundary_ = [&accelerator] { at_step_boundary(accelerator); };
+    if (options.resume && !accelerator.checkpoints_.resume_settled) try_resume(accelerator);
+  }
+
+ private:
+  using Path = std::filesystem::path;
+
+  // What a checkpoint holds, or what is prepared: the objects a load needs.
+  struct Counts {
+    std::size_t models = 0, optimizers = 0, schedulers = 0, loaders = 0;
+    std::string text() const {
+      return fmt::format("{} model(s), {} optimizer(s), {} LR scheduler(s) and {} data loader(s)",
+                         models, optimizers, schedulers, loaders);
+    }
+  };
+
+  // The newest committed checkpoint of this run (resume_choice.hpp), chosen by the main process
+  // and loaded once everything it holds is prepared; none: the run starts afresh.
+  static void try_resume(Accel& a) {
+    CheckpointRunner& runner = a.checkpoints_;
+    runtime::ProcessGroup* group = a.group_.get();
+    std::string chosen;  // "" for none, else "<models> <optimizers> <schedulers> <loaders> <folder>"
+    const std::string error = detail::error_of([&] {
+      if (a.process_.rank != 0) return;
+      const Path root = a.options_.checkpoints.directory;
+      std::error_code absent;
+      if (!std::filesystem::is_directory(root, absent)) return;
+      // Resuming from the folder makes it this run's, as load_state() does.
+      hold_folder_for_this_run(resolved_folder(root), "Options::checkpoints.resume");
+      const auto newest = checkpoint_to_resume(root);
+      if (!newest) return;
+      const Manifest saved = Manifest::read(*newest, "Options::checkpoints.resume");
+      chosen = fmt::format("{} {} {} {} {}", saved.models.size(), saved.optimizers.size(),
+                           saved.scheduler_steps.size(), saved.loaders.size(), newest->string());
+    });
+    detail::agree(group, error, "Options::checkpoints.resume: finding the checkpoint");
+    chosen = detail::broadcast_string(group, chosen);
+    if (chosen.empty()) {
+      runner.resume_settled = true;
+      return;
+    }
+    std::istringstream in(chosen);
+    Counts saved;
+    in >> saved.models >> saved.optimizers >> saved.schedulers >> saved.loaders;
+    in.get();
+    std::string folder;
+    std::getline(in, folder);
+    const Counts here{a.models_.size(), a.optimizers_.size(), a.schedulers_.size(),
+                      a.loaders_.size()};
+    // A later prepare() call may register the rest.
+    if (here.models < saved.models || here.optimizers < saved.optimizers ||
+        here.schedulers < saved.schedulers || here.loaders < saved.loaders) {
+      runner.resume_waiting =
+          fmt::format("'{}' holds {}, and {} are prepared", folder, saved.text(), here.text());
+      return;
+    }
+    runner.resumed_from = a.load_state(Path(folder));
+    runner.resume_settled = true;
+    runner.resume_waiting.clear();
+    runner.last_saved_step = runner.considered_step = a.completed_steps_;
+    runner.last_save_time = std::chrono::steady_clock::now();
+  }
+
+  // Between two training batches (AcceleratorCore::on_step_boundary): the resume must be
+  // settled, and a periodic save that is due is taken.
+  static void at_step_boundary(Accel& a) {
+    CheckpointRunner& runner = a.checkpoints_;
+    const CheckpointOptions& options = a.options_.checkpoints;
+    if (options.resume && !runner.resume_settled)
+      accel::detail::fail("Options::checkpoints.resume: training began before everything the "
+                          "checkpoint to resume from holds was prepared: {}. Prepare them all (in "
+                          "one prepare() call or several) before the first batch, or set resume "
+                          "to false to start afresh",
+                          runner.resume_waiting);
+    if (a.gradients_.collecting()) return;
+    const std::int64_t steps = a.completed_steps_;
+    if (steps == runner.considered_step) return;
+    runner.considered_step = steps;
+    bool due = options.every_steps > 0 && steps % options.every_steps == 0 &&
+               steps != runner.last_saved_step;
+    if (options.every_seconds > 0) {
+      const std::chrono::duration<double> since =
+          std::chrono::steady_clock::now() - runner.last_save_time;
+      // The ranks' clocks differ: every rank takes the decision any of them takes.
+      due = runtime::any_rank(a.group_.get(), since.count() >= options.every_seconds) || due;
+    }
+    if (!due) return;
+    a.save_state(std::nullopt, options.async ? SaveMode::async : SaveMode::sync);
+    runner.last_saved_step = steps;
+    runner.last_save_time = std::chrono::steady_clock::now();
+  }
+};
+
+}  // namespace accel::state
+
+namespace accel {
+
+// The overload prepare() finds where this header is included (automatic_checkpoints.hpp).
+template <class Accel>
+void after_prepare_checkpoints(Accel& accelerator, state::CheckpointCode) {
+  state::AutomaticCheckpoints<Accel>::after_prepare(accelerator);
+}
+
+}  // namespace accel
