@@ -228,8 +228,13 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // next in the sending order reduce-scattered.
   ACCEL_DECL void gradient_arrived(std::size_t f, std::size_t /*index*/);
 
-  // Unit u's gradients reduce-scattered into its shards (zeros where none arrived on this rank).
+  // Unit u's gradients reduce-scattered into its shards (zeros where none arrived on this rank):
+  // started, after the unit sent before it landed. One unit's reduce-scatters are in flight at a
+  // time, so that they overlap the next unit's backward (over c10d as over shared memory) while
+  // the full gradients held stay those of two units.
   ACCEL_DECL void send(std::size_t u);
+  // The reduce-scatters in flight waited for, added to their shards, their full gradients freed.
+  ACCEL_DECL void land_sent();
 
   // The shards changed: a full copy still gathered (a forward whose backward never ran) is
   // stale, so the next forward gathers again.
@@ -251,6 +256,7 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // them this backward has sent.
   std::vector<std::size_t> send_order_;
   std::size_t sent_ = 0;
+  std::vector<std::pair<std::size_t, runtime::ProcessGroup::PendingCollective>> in_flight_;
   std::vector<std::string> unit_names_;  // per unit, for errors
   detail::UnitOrderCheck unit_order_;
 };

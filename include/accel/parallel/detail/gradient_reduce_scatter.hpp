@@ -45,15 +45,13 @@ class GradientReduceScatter {
     strategy_ = strategy;
   }
 
-  // Flat parameter f's full gradient, averaged over the ranks, added to its shard gradient;
-  // then the full gradient is released. Where this rank holds none (no backward reached f since
-  // its last reduce-scatter), zeros are sent: the other ranks may hold some.
-  ACCEL_DECL void reduce_scatter(std::size_t f);
-  // Flat parameter f's full gradient reduce-scattered (mean) in place where the shared-memory
-  // path carries it: the chunk lands in this rank's part of the buffer itself (dead once sent),
-  // so no buffer of the shard's size is allocated per reduce-scatter. In a narrower wire dtype
-  // the gradient is divided by the ranks into a copy of that dtype, which is summed and
-  // receives the chunk instead, and the full gradient is released at once.
+  // Flat parameter f's full gradient reduce-scattered (mean): wait() for it, then add_to_shard()
+  // and release the full gradient. Where this rank holds none (no backward reached f since its
+  // last reduce-scatter), zeros are sent: the other ranks may hold some. In place where the
+  // shared-memory path carries it: the chunk lands in this rank's part of the buffer itself
+  // (dead once sent), so no buffer of the shard's size is allocated per reduce-scatter. In a
+  // narrower wire dtype the gradient is divided by the ranks into a copy of that dtype, which is
+  // summed and receives the chunk instead, and the full gradient is released at once.
   ACCEL_DECL runtime::ProcessGroup::PendingCollective start(std::size_t f);
   // Flat parameter f's reduce-scattered (averaged) gradient, averaged across the nodes too under
   // Fsdp<HybridShard>, added to its shard gradient; f is no longer pending.

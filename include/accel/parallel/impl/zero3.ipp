@@ -133,6 +133,7 @@ ACCEL_DECL void FullyShardedStrategy::before_backward(bool sync) {
     unit.finished = false;
   }
   sent_ = 0;
+  in_flight_.clear();  // a backward that threw left its sends behind: nothing of them is added
 }
 
 ACCEL_DECL void FullyShardedStrategy::after_backward(bool sync) {
@@ -150,6 +151,7 @@ ACCEL_DECL void FullyShardedStrategy::after_backward(bool sync) {
     }
     for (; sent_ < send_order_.size(); ++sent_)
       if (takes_part[units_[send_order_[sent_]].model] != 0) send(send_order_[sent_]);
+    land_sent();
     reduce_scatter_.set_in_shards(true);
     flats_.agree_on_gradients(*group_);
   }
@@ -343,7 +345,17 @@ ACCEL_DECL void FullyShardedStrategy::gradient_arrived(std::size_t f, std::size_
 }
 
 ACCEL_DECL void FullyShardedStrategy::send(std::size_t u) {
-  for (const std::size_t f : units_[u].flats) reduce_scatter_.reduce_scatter(f);
+  land_sent();
+  for (const std::size_t f : units_[u].flats) in_flight_.emplace_back(f, reduce_scatter_.start(f));
+}
+
+ACCEL_DECL void FullyShardedStrategy::land_sent() {
+  for (auto& [f, sent] : in_flight_) {
+    sent.wait();
+    reduce_scatter_.add_to_shard(f, sent.result);
+    flats_[f].release_gradients();
+  }
+  in_flight_.clear();
 }
 
 ACCEL_DECL void FullyShardedStrategy::after_shard_step(const std::vector<std::size_t>& flats) {

@@ -10,13 +10,6 @@
 
 namespace accel::parallel::detail {
 
-ACCEL_DECL void GradientReduceScatter::reduce_scatter(std::size_t f) {
-  runtime::ProcessGroup::PendingCollective sent = start(f);
-  sent.wait();
-  add_to_shard(f, sent.result);
-  flats_[f].release_gradients();
-}
-
 ACCEL_DECL runtime::ProcessGroup::PendingCollective GradientReduceScatter::start(std::size_t f) {
   FlatParameter& flat = flats_[f];
   const std::int64_t shard = flat.layout().shard_numel;
