@@ -701,12 +701,13 @@ class Accelerator
     const detail::UnpreparedAccess preparing;
     runtime::check_same_model_on_every_rank(group_.get(), *module, label);
     // An empty build (accel::deferred_init): replayed from rank 0's generator state, so every
-    // rank has what an eager build broadcast from rank 0 has. A strategy that shards parameters
-    // materializes only this rank's shard; the others (and one process) the whole model.
+    // rank has what an eager build broadcast from rank 0 has. A strategy that says
+    // deferred_models (parallel/contract.hpp) materializes only this rank's shard; the others
+    // (and one process) the whole model.
     if (const auto build = detail::deferred_build_of(*module)) {
       torch::Tensor state = build->generator_state().clone();
       if (group_ != nullptr) group_->broadcast(state);
-      if constexpr (requires { strategy_.prepare_deferred_model(*module, label, device_, *build, state); }) {
+      if constexpr (parallel::builds_deferred_models<parallel::Strategy<parallelism_policy>>) {
         if (group_ != nullptr) {
           precision_.prepare_model(module, label);
           if (options_.activation_checkpointing != nullptr) options_.activation_checkpointing(module);

@@ -32,8 +32,9 @@ class MemoryCounter {
   void parameter(const torch::Tensor& t) { add(t, use_.parameters); }
   void gradient(const torch::Tensor& t) { add(t, use_.gradients); }
   void offloaded(const torch::Tensor& t) { add(t, use_.offloaded); }
-  // The state tensors of torch::optim's SGD, Adam, AdamW, Adagrad, RMSprop and LBFGS; the state
-  // of an optimizer class of your own is not seen (libtorch gives no generic way to list it).
+  // The state tensors of the optimizer table's rows (detail/optimizer_table.hpp: SGD, Adam,
+  // AdamW, Adagrad, RMSprop) and of LBFGS; the state of an optimizer class of your own is not
+  // seen (libtorch gives no generic way to list it).
   // offloaded: it steps on the CPU for Options::offload.
   ACCEL_DECL void optimizer_state(const torch::optim::Optimizer& optimizer, bool offloaded = false);
   const MemoryUse& use() const { return use_; }
