@@ -2,7 +2,7 @@
 // per-parameter state it keeps. Everything in accel that looks at an optimizer's kind reads this
 // table and nothing else: which optimizers a sharded strategy may rebuild over a shard
 // (parallel/detail/shardable_optimizer.hpp), the checkpoint's named state
-// (state/optimizer_state.hpp), Accelerator::memory_use's count (state/memory_use.hpp), the memory
+// (state/optimizer_state.hpp), Accelerator::memory_use's count (detail/memory_counter.hpp), the memory
 // estimate (memory/memory_formulas.hpp) and the fused step (parallel/fused_step.hpp). The torch
 // types of each row are bound in detail/optimizer_types.hpp, which checks that it binds every
 // row and visits exactly the row's state.
@@ -29,7 +29,8 @@ struct KnownOptimizer {
   OptimizerKind kind;
   std::string_view type_name;  // in messages and the checkpoint's manifest
   std::string_view cli_name;   // accel-launch estimate-memory --optimizer
-  // The element-wise state of a parameter, in the order a checkpoint lists it ("" past the end).
+  // The element-wise state of a parameter, in the order a checkpoint lists it ("" past the end,
+  // written out: GCC 12 cannot read an element left to aggregate initialization in a constant).
   std::array<std::string_view, 3> state;
   // Of those, the tensors an estimate counts with the default options (Adam's max_exp_avg_sq is
   // amsgrad's, RMSprop's momentum_buffer and grad_avg are momentum's and centered's).
@@ -39,14 +40,14 @@ struct KnownOptimizer {
 };
 
 inline constexpr std::array<KnownOptimizer, 6> known_optimizers{{
-    {OptimizerKind::sgd, "torch::optim::SGD", "sgd", {"momentum_buffer"}, 0, false, true},
-    {OptimizerKind::sgd_momentum, "torch::optim::SGD", "sgd-momentum", {"momentum_buffer"}, 1,
+    {OptimizerKind::sgd, "torch::optim::SGD", "sgd", {"momentum_buffer", "", ""}, 0, false, true},
+    {OptimizerKind::sgd_momentum, "torch::optim::SGD", "sgd-momentum", {"momentum_buffer", "", ""}, 1,
      false, true},
     {OptimizerKind::adam, "torch::optim::Adam", "adam", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
      2, true, true},
     {OptimizerKind::adamw, "torch::optim::AdamW", "adamw",
      {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, 2, true, true},
-    {OptimizerKind::adagrad, "torch::optim::Adagrad", "adagrad", {"sum"}, 1, true, false},
+    {OptimizerKind::adagrad, "torch::optim::Adagrad", "adagrad", {"sum", "", ""}, 1, true, false},
     {OptimizerKind::rmsprop, "torch::optim::RMSprop", "rmsprop",
      {"square_avg", "momentum_buffer", "grad_avg"}, 1, true, false},
 }};

@@ -98,7 +98,7 @@ consteval bool binds_row() {
 
 // Each distinct torch type once, in the table's order (sgd_momentum is SGD's type again).
 template <class F>
-void for_each_optimizer_type(F&& f) {
+constexpr void for_each_optimizer_type(F&& f) {
   f(std::integral_constant<OptimizerKind, OptimizerKind::sgd>{});
   f(std::integral_constant<OptimizerKind, OptimizerKind::adam>{});
   f(std::integral_constant<OptimizerKind, OptimizerKind::adamw>{});
