@@ -4,4 +4,5 @@
 /// and JSON code costs seconds of compile time in every TU that parses it.
 #pragma once
 
+#include "accelerator_class.hpp"
 #include "state/checkpoint_io.hpp"

@@ -55,7 +55,7 @@
 
 #include "../detail/deferred_build.hpp"
 #include "../options.hpp"
-#include "../state/memory_use.hpp"
+#include "../detail/memory_counter.hpp"
 #include "memory_layout.hpp"
 #include "strategy.hpp"
 

@@ -17,7 +17,7 @@
 #include <optional>
 #include <vector>
 
-#include "../state/memory_use.hpp"
+#include "../detail/memory_counter.hpp"
 #include "contract.hpp"
 #include "detail/layout_groups.hpp"
 

@@ -1,8 +1,8 @@
-// MemoryCounter; memory_use.hpp includes it in header-only mode.
+// MemoryCounter; memory_counter.hpp includes it in header-only mode.
 #pragma once
 
-#include "../../detail/optimizer_types.hpp"
-#include "../memory_use.hpp"
+#include "../optimizer_types.hpp"
+#include "../memory_counter.hpp"
 
 namespace accel::state {
 
