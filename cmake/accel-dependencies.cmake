@@ -10,7 +10,7 @@ macro(accel_find_dependencies)
   find_dependency(Boost 1.75 CONFIG)
   # nlohmann/json (header-only; Debian: nlohmann-json3-dev): safetensors headers, the weights'
   # index file, checkpoint manifests, and the escaping of every string in the run files and
-  # traces (tracking/json.hpp).
+  # traces (detail/json.hpp).
   find_dependency(nlohmann_json 3)
   # xxHash, used header-only (XXH_INLINE_ALL, state/checksum.hpp): only its header is needed,
   # and nothing is linked. Debian: libxxhash-dev.

@@ -2,10 +2,10 @@
 // test` and `accel-launch checkpoint` (accel-launch itself links no torch and runs this program,
 // found beside it). `env` prints the environment report; `test` is one rank of the self-test,
 // started by accel-launch on every process; `checkpoint` reads a checkpoint folder
-// (state/checkpoint_command.hpp). See docs/how-to/launching.md and docs/how-to/resume.md.
-#include <accel/diagnostics/environment_report.hpp>
-#include <accel/diagnostics/self_test.hpp>
-#include <accel/state/checkpoint_command.hpp>
+// (accel/tools/checkpoint_command.hpp). See docs/how-to/launching.md and docs/how-to/resume.md.
+#include <accel/tools/environment_report.hpp>
+#include <accel/tools/self_test.hpp>
+#include <accel/tools/checkpoint_command.hpp>
 
 #include <cstdio>
 #include <exception>

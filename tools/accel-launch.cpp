@@ -1,15 +1,15 @@
 // accel-launch [--config FILE] [--threads-per-process T] --nproc N [--nnodes M --node-rank K
 //              --master-addr H --master-port P] [--grace S] [--rank-prefix] -- CMD ARGS...
-// accel-launch env | test [--nproc N] | estimate-memory --params N ...   (launch/subcommands.hpp)
-// accel-launch config [-o FILE] [flags] (launch/config_file.hpp)
+// accel-launch env | test [--nproc N] | estimate-memory --params N ...   (accel/tools/subcommands.hpp)
+// accel-launch config [-o FILE] [flags] (accel/tools/config_file.hpp)
 // Everything is in accel/launch.hpp; see docs/how-to/launching.md.
 #include <accel/launch.hpp>
-#include <accel/launch/subcommands.hpp>
+#include <accel/tools/subcommands.hpp>
 #include <cstdio>
 #include <string_view>
 #include <vector>
 #if ACCEL_LAUNCH_HAS_YAML
-#include <accel/launch/config_file.hpp>
+#include <accel/tools/config_file.hpp>
 #endif
 
 int main(int argc, char** argv) {

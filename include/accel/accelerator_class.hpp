@@ -23,10 +23,10 @@
 //
 // Longer than accel's headers should be because it is one class template: its public surface
 // (prepare, backward, the collectives, trackers, profiling, the checkpoints' entry points) and
-// the private handle protocol that only prepared.hpp's handles call (forward, optimizer_step,
+// the private handle protocol that only core/prepared.hpp's handles call (forward, optimizer_step,
 // optimizer_zero_grad). Each step of the loop reads as calls into the strategy, the precision
 // and the gradient state; what is not the class's own orchestration lives beside it
-// (accelerator_core.hpp: the state, start-up and calls that do not depend on the policies, the
+// (core/accelerator_core.hpp: the state, start-up and calls that do not depend on the policies, the
 // loaders' protocol among them; runtime/collectives.hpp, runtime/same_model.hpp,
 // parallel/detail/clip.hpp, state/checkpoint_io.hpp). What it asks of its strategy and precision
 // is written down once, in parallel/contract.hpp and precision/contract.hpp.
@@ -50,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-#include "accelerator_core.hpp"
+#include "core/accelerator_core.hpp"
 #include "data/loader.hpp"
 #include "data/shard.hpp"
 #include "data/tensor_tree.hpp"
@@ -71,10 +71,10 @@
 #include "precision/autocast.hpp"
 #include "precision/fp32.hpp"
 #include "precision/precision.hpp"
-#include "prepared.hpp"
+#include "core/prepared.hpp"
 #include "profiling/profile_scope.hpp"
 #include "profiling/span.hpp"
-#include "profiling/timeline.hpp"
+#include "tracking/timeline.hpp"
 #include "runtime/cpu_heap.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/any_rank.hpp"
@@ -83,6 +83,7 @@
 #include "runtime/process_group.hpp"
 #include "runtime/same_model.hpp"
 #include "state/automatic_checkpoints.hpp"
+#include "state/checkpoint_io_declaration.hpp"
 #include "state/checkpoint_view.hpp"
 #include "state/custom_objects.hpp"
 #include "state/dtype_conversion.hpp"
@@ -94,35 +95,11 @@ namespace accel {
 
 using runtime::ReduceOp;
 
-namespace state {
-// save_state / load_state / save_model / load_model are defined in state/checkpoint_io.hpp
-// (<accel/checkpoints.hpp>), which specializes this for every Accelerator: their safetensors and
-// JSON code stays out of translation units that never checkpoint. A call without that header
-// stops here, naming it.
-template <class Accel, class = void>
-struct CheckpointIO {
-  static_assert(accel::detail::dependent_false<Accel>,
-                "accel: save_state, load_state, save_model and load_model need "
-                "#include <accel/checkpoints.hpp> (or <accel/all.hpp>); <accel/accelerator.hpp> "
-                "leaves checkpoints out to keep them out of the compile time of every TU");
-  // Declared only, so that the assertion above is the one error such a call gives.
-  template <class... Args>
-  static std::filesystem::path save_state(Args&&...);
-  template <class... Args>
-  static std::filesystem::path load_state(Args&&...);
-  template <class... Args>
-  static void save_model(Args&&...);
-  template <class... Args>
-  static void load_model(Args&&...);
-};
-}  // namespace state
-
-
 /// The one class a training loop talks to, for one composition of a parallelism (Par), a
 /// precision (Prec) and an accumulation (Acc) policy (docs/reference/accelerator.md, docs/concepts/policies.md).
 template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator
-    : public detail::AcceleratorCore,  // what every Accelerator holds (accelerator_core.hpp):
+    : public detail::AcceleratorCore,  // what every Accelerator holds (core/accelerator_core.hpp):
                                        // its state, and print() and to_device()
       public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
   using checked = policy::Checked<Par, Prec, Acc>;
@@ -445,7 +422,7 @@ class Accelerator
     return start_profile(options, this->tracker().run_dir(), this->tracker().is_open());
   }
 
-  // start_timeline(TimelineOptions): the core's (accelerator_core.hpp).
+  // start_timeline(TimelineOptions): the core's (core/accelerator_core.hpp).
 
   /// Ends the run (tracking/accelerator_tracking.hpp), logging the timeline's last steps first.
   /// A background save still under way is written and committed first; its failure is this
@@ -580,7 +557,7 @@ class Accelerator
   }
 
   /// Bytes of parameters, gradients and optimizer state this rank holds for the prepared models
-  /// and optimizers, each storage counted once (state/memory_use.hpp): under Zero2 the
+  /// and optimizers, each storage counted once (detail/memory_counter.hpp): under Zero2 the
   /// gradients and optimizer state are about 1/W of Ddp's, under Zero3 the parameters too.
   MemoryUse memory_use() const {
     state::MemoryCounter counter;
@@ -597,7 +574,7 @@ class Accelerator
   }
 
  private:
-  // --- Called by the prepared handles (prepared.hpp) and nothing else ---------------------------
+  // --- Called by the prepared handles (core/prepared.hpp) and nothing else ---------------------------
   template <class, class>
   friend class PreparedModel;
   template <class, class>
@@ -726,12 +703,13 @@ class Accelerator
     const detail::UnpreparedAccess preparing;
     runtime::check_same_model_on_every_rank(group_.get(), *module, label);
     // An empty build (accel::deferred_init): replayed from rank 0's generator state, so every
-    // rank has what an eager build broadcast from rank 0 has. A strategy that shards parameters
-    // materializes only this rank's shard; the others (and one process) the whole model.
+    // rank has what an eager build broadcast from rank 0 has. A strategy that says
+    // deferred_models (parallel/contract.hpp) materializes only this rank's shard; the others
+    // (and one process) the whole model.
     if (const auto build = detail::deferred_build_of(*module)) {
       torch::Tensor state = build->generator_state().clone();
       if (group_ != nullptr) group_->broadcast(state);
-      if constexpr (requires { strategy_.prepare_deferred_model(*module, label, device_, *build, state); }) {
+      if constexpr (parallel::builds_deferred_models<parallel::Strategy<parallelism_policy>>) {
         if (group_ != nullptr) {
           precision_.prepare_model(module, label);
           if (options_.activation_checkpointing != nullptr) options_.activation_checkpointing(module);

@@ -4,5 +4,6 @@
 /// and JSON code costs seconds of compile time in every TU that parses it.
 #pragma once
 
+#include "accelerator_class.hpp"
 #include "state/automatic_checkpoints_io.hpp"
 #include "state/checkpoint_io.hpp"

@@ -11,8 +11,8 @@
 #include <memory>
 #include <optional>
 
-#include "logging/level.hpp"
-#include "profiling/options.hpp"
+#include "options/logging.hpp"
+#include "options/profiling.hpp"
 
 namespace accel {
 
@@ -243,7 +243,7 @@ struct Options {
   Fp8Options fp8 = {};
   /// Where save_state() without a folder goes.
   CheckpointOptions checkpoints = {};
-  /// accelerator.logger()'s level and rank prefix (logging/level.hpp).
+  /// accelerator.logger()'s level and rank prefix (options/logging.hpp).
   logging::LoggerOptions logging = {};
   /// The per-step timeline (docs/how-to/profiling.md): {.enabled = true} logs each optimizer step's
   /// seconds in data, forward, backward, communication, optimizer and idle, per rank, through
@@ -252,7 +252,7 @@ struct Options {
 };
 
 /// @{
-/// accelerator.profile()'s options and schedule (profiling/options.hpp), under shorter names.
+/// accelerator.profile()'s options and schedule (options/profiling.hpp), under shorter names.
 using ProfileOptions = profiling::ProfileOptions;
 using ProfileSchedule = profiling::ProfileSchedule;
 using TimelineOptions = profiling::TimelineOptions;

@@ -26,14 +26,14 @@
 //                    world sizes) into a fresh program: the parameters are the saved ones,
 //                    bitwise, and each rank read only what it keeps (Zero3: its slices, the
 //                    ranks' reads adding up to the weights once; Ddp: all of them)
-//   checkpoint_tool  one process, no Accelerator: `accel-launch checkpoint` (state/
+//   checkpoint_tool  one process, no Accelerator: `accel-launch checkpoint` (tools/
 //                    checkpoint_tool.hpp) on the folders save_groups_zero3 wrote: verify, merge
 //                    byte for byte as save_model, diff, inspect, and each refusal; then leaves
 //                    hostile copies of "groups" for the command line (checkpoint.sh tool)
 #include "scenario.hpp"
 
 #include <accel/checkpoints.hpp>
-#include <accel/state/checkpoint_tool.hpp>
+#include <accel/tools/checkpoint_tool.hpp>
 #include <accel/state/weights_reader.hpp>
 
 #include <algorithm>

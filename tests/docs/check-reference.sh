@@ -142,7 +142,7 @@ public_members() {
 }
 require "public member of the Accelerator" "$ref/accelerator.md" < <(
   public_members include/accel/accelerator_class.hpp Accelerator
-  public_members include/accel/accelerator_core.hpp AcceleratorCore | grep -vx AcceleratorCore
+  public_members include/accel/core/accelerator_core.hpp AcceleratorCore | grep -vx AcceleratorCore
   public_members include/accel/tracking/accelerator_tracking.hpp WithTrackers
 )
 

@@ -55,7 +55,19 @@ struct ZeroSteps {
 };
 struct NoWire {
   using category = policy::compression_tag;
+  static constexpr std::string_view name = "NoWire";
 };
+struct UnnamedCompression {  // DdpWith<C> is named after C: a compression must have a name
+  using category = policy::compression_tag;
+  static constexpr auto wire = policy::ComputeType::float16;
+};
+struct UnnamedSharding {
+  using category = policy::sharding_tag;
+  static constexpr bool shards_optimizer_state = true;
+  static constexpr bool shards_gradients = true;
+  static constexpr bool shards_parameters = true;
+};
+static_assert(!CompressionPolicy<UnnamedCompression> && !ShardingPolicy<UnnamedSharding>);
 static_assert(policy::AnyPolicy<NoName> && !ParallelismPolicy<NoName>);
 static_assert(!PrecisionPolicy<NoCompute> && !PrecisionPolicy<IntCompute>);
 static_assert(!AccumulationPolicy<ZeroSteps> && !CompressionPolicy<NoWire>);

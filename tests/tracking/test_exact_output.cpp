@@ -3,7 +3,7 @@
 // integers kept to the last digit (not rounded through a double), and the step refused when
 // it is negative or would overflow.
 #include <accel/accelerator.hpp>
-#include <accel/tracking/json.hpp>
+#include <accel/detail/json.hpp>
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 

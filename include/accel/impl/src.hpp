@@ -1,20 +1,21 @@
 // accel's separately compiled part: every body that a header declares ACCEL_DECL, from the
 // impl/*.ipp files beside the headers (detail/separate_compilation.hpp). One translation unit of
 // the program includes this file (src/accel.cpp), compiled like all the others: with
-// ACCEL_SEPARATE_COMPILATION, the same flags and the same libtorch. launch/config_file.hpp
-// (yaml-cpp) and diagnostics/self_test.hpp (it instantiates Accelerators) stay header-only in
-// both modes: they serve accel-launch and accel-check only, and this TU must not need either.
+// ACCEL_SEPARATE_COMPILATION, the same flags and the same libtorch. The command-line tools'
+// code (tools/: the launcher's subcommands and config file with yaml-cpp, the checkpoint tool,
+// the environment report and self test) is not part of it: it is header-only in both modes,
+// compiled by accel-launch and accel-check themselves, and nothing here includes it.
 #pragma once
 
 #if !defined(ACCEL_SEPARATE_COMPILATION)
 #error "accel: <accel/impl/src.hpp> is accel's separately compiled part; define ACCEL_SEPARATE_COMPILATION on this and every other translation unit of the program, or leave accel header-only and compile no such file"
 #endif
 
+#include "../core/impl/accelerator_core.ipp"
 #include "../detail/impl/deferred_build.ipp"
+#include "../detail/impl/memory_counter.ipp"
 #include "../detail/impl/shape_text.ipp"
 #include "../detail/impl/unprepared_mark.ipp"
-#include "../impl/accelerator_core.ipp"
-#include "../diagnostics/impl/environment_report.ipp"
 #include "../launch/impl/command_line.ipp"
 #include "../launch/impl/descendants.ipp"
 #include "../launch/impl/environment.ipp"
@@ -27,12 +28,11 @@
 #include "../launch/impl/signal_names.ipp"
 #include "../launch/impl/signal_watch.ipp"
 #include "../launch/impl/spawn.ipp"
-#include "../launch/impl/subcommands.ipp"
 #include "../launch/impl/supervisor.ipp"
 #include "../launch/impl/threads.ipp"
-#include "../logging/impl/level.ipp"
 #include "../logging/impl/logger.ipp"
 #include "../logging/impl/run_log.ipp"
+#include "../options/impl/logging.ipp"
 #include "../parallel/detail/impl/broadcast.ipp"
 #include "../parallel/detail/impl/bucket_assignment.ipp"
 #include "../parallel/detail/impl/flat_buffer_cache.ipp"
@@ -52,7 +52,6 @@
 #include "../profiling/impl/recorder.ipp"
 #include "../profiling/impl/schedule.ipp"
 #include "../profiling/impl/span.ipp"
-#include "../profiling/impl/timeline.ipp"
 #include "../profiling/impl/torch_ops.ipp"
 #include "../profiling/impl/trace_file.ipp"
 #include "../runtime/impl/admission.ipp"
@@ -87,14 +86,11 @@
 #include "../state/components/impl/rng.ipp"
 #include "../state/impl/background_save.ipp"
 #include "../state/impl/background_write.ipp"
-#include "../state/impl/checkpoint_command.ipp"
 #include "../state/impl/checkpoint_folder.ipp"
-#include "../state/impl/checkpoint_tool.ipp"
 #include "../state/impl/digest.ipp"
 #include "../state/impl/folder_lock.ipp"
 #include "../state/impl/host_snapshot.ipp"
 #include "../state/impl/manifest.ipp"
-#include "../state/impl/memory_use.ipp"
 #include "../state/impl/model_files.ipp"
 #include "../state/impl/optimizer_state.ipp"
 #include "../state/impl/posix_file.ipp"
@@ -106,5 +102,6 @@
 #include "../state/impl/weights.ipp"
 #include "../state/impl/weights_reader.ipp"
 #include "../state/impl/writable_folder.ipp"
+#include "../tracking/impl/timeline.ipp"
 #include "../tracking/impl/tracker.ipp"
 #include "../tracking/impl/values.ipp"

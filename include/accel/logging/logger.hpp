@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "../detail/separate_compilation.hpp"
-#include "level.hpp"
+#include "../options/logging.hpp"
 
 namespace accel::logging {
 

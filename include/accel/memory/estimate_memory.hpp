@@ -1,9 +1,10 @@
 // accel::estimate_memory<Par>(model, world_size, {...}): the bytes one rank will hold under
 // parallelism policy Par at world size W, before anything is prepared, as Accelerate's
 // `accelerate estimate-memory` answers for a Hub model. Parameters, gradients and optimizer
-// state follow memory_formulas.hpp over the flat parameters Par's strategy would build for this
-// model (the same grouping: one per bucket for Zero2, one per unit and dtype for Zero3); they
-// match Accelerator::memory_use() between steps (tested at world sizes 1 and 2).
+// state follow memory_formulas.hpp over the flat parameters Par's strategy says it would build
+// for this model (parallel::Strategy<Par>::memory_layout: one per bucket for Zero2, one per unit
+// and dtype for Zero3); they match Accelerator::memory_use() between steps (tested at world
+// sizes 1 and 2).
 //
 // Activations, when options give a batch (model->forward(batch)) or a forward of your own: it
 // runs once, here, with autograd on, and what the process's heap holds more while its result
@@ -28,8 +29,6 @@
 
 #include "../detail/error.hpp"
 #include "../options.hpp"
-#include "../parallel/detail/bucket_assignment.hpp"
-#include "../parallel/detail/units.hpp"
 #include "../parallel/strategies.hpp"
 #include "memory_formulas.hpp"
 
@@ -77,29 +76,6 @@ inline std::optional<std::int64_t> heap_in_use() {
 #endif
 }
 
-// Trainable parameters of `named` not met before (`seen`), one FlatGroup per dtype; frozen ones
-// add to frozen_bytes.
-inline void group(const parallel::detail::NamedParameters& named, int unit,
-                  std::unordered_set<const void*>& seen, std::vector<FlatGroup>& flats,
-                  std::int64_t& frozen_bytes) {
-  std::vector<std::pair<c10::ScalarType, std::size_t>> kinds;
-  for (const auto& [name, p] : named) {
-    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    if (!p.requires_grad()) {
-      frozen_bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
-      continue;
-    }
-    auto kind = std::find_if(kinds.begin(), kinds.end(),
-                             [&](const auto& k) { return k.first == p.scalar_type(); });
-    if (kind == kinds.end()) {
-      kinds.emplace_back(p.scalar_type(), flats.size());
-      flats.push_back({0, static_cast<std::int64_t>(p.element_size()), unit});
-      kind = kinds.end() - 1;
-    }
-    flats[kind->second].numel += p.numel();
-  }
-}
-
 inline std::int64_t measure_activations(const std::function<torch::Tensor()>& forward) {
   torch::AutoGradMode grad_mode(true);
   const auto before = heap_in_use();
@@ -122,57 +98,15 @@ MemoryEstimate estimate_memory(torch::nn::Module& model, int world_size,
   if (options.rank < 0 || options.rank >= world_size)
     accel::detail::fail("estimate_memory: rank {} is outside 0..{}; pass a rank of the world size",
                         options.rank, world_size - 1);
-  // Fsdp<HybridShard> shards within a node only: there, the node is the world.
-  int shard_world = world_size, shard_rank = options.rank;
-  if constexpr (std::is_same_v<Par, Fsdp<HybridShard>>) {
-    if (options.ranks_per_node < 0 || (options.ranks_per_node > 0 && world_size % options.ranks_per_node != 0))
-      accel::detail::fail("estimate_memory: ranks_per_node is {}; it must divide world_size {} "
-                          "(0: one node)",
-                          options.ranks_per_node, world_size);
-    if (options.ranks_per_node > 0) shard_world = options.ranks_per_node;
-    shard_rank = options.rank % shard_world;
-  }
-  constexpr Sharding sharding = detail::sharding_for<Par>();
-  std::vector<FlatGroup> flats;
-  std::int64_t frozen = 0;
-  std::unordered_set<const void*> seen;
-  parallel::detail::NamedParameters all;
-  for (const auto& item : model.named_parameters()) all.emplace_back(item.key(), item.value());
-  if (sharding == Sharding::everything && shard_world > 1) {
-    // Zero3's units (parallel/zero3.hpp): each Sequential child's own parameters, then the rest.
-    std::unordered_map<const void*, int> references;
-    for (const auto& [name, p] : all) ++references[p.unsafeGetTensorImpl()];
-    int unit = 0;
-    for (const auto& child : parallel::detail::sequential_children(model.shared_from_this())) {
-      const std::size_t before = flats.size();
-      detail::group(parallel::detail::exclusive_parameters(*child.module, child.name, references),
-                    unit, seen, flats, frozen);
-      if (flats.size() != before) ++unit;
-    }
-    detail::group(all, unit, seen, flats, frozen);
-  } else if (sharding == Sharding::gradients_and_state && shard_world > 1) {
-    // Zero2's buckets (parallel/zero2.hpp): each parameter once, frozen ones in none.
-    std::vector<torch::Tensor> trainable;
-    for (const auto& [name, p] : all) {
-      if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
-      if (p.requires_grad())
-        trainable.push_back(p);
-      else
-        frozen += p.numel() * static_cast<std::int64_t>(p.element_size());
-    }
-    const parallel::detail::BucketCaps caps{options.zero2.first_bucket_mb, options.zero2.bucket_mb};
-    for (const auto& members : parallel::detail::assign_buckets(trainable, caps)) {
-      FlatGroup& bucket = flats.emplace_back(
-          FlatGroup{0, static_cast<std::int64_t>(trainable[members.front()].element_size()),
-                    static_cast<int>(flats.size())});
-      for (const std::size_t k : members) bucket.numel += trainable[k].numel();
-    }
-  } else {
-    detail::group(all, 0, seen, flats, frozen);
-  }
-  MemoryEstimate estimate =
-      estimate_flats(sharding, flats, frozen, shard_world, shard_rank, options.optimizer,
-                     options.zero2.reduce_scatters_in_flight, options.async_checkpoint);
+  // The strategy answers for its own grouping (parallel/memory_layout.hpp): Zero2's buckets,
+  // Zero3's units, Fsdp<HybridShard>'s node.
+  const parallel::MemoryLayout layout = parallel::Strategy<Par>::memory_layout(
+      model, {world_size, options.rank, options.ranks_per_node, options.zero2.first_bucket_mb,
+              options.zero2.bucket_mb});
+  MemoryEstimate estimate = estimate_flats(
+      detail::sharding_for<Par>(), layout.flats, layout.frozen_bytes, layout.shard_world,
+      layout.shard_rank, options.optimizer, options.zero2.reduce_scatters_in_flight,
+      options.async_checkpoint);
 
   if (options.batch || options.forward) {
     for (const auto& p : model.parameters())

@@ -30,27 +30,21 @@
 #include <string_view>
 #include <vector>
 
-#include "../optimizer_kind.hpp"
+#include "../detail/optimizer_table.hpp"
+#include "../parallel/memory_layout.hpp"
 
 namespace accel::memory {
 
-// How many state tensors of a parameter's size the optimizer keeps (none known for `other`).
+// How many state tensors of a parameter's size the optimizer keeps with its default options
+// (the optimizer table's count; none known for `other`).
 inline constexpr int state_tensors_per_parameter(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::sgd: return 0;           // plain SGD keeps nothing
-    case OptimizerKind::sgd_momentum: return 1;  // momentum_buffer
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw: return 2;         // exp_avg, exp_avg_sq (3 with amsgrad)
-    case OptimizerKind::adagrad: return 1;       // sum
-    case OptimizerKind::rmsprop: return 1;       // square_avg (+1 momentum, +1 centered)
-    case OptimizerKind::other: break;
-  }
-  return 0;
+  const auto* row = accel::detail::known_optimizer(kind);
+  return row != nullptr ? row->estimated_state : 0;
 }
 
-// What a strategy shards: Ddp and Fsdp<NoShard> nothing, Zero2 and Fsdp<ShardGradOp> gradients
-// and optimizer state, Zero3 and Fsdp<FullShard> parameters too.
-enum class Sharding { replicated, gradients_and_state, everything };
+// What a strategy shards, and one flat parameter of its layout (parallel/memory_layout.hpp).
+using parallel::FlatGroup;
+using parallel::Sharding;
 
 inline constexpr std::optional<Sharding> sharding_of(std::string_view strategy) {
   if (strategy == "ddp" || strategy == "fsdp-no-shard") return Sharding::replicated;
@@ -72,14 +66,6 @@ struct MemoryEstimate {
   std::int64_t total() const {
     return parameters + gradients + optimizer_state + activations + checkpoint_snapshot;
   }
-};
-
-// One flat parameter: trainable parameters of one dtype in one group (a bucket for Zero2, a unit
-// for Zero3).
-struct FlatGroup {
-  std::int64_t numel = 0;
-  std::int64_t element_size = 4;
-  int unit = 0;  // Zero3: the unit it belongs to (backward_extra takes the largest unit)
 };
 
 // Zero2's buckets for a model known only by its parameter count (accel-launch estimate-memory):

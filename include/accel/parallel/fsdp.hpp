@@ -53,6 +53,21 @@ struct Strategy<Fsdp<HybridShard>> : FullyShardedStrategy {
     shard_within(node_.get(), across_.get());
   }
 
+  // estimate_memory's question: FullShard's layout over one node's ranks
+  // (request.ranks_per_node; 0: one node, the whole world).
+  static MemoryLayout memory_layout(torch::nn::Module& model, LayoutRequest request) {
+    if (request.ranks_per_node < 0 ||
+        (request.ranks_per_node > 0 && request.world_size % request.ranks_per_node != 0))
+      accel::detail::fail("estimate_memory: ranks_per_node is {}; it must divide world_size {} "
+                          "(0: one node)",
+                          request.ranks_per_node, request.world_size);
+    if (request.ranks_per_node > 0) {
+      request.world_size = request.ranks_per_node;
+      request.rank %= request.ranks_per_node;
+    }
+    return FullyShardedStrategy::memory_layout(model, request);
+  }
+
   // The ranks that share this rank's shards (its node), and the other nodes' ranks holding the
   // same shards; null on one node.
   const runtime::ProcessGroup* node_group() const { return node_.get(); }

@@ -17,8 +17,9 @@
 #include <optional>
 #include <vector>
 
-#include "../state/memory_use.hpp"
+#include "../detail/memory_counter.hpp"
 #include "contract.hpp"
+#include "detail/layout_groups.hpp"
 
 namespace accel::parallel {
 
@@ -57,9 +58,15 @@ struct ReplicatedGradients {
 struct WholeParameters {
   // Whether Options::offload applies: only strategies that shard keep state to offload.
   static constexpr bool can_offload = false;
+  // Every rank holds the whole model: an empty build is materialized whole before prepare_model.
+  static constexpr bool deferred_models = false;
   // What the strategy holds beyond the prepared parameters, their .grad and the prepared
   // optimizers' state (Accelerator::memory_use()).
   static void count_memory(state::MemoryCounter& /*counter*/) {}
+  // estimate_memory's question (memory_layout.hpp): the whole model, one flat per dtype.
+  static MemoryLayout memory_layout(torch::nn::Module& model, const LayoutRequest& request) {
+    return detail::whole_layout(model, request);
+  }
   // Where parameters are sharded at rest, gathers a model's full parameters for code outside its
   // forward, and writes them back to the shards after; here they are always whole.
   static void gather_full(torch::nn::Module& /*module*/) {}

@@ -41,6 +41,7 @@
 #include "../options.hpp"
 #include "../policy/parallelism.hpp"
 #include "detail/bucket_assignment.hpp"
+#include "memory_layout.hpp"
 #include "detail/sharded_strategy.hpp"
 
 namespace accel::parallel {
@@ -64,6 +65,13 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
   void after_forward(torch::nn::Module& /*module*/, const Outputs& /*outputs*/) {}
   void gather_full(torch::nn::Module& /*module*/) {}
   void release_full(torch::nn::Module& /*module*/) {}
+  // The parameters are whole: an empty build is materialized whole before prepare_model.
+  static constexpr bool deferred_models = false;
+  // estimate_memory's question (memory_layout.hpp): one flat per gradient bucket, the buckets
+  // assigned as prepare_model assigns them (Options::zero2's caps); on one process, the whole
+  // model.
+  ACCEL_DECL static MemoryLayout memory_layout(torch::nn::Module& model,
+                                               const LayoutRequest& request);
 
   ACCEL_DECL void before_backward(bool sync);
 

@@ -57,6 +57,7 @@
 #include "../detail/separate_compilation.hpp"
 #include "../policy/parallelism.hpp"
 #include "detail/sharded_strategy.hpp"
+#include "memory_layout.hpp"
 #include "detail/unit_order_check.hpp"
 #include "detail/units.hpp"
 
@@ -75,6 +76,14 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   // prepare() hands the model's holder over; units need the shared pointer to walk and rewire
   // its Sequentials.
   ACCEL_DECL void prepare_model(torch::nn::Module& module, const std::string& label);
+
+  // Takes the contract's DeferredModels role (parallel/contract.hpp).
+  static constexpr bool deferred_models = true;
+
+  // estimate_memory's question (memory_layout.hpp): one flat per unit and dtype, the units cut as
+  // prepare_model cuts them (detail::cut_units); on one process, the whole model.
+  ACCEL_DECL static MemoryLayout memory_layout(torch::nn::Module& model,
+                                               const LayoutRequest& request);
 
   // A model of an empty build (accel::deferred_init, on more than one process): cut into units
   // and flattened as prepare_model does, but each flat parameter starts at rest on `device` with

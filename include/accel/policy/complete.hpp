@@ -72,6 +72,12 @@ consteval bool accumulation_members_ok() {
 
 template <class P>
 consteval bool sharding_members_ok() {
+  static_assert(member::name<P>,
+                "accel: a type tagged as a sharding strategy (category = "
+                "accel::policy::sharding_tag) has no `static constexpr std::string_view name`; "
+                "add it: `static constexpr std::string_view name = \"MySharding\";` (Fsdp<S> is "
+                "named after it in checkpoints, run.json and variant names; see "
+                "docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::shards_optimizer_state<P>,
                 "accel: a type tagged as a sharding strategy (category = "
                 "accel::policy::sharding_tag) has no `static constexpr bool "
@@ -84,18 +90,24 @@ consteval bool sharding_members_ok() {
                 "accel: a type tagged as a sharding strategy (category = "
                 "accel::policy::sharding_tag) has no `static constexpr bool shards_parameters`; "
                 "add it (see docs/concepts/policies.md#writing-a-policy)");
-  return member::shards_optimizer_state<P> && member::shards_gradients<P> &&
+  return member::name<P> && member::shards_optimizer_state<P> && member::shards_gradients<P> &&
          member::shards_parameters<P>;
 }
 
 template <class P>
 consteval bool compression_members_ok() {
+  static_assert(member::name<P>,
+                "accel: a type tagged as a gradient compression (category = "
+                "accel::policy::compression_tag) has no `static constexpr std::string_view name`; "
+                "add it: `static constexpr std::string_view name = \"MyCompression\";` (DdpWith<C> "
+                "is named after it in checkpoints, run.json and variant names; see "
+                "docs/concepts/policies.md#writing-a-policy)");
   static_assert(member::wire<P>,
                 "accel: a type tagged as a gradient compression (category = "
                 "accel::policy::compression_tag) has no `static constexpr ComputeType wire`; add "
                 "it: `static constexpr auto wire = accel::policy::ComputeType::float16;` (see "
                 "docs/concepts/policies.md#writing-a-policy)");
-  return member::wire<P>;
+  return member::name<P> && member::wire<P>;
 }
 
 }  // namespace accel::policy

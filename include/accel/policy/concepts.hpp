@@ -23,11 +23,12 @@ concept AnyPolicy = Tagged<P, parallelism_tag> || Tagged<P, sharding_tag> ||
                     Tagged<P, compression_tag>;
 
 template <class P>
-concept CompressionPolicy = Tagged<P, compression_tag> && member::wire<P>;
+concept CompressionPolicy = Tagged<P, compression_tag> && member::name<P> && member::wire<P>;
 
 template <class P>
-concept ShardingPolicy = Tagged<P, sharding_tag> && member::shards_optimizer_state<P> &&
-                         member::shards_gradients<P> && member::shards_parameters<P>;
+concept ShardingPolicy = Tagged<P, sharding_tag> && member::name<P> &&
+                         member::shards_optimizer_state<P> && member::shards_gradients<P> &&
+                         member::shards_parameters<P>;
 
 template <class P>
 concept ParallelismPolicy =

@@ -30,9 +30,13 @@ struct NestedName {
   static constexpr std::string_view value{text.data(), text.size()};
 };
 
-// A policy argument's name; a compression need not declare one (docs/concepts/policies.md).
+// A policy argument's name. Every compression and sharding declares one: the composition rules
+// (complete.hpp) refuse a tagged type without it, naming the type, so that two compressions of
+// a user's can never share a name. The placeholder is for what the rules refuse anyway (an
+// argument that is no policy at all, `Fsdp<int>`): it keeps their message the only error, and
+// no program that compiles goes by it.
 template <class T>
-inline constexpr std::string_view name_of = "unnamed";
+inline constexpr std::string_view name_of = "?";
 template <class T>
   requires requires { std::string_view(T::name); }
 inline constexpr std::string_view name_of<T> = T::name;

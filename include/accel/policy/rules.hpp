@@ -9,7 +9,6 @@
 
 #include <type_traits>
 
-#include "../detail/dependent_false.hpp"
 #include "accumulation.hpp"
 #include "complete.hpp"
 #include "concepts.hpp"
@@ -17,6 +16,11 @@
 #include "precision.hpp"
 
 namespace accel::policy {
+
+// False for every type, once instantiated: an assertion on it in a branch fires only where that
+// branch is taken. (The policies are the bottom layer: detail/dependent_false.hpp is above them.)
+template <class>
+inline constexpr bool never = false;
 
 // The sharding flags of a parallelism policy: Fsdp<S> takes them from S.
 template <class Par>
@@ -68,7 +72,7 @@ consteval bool fsdp_sharding_ok() {
   } else if constexpr (Tagged<sharding_of_t<Par>, sharding_tag>) {
     return sharding_members_ok<sharding_of_t<Par>>();
   } else {
-    static_assert(::accel::detail::dependent_false<Par>,
+    static_assert(never<Par>,
                   "accel: Fsdp<S> takes a sharding strategy as S; use Fsdp<FullShard>, "
                   "Fsdp<ShardGradOp>, Fsdp<NoShard> or Fsdp<HybridShard>");
     return false;
@@ -88,7 +92,7 @@ consteval bool ddp_compression_ok() {
   } else if constexpr (Tagged<typename Par::compression, compression_tag>) {
     return compression_members_ok<typename Par::compression>();
   } else {
-    static_assert(::accel::detail::dependent_false<Par>,
+    static_assert(never<Par>,
                   "accel: DdpWith<C> takes a gradient compression as C; use "
                   "DdpWith<CompressFp16> or DdpWith<CompressBf16>, or Ddp for none");
     return false;

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "../detail/separate_compilation.hpp"
-#include "options.hpp"
+#include "../options/profiling.hpp"
 #include "records.hpp"
 #include "schedule.hpp"
 #include "trace_file.hpp"

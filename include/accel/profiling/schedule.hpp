@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "../detail/separate_compilation.hpp"
-#include "options.hpp"
+#include "../options/profiling.hpp"
 
 namespace accel::profiling {
 

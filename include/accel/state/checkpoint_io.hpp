@@ -36,12 +36,14 @@
 #include <tuple>
 #include <vector>
 
-#include "../accelerator_class.hpp"
 #include "../detail/error.hpp"
+#include "../parallel/strategy.hpp"
+#include "../precision/precision.hpp"
 #include "../version.hpp"
 #include "automatic_checkpoints.hpp"
 #include "background_write.hpp"
 #include "checkpoint_folder.hpp"
+#include "checkpoint_io_declaration.hpp"
 #include "checkpoint_view.hpp"
 #include "checksum.hpp"
 #include "components/component.hpp"
@@ -320,8 +322,8 @@ struct PrecisionStateIO {
   }
 };
 
-// Every Accelerator's checkpoints (accelerator_class.hpp declares the primary template, which
-// stops a call made without this header): StateIO for its strategy, the view's precision
+// Every Accelerator's checkpoints (checkpoint_io_declaration.hpp declares the primary template,
+// which stops a call made without this header): StateIO for its strategy, the view's precision
 // functions set for its precision.
 template <class Accel>
 struct CheckpointIO<Accel, void> {

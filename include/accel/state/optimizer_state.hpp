@@ -1,6 +1,6 @@
 // torch::optim's optimizers as a checkpoint sees them: the per-parameter state as named tensors
-// and the param groups' options as JSON, for the five element-wise optimizers (SGD, Adam, AdamW,
-// Adagrad, RMSprop). Element-wise state ("exp_avg", "momentum_buffer", ...) is stored flattened,
+// and the param groups' options as JSON, for the element-wise optimizers of the optimizer table
+// (detail/optimizer_table.hpp: SGD, Adam, AdamW, Adagrad, RMSprop). Element-wise state ("exp_avg", "momentum_buffer", ...) is stored flattened,
 // so that a piece of it belongs to a piece of its parameter: that is what lets a state saved by
 // a sharded strategy load at another world size or under another strategy. "step" is a 0-dim
 // int64 tensor. Any other optimizer (Ddp only: the sharded strategies refuse them at compile
@@ -20,7 +20,7 @@
 
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
-#include "../optimizer_kind.hpp"
+#include "../detail/optimizer_types.hpp"
 
 namespace accel::state {
 
@@ -30,48 +30,9 @@ ACCEL_DECL std::string_view kind_name(OptimizerKind kind);
 
 namespace detail {
 
-// Adam's and AdamW's states: two types of the same fields.
-template <class State, class Tensors, class Step>
-void visit_adam_state(State& s, Tensors& f, Step& step) {
-  step(s.step());
-  f("exp_avg", s.exp_avg());
-  f("exp_avg_sq", s.exp_avg_sq());
-  f("max_exp_avg_sq", s.max_exp_avg_sq());
-}
-
-// f(name, torch::Tensor&) for each element-wise state tensor, step(int64_t&) for the step count.
-template <class Tensors, class Step>
-void visit_state(OptimizerKind kind, torch::optim::OptimizerParamState& state, Tensors&& f,
-                 Step&& step) {
-  using namespace torch::optim;
-  switch (kind) {
-    case OptimizerKind::sgd:
-    case OptimizerKind::sgd_momentum: {
-      auto& s = static_cast<SGDParamState&>(state);
-      f("momentum_buffer", s.momentum_buffer());
-      return;
-    }
-    case OptimizerKind::adam: return visit_adam_state(static_cast<AdamParamState&>(state), f, step);
-    case OptimizerKind::adamw:
-      return visit_adam_state(static_cast<AdamWParamState&>(state), f, step);
-    case OptimizerKind::adagrad: {
-      auto& s = static_cast<AdagradParamState&>(state);
-      step(s.step());
-      f("sum", s.sum());
-      return;
-    }
-    case OptimizerKind::rmsprop: {
-      auto& s = static_cast<RMSpropParamState&>(state);
-      step(s.step());
-      f("square_avg", s.square_avg());
-      f("momentum_buffer", s.momentum_buffer());
-      f("grad_avg", s.grad_avg());
-      return;
-    }
-    case OptimizerKind::other: break;
-  }
-  accel::detail::fail("optimizer state of another optimizer type has no named tensors");
-}
+// f(std::string_view name, torch::Tensor&) for each element-wise state tensor, step(int64_t&) for
+// the step count: the names and tensors of the optimizer table (detail/optimizer_types.hpp).
+using accel::detail::visit_state;
 
 ACCEL_DECL std::unique_ptr<torch::optim::OptimizerParamState> empty_state(OptimizerKind kind);
 

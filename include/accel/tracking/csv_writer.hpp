@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "line_file.hpp"
+#include "../detail/line_file.hpp"
 #include "tracker_contract.hpp"
 #include "values.hpp"
 

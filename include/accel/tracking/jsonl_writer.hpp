@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "json.hpp"
-#include "line_file.hpp"
+#include "../detail/json.hpp"
+#include "../detail/line_file.hpp"
 #include "tracker_contract.hpp"
 #include "values.hpp"
 

@@ -4,6 +4,7 @@
 
 struct MyCompression {
   using category = accel::policy::compression_tag;
+  static constexpr std::string_view name = "MyCompression";
 #ifdef ACCEL_TWIN
   static constexpr auto wire = accel::policy::ComputeType::float16;
 #endif

@@ -4,6 +4,7 @@
 
 struct MySharding {
   using category = accel::policy::sharding_tag;
+  static constexpr std::string_view name = "MySharding";
   static constexpr bool shards_optimizer_state = true;
   static constexpr bool shards_gradients = true;
 #ifdef ACCEL_TWIN

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "../../tracking/line_file.hpp"
+#include "../../detail/line_file.hpp"
 #include "../run_log.hpp"
 
 namespace accel::logging {

@@ -40,7 +40,7 @@
 
 #include "../../detail/separate_compilation.hpp"
 #include "../../runtime/process_group.hpp"
-#include "../../state/memory_use.hpp"
+#include "../../detail/memory_counter.hpp"
 #include "../contract.hpp"
 #include "../flat_parameter.hpp"
 

@@ -37,7 +37,7 @@
 #include "../../options.hpp"
 #include "../../runtime/any_rank.hpp"
 #include "../../runtime/process_group.hpp"
-#include "../../state/memory_use.hpp"
+#include "../../detail/memory_counter.hpp"
 #include "../contract.hpp"
 #include "../fused_step.hpp"
 #include "flat_parameter_set.hpp"

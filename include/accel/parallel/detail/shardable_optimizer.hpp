@@ -2,8 +2,9 @@
 //
 // Zero2 keeps optimizer state for this rank's shard only by constructing the user's optimizer
 // type, with the same options, over the shard. That is exact when the update of every element
-// depends on that element alone (its gradient, its own state, the group's options): SGD (with
-// momentum, dampening, Nesterov, weight decay), Adam, AdamW (amsgrad too), Adagrad and RMSprop.
+// depends on that element alone (its gradient, its own state, the group's options): the rows of
+// the optimizer table, SGD (with momentum, dampening, Nesterov, weight decay), Adam, AdamW
+// (amsgrad too), Adagrad and RMSprop.
 // LBFGS is not (its line search and curvature pairs use dot products over all parameters), and
 // an optimizer known only as torch::optim::Optimizer, or a type of the user's, cannot be rebuilt
 // from its options: both are refused at compile time.
@@ -14,35 +15,22 @@
 #include <string_view>
 #include <type_traits>
 
+#include "../../detail/optimizer_types.hpp"
+
 namespace accel::parallel::detail {
 
+// Every row of the optimizer table (detail/optimizer_table.hpp) is element-wise: a type is
+// shardable exactly when it is one of them.
 template <class Optimizer>
 struct ShardableOptimizer : std::false_type {};
 
-template <>
-struct ShardableOptimizer<torch::optim::SGD> : std::true_type {
-  using options = torch::optim::SGDOptions;
-  static constexpr std::string_view name = "torch::optim::SGD";
-};
-template <>
-struct ShardableOptimizer<torch::optim::Adam> : std::true_type {
-  using options = torch::optim::AdamOptions;
-  static constexpr std::string_view name = "torch::optim::Adam";
-};
-template <>
-struct ShardableOptimizer<torch::optim::AdamW> : std::true_type {
-  using options = torch::optim::AdamWOptions;
-  static constexpr std::string_view name = "torch::optim::AdamW";
-};
-template <>
-struct ShardableOptimizer<torch::optim::Adagrad> : std::true_type {
-  using options = torch::optim::AdagradOptions;
-  static constexpr std::string_view name = "torch::optim::Adagrad";
-};
-template <>
-struct ShardableOptimizer<torch::optim::RMSprop> : std::true_type {
-  using options = torch::optim::RMSpropOptions;
-  static constexpr std::string_view name = "torch::optim::RMSprop";
+template <class Optimizer>
+  requires(accel::detail::kind_of_type<Optimizer> != OptimizerKind::other)
+struct ShardableOptimizer<Optimizer> : std::true_type {
+  using options =
+      typename accel::detail::OptimizerTypes<accel::detail::kind_of_type<Optimizer>>::options;
+  static constexpr std::string_view name =
+      accel::detail::known_optimizer(accel::detail::kind_of_type<Optimizer>)->type_name;
 };
 
 // True once the optimizer has stepped (or had state loaded into it). Adagrad's constructor

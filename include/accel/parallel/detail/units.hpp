@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,30 @@ inline NamedParameters exclusive_parameters(
     if (inside[key] == references.at(key)) result.emplace_back(prefix + "." + item.key(), item.value());
   }
   return result;
+}
+
+// How Zero3 cuts `module` into units: each unit's module with the parameters it alone holds, in
+// registration order, then what is left, the root unit's. prepare() builds its units from this,
+// and estimate_memory's answer for Zero3 (memory_layout) counts them from it.
+struct UnitCut {
+  std::vector<std::pair<SequentialChild, NamedParameters>> children;
+  NamedParameters root;
+};
+inline UnitCut cut_units(torch::nn::Module& module) {
+  std::unordered_map<const void*, int> references;
+  const auto all = module.named_parameters();
+  for (const auto& item : all) ++references[item.value().unsafeGetTensorImpl()];
+  UnitCut cut;
+  std::unordered_set<const void*> in_units;
+  for (auto& child : sequential_children(module.shared_from_this())) {
+    auto named = exclusive_parameters(*child.module, child.name, references);
+    for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
+    cut.children.emplace_back(std::move(child), std::move(named));
+  }
+  for (const auto& item : all)
+    if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
+      cut.root.emplace_back(item.key(), item.value());
+  return cut;
 }
 
 // What a Sequential calls in place of a unit's module: `around(unit, run)` gathers the unit,

@@ -32,20 +32,23 @@
 #include <immintrin.h>
 #endif
 
+#include "../../detail/optimizer_types.hpp"
 #include "../../detail/torch_compat.hpp"
 #include "../fused_step.hpp"
 
 namespace accel::parallel::detail {
 
-enum class FusedKind { sgd, adam, adamw, none };
-
-// The exact type: a subclass may step differently.
-inline FusedKind fused_kind(const torch::optim::Optimizer& optimizer) {
-  const std::type_info& type = typeid(optimizer);
-  if (type == typeid(torch::optim::SGD)) return FusedKind::sgd;
-  if (type == typeid(torch::optim::Adam)) return FusedKind::adam;
-  if (type == typeid(torch::optim::AdamW)) return FusedKind::adamw;
-  return FusedKind::none;
+// The row of the optimizer's exact type (a subclass may step differently) where the optimizer
+// table marks it fused (detail/optimizer_table.hpp); `other` for every other.
+inline OptimizerKind fused_kind(const torch::optim::Optimizer& optimizer) {
+  OptimizerKind kind = OptimizerKind::other;
+  accel::detail::for_each_optimizer_type([&](auto row) {
+    constexpr OptimizerKind candidate = decltype(row)::value;
+    using Type = typename accel::detail::OptimizerTypes<candidate>::optimizer;
+    if (accel::detail::known_optimizer(candidate)->fused && typeid(optimizer) == typeid(Type))
+      kind = candidate;
+  });
+  return kind;
 }
 
 // How libtorch's CPU kernels round a * b + c in add(other, alpha) and addcmul(): once (FMA: its
@@ -366,8 +369,8 @@ std::string_view plan_items(const torch::optim::Optimizer& optimizer,
 
 ACCEL_DECL std::string_view fused_plan(const torch::optim::Optimizer& optimizer,
                                        std::vector<FusedItem>& items) {
-  const FusedKind kind = fused_kind(optimizer);
-  if (kind == FusedKind::none)
+  const OptimizerKind kind = fused_kind(optimizer);
+  if (kind == OptimizerKind::other)
     return "not torch::optim::SGD, Adam or AdamW (the fused step takes those exact types only)";
   const FusedRounding& rounding = libtorch_rounding();
   if (!rounding.consistent)
@@ -377,11 +380,11 @@ ACCEL_DECL std::string_view fused_plan(const torch::optim::Optimizer& optimizer,
     return "libtorch's CPU kernels use FMA and this CPU lacks AVX2 or FMA";
   using namespace torch::optim;
   switch (kind) {
-    case FusedKind::sgd: return plan_items<SGDOptions, SGDParamState>(optimizer, items);
-    case FusedKind::adam: return plan_items<AdamOptions, AdamParamState>(optimizer, items);
-    case FusedKind::adamw:
+    case OptimizerKind::sgd: return plan_items<SGDOptions, SGDParamState>(optimizer, items);
+    case OptimizerKind::adam: return plan_items<AdamOptions, AdamParamState>(optimizer, items);
+    case OptimizerKind::adamw:
       return plan_items<AdamWOptions, AdamWParamState>(optimizer, items);
-    case FusedKind::none: break;
+    default: break;  // no row the table marks fused is without its kernels here
   }
   return "";
 }
@@ -498,16 +501,16 @@ ACCEL_DECL bool fused_step(torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;
   using namespace torch::optim;
   switch (detail::fused_kind(optimizer)) {
-    case detail::FusedKind::sgd: detail::step_sgd(static_cast<SGD&>(optimizer), items); break;
-    case detail::FusedKind::adam:
+    case OptimizerKind::sgd: detail::step_sgd(static_cast<SGD&>(optimizer), items); break;
+    case OptimizerKind::adam:
       detail::step_adam<Adam, AdamOptions, AdamParamState>(static_cast<Adam&>(optimizer), items,
                                                            false);
       break;
-    case detail::FusedKind::adamw:
+    case OptimizerKind::adamw:
       detail::step_adam<AdamW, AdamWOptions, AdamWParamState>(static_cast<AdamW&>(optimizer),
                                                               items, true);
       break;
-    case detail::FusedKind::none: return false;
+    default: return false;
   }
   detail::fused_step_counter().fetch_add(1, std::memory_order_relaxed);
   return true;

@@ -8,6 +8,7 @@
 
 #include "../../detail/error.hpp"
 #include "../detail/impl/sharded_strategy.ipp"
+#include "../detail/layout_groups.hpp"
 #include "../zero2.hpp"
 
 namespace accel::parallel {
@@ -143,5 +144,32 @@ ACCEL_DECL void ShardedGradientStrategy::after_shard_step(const std::vector<std:
 #if defined(ACCEL_SEPARATE_COMPILATION)
 template class detail::ShardedStrategy<ShardedGradientStrategy>;
 #endif
+
+ACCEL_DECL MemoryLayout ShardedGradientStrategy::memory_layout(torch::nn::Module& model,
+                                                               const LayoutRequest& request) {
+  if (request.world_size <= 1) return detail::whole_layout(model, request);
+  MemoryLayout layout;
+  layout.shard_world = request.world_size;
+  layout.shard_rank = request.rank;
+  // Each parameter once, frozen ones in no bucket.
+  std::unordered_set<const void*> seen;
+  std::vector<torch::Tensor> trainable;
+  for (const auto& item : model.named_parameters()) {
+    const torch::Tensor& p = item.value();
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    if (p.requires_grad())
+      trainable.push_back(p);
+    else
+      layout.frozen_bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+  }
+  const detail::BucketCaps caps{request.first_bucket_mb, request.bucket_mb};
+  for (const auto& members : detail::assign_buckets(trainable, caps)) {
+    FlatGroup& bucket = layout.flats.emplace_back(
+        FlatGroup{0, static_cast<std::int64_t>(trainable[members.front()].element_size()),
+                  static_cast<int>(layout.flats.size())});
+    for (const std::size_t k : members) bucket.numel += trainable[k].numel();
+  }
+  return layout;
+}
 
 }  // namespace accel::parallel

@@ -13,6 +13,7 @@
 
 #include "../detail/impl/sharded_strategy.ipp"
 #include "../detail/sharded_communication.hpp"
+#include "../detail/layout_groups.hpp"
 #include "../zero3.hpp"
 
 namespace accel::parallel {
@@ -61,21 +62,33 @@ ACCEL_DECL void FullyShardedStrategy::prepare_deferred_model(
   optimizers_.copy_pieces_to_host();
 }
 
+ACCEL_DECL MemoryLayout FullyShardedStrategy::memory_layout(torch::nn::Module& model,
+                                                            const LayoutRequest& request) {
+  if (request.world_size <= 1) return detail::whole_layout(model, request);
+  MemoryLayout layout;
+  layout.shard_world = request.world_size;
+  layout.shard_rank = request.rank;
+  std::unordered_set<const void*> seen;
+  const detail::UnitCut cut = detail::cut_units(model);
+  int unit = 0;
+  for (const auto& [child, named] : cut.children) {
+    const std::size_t before = layout.flats.size();
+    detail::add_groups(named, unit, seen, layout);
+    if (layout.flats.size() != before) ++unit;  // as add_unit: a unit with nothing trainable is none
+  }
+  detail::add_groups(cut.root, unit, seen, layout);
+  return layout;
+}
+
 ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
                                                     const std::string& label) {
-  const std::shared_ptr<torch::nn::Module> root = module.shared_from_this();
-  std::unordered_map<const void*, int> references;
-  const auto all = module.named_parameters();
-  for (const auto& item : all) ++references[item.value().unsafeGetTensorImpl()];
   // Counted now: each unit is put to rest as it is made, its parameters then zero-element.
-  const std::int64_t total = total_numel(all);
+  const std::int64_t total = total_numel(module.named_parameters());
+  detail::UnitCut cut = detail::cut_units(module);
 
   Model& model = models_.emplace_back();
   model.module = &module;
-  std::unordered_set<const void*> in_units;
-  for (const auto& child : detail::sequential_children(root)) {
-    const auto named = detail::exclusive_parameters(*child.module, child.name, references);
-    for (const auto& [name, p] : named) in_units.insert(p.unsafeGetTensorImpl());
+  for (const auto& [child, named] : cut.children) {
     const std::size_t u =
         add_unit(named, fmt::format("{}, unit '{}'", label, child.name), child.name);
     if (u == no_unit) continue;  // nothing trainable: called as it is
@@ -91,10 +104,7 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
     else
       detail::intercept_calls(child, this, u);
   }
-  detail::NamedParameters rest;
-  for (const auto& item : all)
-    if (in_units.count(item.value().unsafeGetTensorImpl()) == 0)
-      rest.emplace_back(item.key(), item.value());
+  const detail::NamedParameters& rest = cut.root;
   warn_if_mostly_root(rest, total, label);
   model.root = add_unit(rest, label, "the root unit");
   if (model.root != no_unit) {

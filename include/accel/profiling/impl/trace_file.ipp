@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "../../detail/error.hpp"
-#include "../../tracking/json.hpp"
+#include "../../detail/json.hpp"
 #include "../../version.hpp"
 #include "../trace_file.hpp"
 

@@ -6,26 +6,18 @@
 namespace accel::state {
 
 ACCEL_DECL OptimizerKind kind_of(const torch::optim::Optimizer& optimizer) {
-  const auto* p = &optimizer;
-  if (dynamic_cast<const torch::optim::SGD*>(p) != nullptr) return OptimizerKind::sgd;
-  if (dynamic_cast<const torch::optim::Adam*>(p) != nullptr) return OptimizerKind::adam;
-  if (dynamic_cast<const torch::optim::AdamW*>(p) != nullptr) return OptimizerKind::adamw;
-  if (dynamic_cast<const torch::optim::Adagrad*>(p) != nullptr) return OptimizerKind::adagrad;
-  if (dynamic_cast<const torch::optim::RMSprop*>(p) != nullptr) return OptimizerKind::rmsprop;
-  return OptimizerKind::other;
+  OptimizerKind kind = OptimizerKind::other;
+  accel::detail::for_each_optimizer_type([&](auto row) {
+    using Type = typename accel::detail::OptimizerTypes<decltype(row)::value>::optimizer;
+    if (kind == OptimizerKind::other && dynamic_cast<const Type*>(&optimizer) != nullptr)
+      kind = decltype(row)::value;
+  });
+  return kind;
 }
 
 ACCEL_DECL std::string_view kind_name(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::sgd:
-    case OptimizerKind::sgd_momentum: return "torch::optim::SGD";
-    case OptimizerKind::adam: return "torch::optim::Adam";
-    case OptimizerKind::adamw: return "torch::optim::AdamW";
-    case OptimizerKind::adagrad: return "torch::optim::Adagrad";
-    case OptimizerKind::rmsprop: return "torch::optim::RMSprop";
-    case OptimizerKind::other: break;
-  }
-  return "another optimizer type";
+  const auto* row = accel::detail::known_optimizer(kind);
+  return row != nullptr ? row->type_name : "another optimizer type";
 }
 
 }  // namespace accel::state
@@ -33,17 +25,14 @@ ACCEL_DECL std::string_view kind_name(OptimizerKind kind) {
 namespace accel::state::detail {
 
 ACCEL_DECL std::unique_ptr<torch::optim::OptimizerParamState> empty_state(OptimizerKind kind) {
-  using namespace torch::optim;
-  switch (kind) {
-    case OptimizerKind::sgd:
-    case OptimizerKind::sgd_momentum: return std::make_unique<SGDParamState>();
-    case OptimizerKind::adam: return std::make_unique<AdamParamState>();
-    case OptimizerKind::adamw: return std::make_unique<AdamWParamState>();
-    case OptimizerKind::adagrad: return std::make_unique<AdagradParamState>();
-    case OptimizerKind::rmsprop: return std::make_unique<RMSpropParamState>();
-    case OptimizerKind::other: break;
-  }
-  accel::detail::fail("no parameter state type for another optimizer type");
+  std::unique_ptr<torch::optim::OptimizerParamState> state;
+  accel::detail::for_each_optimizer_type([&](auto row) {
+    constexpr OptimizerKind of = decltype(row)::value;
+    if (of == kind || (of == OptimizerKind::sgd && kind == OptimizerKind::sgd_momentum))
+      state = std::make_unique<typename accel::detail::OptimizerTypes<of>::param_state>();
+  });
+  if (state == nullptr) accel::detail::fail("no parameter state type for another optimizer type");
+  return state;
 }
 
 }  // namespace accel::state::detail
@@ -56,8 +45,8 @@ ACCEL_DECL std::vector<std::pair<std::string, torch::Tensor>> param_state_tensor
   auto& mutable_state = const_cast<torch::optim::OptimizerParamState&>(state);  // visit only reads
   detail::visit_state(
       kind, mutable_state,
-      [&](const char* name, torch::Tensor& t) {
-        if (t.defined()) named.emplace_back(name, t.detach().reshape({-1}));
+      [&](std::string_view name, torch::Tensor& t) {
+        if (t.defined()) named.emplace_back(std::string(name), t.detach().reshape({-1}));
       },
       [&](std::int64_t& step) { named.emplace_back("step", torch::scalar_tensor(step, torch::kInt64)); });
   return named;
@@ -69,8 +58,8 @@ ACCEL_DECL std::unique_ptr<torch::optim::OptimizerParamState> make_param_state(
   auto state = detail::empty_state(kind);
   detail::visit_state(
       kind, *state,
-      [&](const char* name, torch::Tensor& t) {
-        const auto found = fields.find(name);
+      [&](std::string_view name, torch::Tensor& t) {
+        const auto found = fields.find(std::string(name));
         if (found != fields.end()) t = found->second.reshape(shape).to(options).clone();
       },
       [&](std::int64_t& step) {
@@ -82,7 +71,7 @@ ACCEL_DECL std::unique_ptr<torch::optim::OptimizerParamState> make_param_state(
   for (const auto& [name, tensor] : fields) {
     bool known = name == "step";
     detail::visit_state(
-        kind, *state, [&](const char* field, torch::Tensor&) { known = known || name == field; },
+        kind, *state, [&](std::string_view field, torch::Tensor&) { known = known || name == field; },
         [](std::int64_t&) {});
     if (!known)
       accel::detail::fail("{}: '{}' is not part of the state of {}; was it saved by another "

@@ -9,7 +9,7 @@
 #include "../../detail/error.hpp"
 #include "../../version.hpp"
 #include "../csv_writer.hpp"
-#include "../json.hpp"
+#include "../../detail/json.hpp"
 #include "../jsonl_writer.hpp"
 #include "../run_folder.hpp"
 #include "../tracker.hpp"

@@ -4,7 +4,7 @@
 
 #include "../../detail/error.hpp"
 #include "../../detail/shape_text.hpp"
-#include "../json.hpp"
+#include "../../detail/json.hpp"
 #include "../values.hpp"
 
 namespace accel::tracking {

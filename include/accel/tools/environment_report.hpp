@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "../detail/separate_compilation.hpp"
 #include "../version.hpp"
 
 extern char** environ;
@@ -38,24 +37,23 @@ using Report = std::vector<std::pair<std::string, std::string>>;
 namespace detail {
 
 // The value of the first line of `path` that starts with `key`, after the separator.
-ACCEL_DECL std::string field_of(const char* path, std::string_view key, char separator);
+inline std::string field_of(const char* path, std::string_view key, char separator);
 
 // The BLAS and LAPACK libraries mapped into this process (after torch's first matmul has loaded
 // them), with symbolic links resolved: Debian's libblas.so.3 is an alternative that may be the
 // reference BLAS (far slower: docs/getting-started.md, "Requirements") or OpenBLAS.
-ACCEL_DECL std::string loaded_blas();
+inline std::string loaded_blas();
 
 // Variables that steer where a process sits in a job or how it communicates.
-ACCEL_DECL bool distributed_variable(std::string_view name);
+inline bool distributed_variable(std::string_view name);
 
 }  // namespace detail
 
-ACCEL_DECL Report environment_report();
+inline Report environment_report();
 
-ACCEL_DECL std::string to_text(const Report& report);
+inline std::string to_text(const Report& report);
 
 }  // namespace accel::diagnostics
 
-#if !defined(ACCEL_SEPARATE_COMPILATION)
+// Header-only in both modes: the tools compile it themselves (accel::compiled has no tools).
 #include "impl/environment_report.ipp"
-#endif

@@ -1,11 +1,11 @@
-// The environment report; environment_report.hpp includes it in header-only mode.
+// The environment report; environment_report.hpp includes it.
 #pragma once
 
 #include "../environment_report.hpp"
 
 namespace accel::diagnostics::detail {
 
-ACCEL_DECL std::string field_of(const char* path, std::string_view key, char separator) {
+inline std::string field_of(const char* path, std::string_view key, char separator) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);)
     if (line.starts_with(key)) {
@@ -19,7 +19,7 @@ ACCEL_DECL std::string field_of(const char* path, std::string_view key, char sep
   return "unknown";
 }
 
-ACCEL_DECL std::string loaded_blas() {
+inline std::string loaded_blas() {
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
   std::set<std::string> found;
   std::ifstream maps("/proc/self/maps");
@@ -44,7 +44,7 @@ ACCEL_DECL std::string loaded_blas() {
   return text;
 }
 
-ACCEL_DECL bool distributed_variable(std::string_view name) {
+inline bool distributed_variable(std::string_view name) {
   static constexpr std::string_view exact[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE",
                                                "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
                                                "MASTER_PORT", "CUDA_VISIBLE_DEVICES"};
@@ -62,7 +62,7 @@ ACCEL_DECL bool distributed_variable(std::string_view name) {
 
 namespace accel::diagnostics {
 
-ACCEL_DECL Report environment_report() {
+inline Report environment_report() {
   Report report;
   auto add = [&](std::string name, std::string value) {
     report.emplace_back(std::move(name), std::move(value));
@@ -135,7 +135,7 @@ ACCEL_DECL Report environment_report() {
   return report;
 }
 
-ACCEL_DECL std::string to_text(const Report& report) {
+inline std::string to_text(const Report& report) {
   std::string text;
   for (const auto& [name, value] : report) text += fmt::format("{}: {}\n", name, value);
   return text;

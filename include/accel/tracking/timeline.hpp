@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "../detail/separate_compilation.hpp"
+#include "../options/profiling.hpp"
+#include "../profiling/records.hpp"
 #include "../runtime/process_group.hpp"
-#include "../tracking/values.hpp"
-#include "options.hpp"
-#include "records.hpp"
+#include "values.hpp"
 
 namespace accel::profiling {
 

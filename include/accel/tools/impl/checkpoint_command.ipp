@@ -1,4 +1,4 @@
-// accel-launch checkpoint's command line; checkpoint_command.hpp includes it in header-only mode.
+// accel-launch checkpoint's command line; checkpoint_command.hpp includes it.
 #pragma once
 
 #include <fmt/format.h>
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "../../detail/error.hpp"
-#include "../byte_size.hpp"
+#include "../../state/byte_size.hpp"
 #include "../checkpoint_command.hpp"
 
 namespace accel::state {
 
-ACCEL_DECL int checkpoint_command(int argc, const char* const* argv) {
+inline int checkpoint_command(int argc, const char* const* argv) {
   static constexpr std::string_view usage =
       "usage: accel-launch checkpoint inspect DIR\n"
       "       accel-launch checkpoint verify DIR\n"

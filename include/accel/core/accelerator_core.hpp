@@ -21,18 +21,18 @@
 #include <utility>
 #include <vector>
 
-#include "data/tensor_tree.hpp"
-#include "detail/gradient_state.hpp"
-#include "detail/separate_compilation.hpp"
-#include "logging/logger.hpp"
-#include "options.hpp"
-#include "profiling/profile_scope.hpp"
-#include "profiling/recorder.hpp"
-#include "profiling/timeline.hpp"
-#include "runtime/environment.hpp"
-#include "runtime/process_group.hpp"
-#include "state/custom_objects.hpp"
-#include "state/loader_position.hpp"
+#include "../data/tensor_tree.hpp"
+#include "../detail/gradient_state.hpp"
+#include "../detail/separate_compilation.hpp"
+#include "../logging/logger.hpp"
+#include "../options.hpp"
+#include "../profiling/profile_scope.hpp"
+#include "../profiling/recorder.hpp"
+#include "../tracking/timeline.hpp"
+#include "../runtime/environment.hpp"
+#include "../runtime/process_group.hpp"
+#include "../state/custom_objects.hpp"
+#include "../state/loader_position.hpp"
 
 namespace accel {
 template <class, class>

@@ -4,7 +4,7 @@
 //   accel-launch test [--nproc N] [options]  a short self-check on N local processes (default 2)
 //   accel-launch estimate-memory --params N ...   bytes per rank by the ZeRO formulas (no torch)
 //   accel-launch checkpoint inspect|verify|merge|diff ...   a checkpoint folder, read without the
-//                                            program that wrote it (state/checkpoint_command.hpp:
+//                                            program that wrote it (tools/checkpoint_command.hpp:
 //                                            exit status 0, 1 or 2, one accel: line on failure)
 //
 // env, test and checkpoint need torch, which accel-launch does not link: they run accel-check (tools/accel-check.cpp),
@@ -23,11 +23,10 @@
 #include <string_view>
 #include <vector>
 
-#include "../detail/separate_compilation.hpp"
 #include "../memory/memory_formulas.hpp"
-#include "command_line.hpp"
-#include "error.hpp"
-#include "supervisor.hpp"
+#include "../launch/command_line.hpp"
+#include "../launch/error.hpp"
+#include "../launch/supervisor.hpp"
 
 namespace accel {
 
@@ -57,25 +56,24 @@ inline constexpr std::string_view estimate_memory_usage =
 namespace launcher {
 
 // `name` beside the running executable, else found on PATH; empty when neither has it.
-ACCEL_DECL std::string companion_program(const std::string& name);
+inline std::string companion_program(const std::string& name);
 
-ACCEL_DECL std::string accel_check_program(std::string_view subcommand);
+inline std::string accel_check_program(std::string_view subcommand);
 
 // "7B", "350M", "1.5K", "1000": a count of parameters.
-ACCEL_DECL std::int64_t parameter_count(const std::string& text);
+inline std::int64_t parameter_count(const std::string& text);
 
-ACCEL_DECL std::string bytes_text(std::int64_t bytes);
+inline std::string bytes_text(std::int64_t bytes);
 
-ACCEL_DECL int estimate_memory(int argc, const char* const* argv);
+inline int estimate_memory(int argc, const char* const* argv);
 
 }  // namespace launcher
 
 // Runs the subcommand argv[1] names and returns its exit status; nullopt when argv[1] is no
 // subcommand (the arguments are then a launch). Throws LaunchError for a bad subcommand line.
-ACCEL_DECL std::optional<int> run_launch_subcommand(int argc, const char* const* argv);
+inline std::optional<int> run_launch_subcommand(int argc, const char* const* argv);
 
 }  // namespace accel
 
-#if !defined(ACCEL_SEPARATE_COMPILATION)
+// Header-only in both modes: the tools compile it themselves (accel::compiled has no tools).
 #include "impl/subcommands.ipp"
-#endif

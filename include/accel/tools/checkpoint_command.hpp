@@ -5,7 +5,6 @@
 // at the command's edge, so that no C++ stack trace or abort reaches the user.
 #pragma once
 
-#include "../detail/separate_compilation.hpp"
 #include "checkpoint_tool.hpp"
 
 namespace accel::state {
@@ -13,10 +12,9 @@ namespace accel::state {
 // argv[0] is "checkpoint". Returns the exit status: 0 done (verify: whole; diff: every tensor
 // equal), 1 verify found a problem or diff a difference, 2 a usage error or a checkpoint that
 // cannot be read (or an OUT that cannot be made).
-ACCEL_DECL int checkpoint_command(int argc, const char* const* argv);
+inline int checkpoint_command(int argc, const char* const* argv);
 
 }  // namespace accel::state
 
-#if !defined(ACCEL_SEPARATE_COMPILATION)
+// Header-only in both modes: the tools compile it themselves (accel::compiled has no tools).
 #include "impl/checkpoint_command.ipp"
-#endif

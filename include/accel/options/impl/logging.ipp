@@ -1,4 +1,4 @@
-// Level names; level.hpp includes this file in header-only mode.
+// Level names; logging.hpp includes this file in header-only mode.
 #pragma once
 
 #include <array>
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "../../detail/error.hpp"
-#include "../level.hpp"
+#include "../logging.hpp"
 
 namespace accel::logging {
 

@@ -7,16 +7,16 @@
 #include <unordered_set>
 
 #include "../accelerator_core.hpp"
-#include "../detail/error.hpp"
-#include "../detail/small_tensor.hpp"
-#include "../profiling/span.hpp"
-#include "../profiling/timeline.hpp"
-#include "../runtime/bootstrap.hpp"
-#include "../runtime/cpu_heap.hpp"
-#include "../runtime/group_settings.hpp"
-#include "../state/folder_lock.hpp"
-#include "../state/rank_agreement.hpp"
-#include "../state/writable_folder.hpp"
+#include "../../detail/error.hpp"
+#include "../../detail/small_tensor.hpp"
+#include "../../profiling/span.hpp"
+#include "../../tracking/timeline.hpp"
+#include "../../runtime/bootstrap.hpp"
+#include "../../runtime/cpu_heap.hpp"
+#include "../../runtime/group_settings.hpp"
+#include "../../state/folder_lock.hpp"
+#include "../../state/rank_agreement.hpp"
+#include "../../state/writable_folder.hpp"
 
 namespace accel::detail {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <utility>
 
-#include "../detail/error.hpp"
+#include "error.hpp"
 
 namespace accel::tracking {
 

@@ -1,7 +1,8 @@
-// MemoryCounter; memory_use.hpp includes it in header-only mode.
+// MemoryCounter; memory_counter.hpp includes it in header-only mode.
 #pragma once
 
-#include "../memory_use.hpp"
+#include "../optimizer_types.hpp"
+#include "../memory_counter.hpp"
 
 namespace accel::state {
 
@@ -9,18 +10,12 @@ ACCEL_DECL void MemoryCounter::optimizer_state(const torch::optim::Optimizer& op
                                                bool offloaded) {
   std::int64_t& kind = offloaded ? use_.offloaded : use_.optimizer_state;
   for (const auto& [key, state] : optimizer.state()) {
-    const auto* s = state.get();
-    if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(s))
-      count_state(kind, {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
-    else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(s))
-      count_state(kind, {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
-    else if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(s))
-      count_state(kind, {sgd->momentum_buffer()});
-    else if (const auto* adagrad = dynamic_cast<const torch::optim::AdagradParamState*>(s))
-      count_state(kind, {adagrad->sum()});
-    else if (const auto* rms = dynamic_cast<const torch::optim::RMSpropParamState*>(s))
-      count_state(kind, {rms->square_avg(), rms->momentum_buffer(), rms->grad_avg()});
-    else if (const auto* lbfgs = dynamic_cast<const torch::optim::LBFGSParamState*>(s)) {
+    // The optimizer table's rows (detail/optimizer_types.hpp), then LBFGS, which is no row (not
+    // element-wise: no strategy shards it, no checkpoint names its state) but whose state is
+    // memory all the same.
+    if (accel::detail::visit_any_state(*state, [&](const torch::Tensor& t) { add(t, kind); }))
+      continue;
+    if (const auto* lbfgs = dynamic_cast<const torch::optim::LBFGSParamState*>(state.get())) {
       count_state(kind, {lbfgs->d(), lbfgs->H_diag(), lbfgs->prev_flat_grad()});
       for (const auto* list : {&lbfgs->old_dirs(), &lbfgs->old_stps(), &lbfgs->ro()})
         for (const auto& t : *list) add(t, kind);

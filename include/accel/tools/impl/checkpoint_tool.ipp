@@ -1,5 +1,5 @@
 // accel-launch checkpoint's four subcommands (inspect, verify, merge, diff), over the same
-// reading of a checkpoint folder; checkpoint_tool.hpp includes it in header-only mode. The
+// reading of a checkpoint folder; checkpoint_tool.hpp includes it. The
 // command line that picks them is checkpoint_command.ipp.
 #pragma once
 
@@ -19,13 +19,13 @@
 
 #include "../../detail/error.hpp"
 #include "../../detail/shape_text.hpp"
-#include "../byte_size.hpp"
-#include "../checkpoint_folder.hpp"
+#include "../../state/byte_size.hpp"
+#include "../../state/checkpoint_folder.hpp"
 #include "../checkpoint_tool.hpp"
-#include "../manifest.hpp"
-#include "../safetensors.hpp"
-#include "../slice_catalog.hpp"
-#include "../weights.hpp"
+#include "../../state/manifest.hpp"
+#include "../../state/safetensors.hpp"
+#include "../../state/slice_catalog.hpp"
+#include "../../state/weights.hpp"
 
 namespace accel::state {
 
@@ -127,7 +127,7 @@ inline torch::Tensor same_elements(const torch::Tensor& x, const torch::Tensor& 
 
 }  // namespace detail
 
-ACCEL_DECL std::string describe_checkpoint(const std::filesystem::path& folder) {
+inline std::string describe_checkpoint(const std::filesystem::path& folder) {
   const Manifest m = Manifest::read(folder, "checkpoint inspect");
   std::string text = fmt::format("checkpoint {}\n", folder.string());
   text += fmt::format("  format        accel-checkpoint version {} (accel {}, libtorch {})\n",
@@ -188,7 +188,7 @@ ACCEL_DECL std::string describe_checkpoint(const std::filesystem::path& folder) 
   return text;
 }
 
-ACCEL_DECL std::vector<std::string> verify_checkpoint(const std::filesystem::path& folder) {
+inline std::vector<std::string> verify_checkpoint(const std::filesystem::path& folder) {
   Manifest m;
   try {
     m = Manifest::read(folder, "checkpoint verify");
@@ -330,7 +330,7 @@ inline void write_merged(const Manifest& m, const SliceCatalog& catalog,
 
 }  // namespace detail
 
-ACCEL_DECL void merge_checkpoint(const std::filesystem::path& folder,
+inline void merge_checkpoint(const std::filesystem::path& folder,
                                  const std::filesystem::path& out, const MergeOptions& options) {
   const Manifest m = Manifest::read(folder, "checkpoint merge");
   if (options.model >= m.models.size())
@@ -351,7 +351,7 @@ ACCEL_DECL void merge_checkpoint(const std::filesystem::path& folder,
   }
 }
 
-ACCEL_DECL std::vector<TensorDifference> diff_checkpoints(const std::filesystem::path& a,
+inline std::vector<TensorDifference> diff_checkpoints(const std::filesystem::path& a,
                                                           const std::filesystem::path& b) {
   const Manifest ma = Manifest::read(a, "checkpoint diff");
   const Manifest mb = Manifest::read(b, "checkpoint diff");

@@ -39,9 +39,9 @@
 #include <utility>
 #include <vector>
 
-#include "command_line.hpp"
-#include "environment.hpp"
-#include "error.hpp"
+#include "../launch/command_line.hpp"
+#include "../launch/environment.hpp"
+#include "../launch/error.hpp"
 
 namespace accel::launcher {
 

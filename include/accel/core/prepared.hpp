@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "data/loader.hpp"
-#include "data/shard.hpp"
-#include "detail/error.hpp"
-#include "detail/type_traits.hpp"
-#include "profiling/span.hpp"
+#include "../data/loader.hpp"
+#include "../data/shard.hpp"
+#include "../detail/error.hpp"
+#include "../detail/type_traits.hpp"
+#include "../profiling/span.hpp"
 
 namespace accel {
 

@@ -1,11 +1,11 @@
-// The launcher's subcommands; subcommands.hpp includes it in header-only mode.
+// The launcher's subcommands; subcommands.hpp includes it.
 #pragma once
 
 #include "../subcommands.hpp"
 
 namespace accel::launcher {
 
-ACCEL_DECL std::string companion_program(const std::string& name) {
+inline std::string companion_program(const std::string& name) {
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
@@ -25,7 +25,7 @@ ACCEL_DECL std::string companion_program(const std::string& name) {
   return {};
 }
 
-ACCEL_DECL std::string accel_check_program(std::string_view subcommand) {
+inline std::string accel_check_program(std::string_view subcommand) {
   const std::string found = companion_program("accel-check");
   if (found.empty())
     fail("accel-launch " + std::string(subcommand) +
@@ -34,7 +34,7 @@ ACCEL_DECL std::string accel_check_program(std::string_view subcommand) {
   return found;
 }
 
-ACCEL_DECL std::int64_t parameter_count(const std::string& text) {
+inline std::int64_t parameter_count(const std::string& text) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   double scale = 1;
@@ -49,7 +49,7 @@ ACCEL_DECL std::int64_t parameter_count(const std::string& text) {
   return static_cast<std::int64_t>(value * scale + 0.5);
 }
 
-ACCEL_DECL std::string bytes_text(std::int64_t bytes) {
+inline std::string bytes_text(std::int64_t bytes) {
   char out[64];
   const double b = static_cast<double>(bytes);
   if (b >= 1024.0 * 1024 * 1024) std::snprintf(out, sizeof out, "%.2f GiB", b / (1024.0 * 1024 * 1024));
@@ -59,7 +59,7 @@ ACCEL_DECL std::string bytes_text(std::int64_t bytes) {
   return out;
 }
 
-ACCEL_DECL int estimate_memory(int argc, const char* const* argv) {
+inline int estimate_memory(int argc, const char* const* argv) {
   std::int64_t params = 0;
   int world = 1, per_node = 0, bytes_per_param = 4;
   std::vector<std::string> strategies;
@@ -141,7 +141,7 @@ ACCEL_DECL int estimate_memory(int argc, const char* const* argv) {
 
 namespace accel {
 
-ACCEL_DECL std::optional<int> run_launch_subcommand(int argc, const char* const* argv) {
+inline std::optional<int> run_launch_subcommand(int argc, const char* const* argv) {
   if (argc < 2) return std::nullopt;
   const std::string_view subcommand = argv[1];
   if (subcommand == "env") {

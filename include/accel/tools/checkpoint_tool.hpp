@@ -18,16 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "../detail/separate_compilation.hpp"
 
 namespace accel::state {
 
 // inspect: a description for people (not a format to parse: the manifest is that).
-ACCEL_DECL std::string describe_checkpoint(const std::filesystem::path& folder);
+inline std::string describe_checkpoint(const std::filesystem::path& folder);
 
 // verify: every problem found, none when the checkpoint is whole. A manifest that cannot be
 // read is one problem; a rank file that fails its size or checksum leaves coverage unchecked.
-ACCEL_DECL std::vector<std::string> verify_checkpoint(const std::filesystem::path& folder);
+inline std::vector<std::string> verify_checkpoint(const std::filesystem::path& folder);
 
 struct MergeOptions {
   std::size_t model = 0;                       // which prepared model, in prepare() order
@@ -40,7 +39,7 @@ struct MergeOptions {
 // save_model(model, out, max_shard_bytes) writes them from the same state; with `optimizer`,
 // also optimizer.safetensors: every optimizer slot's fields whole and flat, named as in the
 // checkpoint ("optimizer<o>/<group>/<index>/<field>").
-ACCEL_DECL void merge_checkpoint(const std::filesystem::path& folder,
+inline void merge_checkpoint(const std::filesystem::path& folder,
                                  const std::filesystem::path& out, const MergeOptions& options);
 
 struct TensorDifference {
@@ -56,11 +55,10 @@ struct TensorDifference {
 // diff: the model tensors and optimizer state of two checkpoints, name by name (A's order,
 // then B's extra names). Elements are compared bit for bit, a NaN equal to a NaN at the same
 // place: a checkpoint is equal to itself whatever it holds, and -0 differs from +0.
-ACCEL_DECL std::vector<TensorDifference> diff_checkpoints(const std::filesystem::path& a,
+inline std::vector<TensorDifference> diff_checkpoints(const std::filesystem::path& a,
                                                           const std::filesystem::path& b);
 
 }  // namespace accel::state
 
-#if !defined(ACCEL_SEPARATE_COMPILATION)
+// Header-only in both modes: the tools compile it themselves (accel::compiled has no tools).
 #include "impl/checkpoint_tool.ipp"
-#endif
