@@ -200,8 +200,24 @@ restore() {
   fi
   current=""
 }
+# Builds and tests run in the background and are waited for, so that a signal is handled at
+# once: the running command is stopped, then the file restored (the EXIT trap).
+child=""
+in_background() {
+  "$@" &
+  child=$!
+  wait "$child"
+  local status=$?
+  child=""
+  return $status
+}
+interrupted() {
+  echo "mutation: interrupted; restoring" >&2
+  [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
+  exit 130
+}
 trap 'restore' EXIT
-trap 'echo "mutation: interrupted; restoring" >&2; exit 130' INT TERM HUP
+trap 'interrupted' INT TERM HUP
 
 # The build-folder programs a set of tests runs (their commands' paths), as ninja targets. A
 # doctest binary's tests exist only once it is built (<binary>_NOT_BUILT stands for them before).
@@ -220,7 +236,7 @@ bootstrap_doctest_binaries() {
     if [[ $regex == *"${prefix//./\\.}"* ]]; then
       local binary
       binary=$(ctest --test-dir "$build" --show-only=json-v1 -R "^${prefix//./\\.}NOT_BUILT\$" |
-               grep -o '"[A-Za-z0-9_]*_NOT_BUILT"' | head -1 | tr -d '"')
+               grep -o '[A-Za-z0-9_]*_NOT_BUILT"' | head -1 | tr -d '"')
       binary=${binary%_NOT_BUILT}
       [ -n "$binary" ] || continue
       echo "mutation: building $binary (its tests are listed once it is built)"
@@ -242,10 +258,10 @@ targets_for() {  # the ninja targets of mutation $1's tests; fails when no test 
 
 build_targets() {  # build_targets LOG TARGET...
   local log=$1; shift
-  nice -n 19 ninja -C "$build" -j1 "$@" >"$log" 2>&1
+  in_background nice -n 19 ninja -C "$build" -j1 "$@" >"$log" 2>&1
 }
 run_tests() {  # run_tests REGEX LOG: ctest's status; 124 when it ran past the time limit
-  nice -n 19 timeout -k 30 "$timeout_s" \
+  in_background nice -n 19 timeout -k 30 "$timeout_s" \
     ctest --test-dir "$build" -R "$1" --no-tests=error --output-on-failure >"$2" 2>&1
 }
 
@@ -298,7 +314,8 @@ for i in "${selected[@]}"; do
       result=killed
       [ $status -eq 124 ] && result=killed-by-timeout
       killed=$((killed + 1))
-      failed=$(sed -n 's/^ *[0-9]* - \([^ ]*\) .*/\1/p' "$logs/$id.test.log" | paste -sd' ')
+      failed=$(sed -En 's/^[[:space:]]*[0-9]+ - (.*) \([^()]*\)$/\1/p' "$logs/$id.test.log" |
+               paste -sd';')
     fi
   fi
   restore
