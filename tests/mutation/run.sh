@@ -225,7 +225,8 @@ targets_of() {
   local regex=$1 json
   json=$(ctest --test-dir "$build" --show-only=json-v1 -R "$regex" 2>/dev/null) || return 1
   grep -o "\"$build/[^\"]*\"" <<<"$json" | tr -d '"' | sort -u | while read -r path; do
-    [ -f "$path" ] && [ -x "$path" ] && echo "${path#"$build"/}"
+    # A file the build makes (built yet or not), not a results prefix or a folder.
+    ninja -C "$build" -t query "${path#"$build"/}" >/dev/null 2>&1 && echo "${path#"$build"/}"
   done
   return 0
 }
