@@ -219,31 +219,36 @@ interrupted() {
 trap 'restore' EXIT
 trap 'interrupted' INT TERM HUP
 
-# The build-folder programs a set of tests runs (their commands' paths), as ninja targets. A
-# doctest binary's tests exist only once it is built (<binary>_NOT_BUILT stands for them before).
+# The build-folder programs a set of tests runs, as ninja targets: the paths under the build
+# folder in their add_test() lines that the build makes (built yet or not; ctest's own listing
+# drops a command whose program does not exist yet). A doctest binary's tests exist only once
+# it is built: `<prefix>NOT_BUILT`, whose command is `<binary>_NOT_BUILT`, stands for them before.
+test_files() { find "$build" \( -name CTestTestfile.cmake -o -name '*.cmake' -path '*tests*' \) -type f; }
+add_test_lines() {  # the add_test() lines of the tests matching regex $1
+  local name
+  ctest --test-dir "$build" -N -R "$1" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: //p' |
+    while IFS= read -r name; do
+      test_files | xargs grep -hF -- "[$name]" 2>/dev/null | grep -E '^ *add_test\(' | grep -F -- "$name]"
+    done
+}
 targets_of() {
-  local regex=$1 json
-  json=$(ctest --test-dir "$build" --show-only=json-v1 -R "$regex" 2>/dev/null) || return 1
-  grep -o "\"$build/[^\"]*\"" <<<"$json" | tr -d '"' | sort -u | while read -r path; do
-    # A file the build makes (built yet or not), not a results prefix or a folder.
+  add_test_lines "$1" | grep -o "\"$build/[^\"]*\"" | tr -d '"' | sort -u | while read -r path; do
     ninja -C "$build" -t query "${path#"$build"/}" >/dev/null 2>&1 && echo "${path#"$build"/}"
   done
   return 0
 }
 bootstrap_doctest_binaries() {
-  local regex=$1 placeholder prefix
+  local regex=$1 placeholder prefix binary
   while read -r placeholder; do
     prefix=${placeholder%NOT_BUILT}
-    if [[ $regex == *"${prefix//./\\.}"* ]]; then
-      local binary
-      binary=$(ctest --test-dir "$build" --show-only=json-v1 -R "^${prefix//./\\.}NOT_BUILT\$" |
-               grep -o '[A-Za-z0-9_]*_NOT_BUILT"' | head -1 | tr -d '"')
-      binary=${binary%_NOT_BUILT}
-      [ -n "$binary" ] || continue
-      echo "mutation: building $binary (its tests are listed once it is built)"
-      nice -n 19 ninja -C "$build" -j1 "$binary" >>"$logs/bootstrap.log" 2>&1 ||
-        die "building $binary failed: $logs/bootstrap.log"
-    fi
+    [[ $regex == *"${prefix//./\\.}"* ]] || continue
+    binary=$(add_test_lines "^${prefix//./\\.}NOT_BUILT\$" | grep -o '[A-Za-z0-9_]*_NOT_BUILT' |
+             head -1)
+    binary=${binary%_NOT_BUILT}
+    [ -n "$binary" ] || continue
+    echo "mutation: building $binary (its tests are listed once it is built)"
+    nice -n 19 ninja -C "$build" -j1 "$binary" >>"$logs/bootstrap.log" 2>&1 ||
+      die "building $binary failed: $logs/bootstrap.log"
   done < <(ctest --test-dir "$build" -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: \(.*NOT_BUILT\)$/\1/p')
 }
 targets_for() {  # the ninja targets of mutation $1's tests; fails when no test matches
