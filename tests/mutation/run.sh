@@ -246,7 +246,7 @@ bootstrap_doctest_binaries() {
              head -1)
     binary=${binary%_NOT_BUILT}
     [ -n "$binary" ] || continue
-    echo "mutation: building $binary (its tests are listed once it is built)"
+    echo "mutation: building $binary (its tests are listed once it is built)" >&2
     nice -n 19 ninja -C "$build" -j1 "$binary" >>"$logs/bootstrap.log" 2>&1 ||
       die "building $binary failed: $logs/bootstrap.log"
   done < <(ctest --test-dir "$build" -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: \(.*NOT_BUILT\)$/\1/p')
