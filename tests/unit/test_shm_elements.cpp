@@ -96,7 +96,7 @@ TEST_CASE("shared-memory reduction: bf16 results round as c10::BFloat16 does, ti
   std::vector<std::uint32_t> floats{0x7F800001, 0x7FC00000};
   for (std::uint32_t high = 0x0000; high <= 0xFF7F; high += 0x0101)
     for (const std::uint32_t low : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
-      if ((high & 0x7F80) != 0x7F80) floats.push_back(high << 16 | low);  // not inf or NaN
+      if ((high & 0x7F80) != 0x7F80) floats.push_back((high << 16) | low);  // not inf or NaN
   for (const std::uint32_t bits : floats) {
     CAPTURE(bits);
     float value = 0;
