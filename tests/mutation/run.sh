@@ -232,7 +232,7 @@ add_test_lines() {  # the add_test() lines of the tests matching regex $1
     done
 }
 targets_of() {
-  add_test_lines "$1" | grep -o "\"$build/[^\"]*\"" | tr -d '"' | sort -u | while read -r path; do
+  add_test_lines "$1" | grep -o "$build/[^]\"[:space:]]*" | sort -u | while read -r path; do
     ninja -C "$build" -t query "${path#"$build"/}" >/dev/null 2>&1 && echo "${path#"$build"/}"
   done
   return 0
