@@ -223,13 +223,13 @@ trap 'interrupted' INT TERM HUP
 # folder in their add_test() lines that the build makes (built yet or not; ctest's own listing
 # drops a command whose program does not exist yet). A doctest binary's tests exist only once
 # it is built: `<prefix>NOT_BUILT`, whose command is `<binary>_NOT_BUILT`, stands for them before.
-test_files() { find "$build" \( -name CTestTestfile.cmake -o -name '*.cmake' -path '*tests*' \) -type f; }
-add_test_lines() {  # the add_test() lines of the tests matching regex $1
-  local name
-  ctest --test-dir "$build" -N -R "$1" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: //p' |
-    while IFS= read -r name; do
-      test_files | xargs grep -hF -- "[$name]" 2>/dev/null | grep -E '^ *add_test\(' | grep -F -- "$name]"
-    done
+add_test_lines() {  # the add_test() lines of the tests matching regex $1, in one pass
+  local names
+  names=$(ctest --test-dir "$build" -N -R "$1" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: \(.*\)$/[\1]/p')
+  [ -n "$names" ] || return 0
+  find "$build" \( -name CTestTestfile.cmake -o -name '*_cases.cmake' -o -name '*_include.cmake' \) \
+       -type f -print0 |
+    xargs -0 grep -hF -f <(printf '%s\n' "$names") 2>/dev/null | grep -E '^ *add_test\('
 }
 targets_of() {
   add_test_lines "$1" | grep -o "$build/[^]\"[:space:]]*" | sort -u | while read -r path; do
