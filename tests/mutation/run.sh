@@ -266,16 +266,21 @@ build_targets() {  # build_targets LOG TARGET...
   local log=$1; shift
   in_background nice -n 19 ninja -C "$build" -j1 "$@" >"$log" 2>&1
 }
-run_tests() {  # run_tests REGEX LOG: ctest's status; 124 when it ran past the time limit
+run_tests() {  # run_tests LOG CTEST-SELECTION...: ctest's status; 124 past the time limit
+  local log=$1; shift
   in_background nice -n 19 timeout -k 30 "$timeout_s" \
-    ctest --test-dir "$build" -R "$1" --no-tests=error --output-on-failure >"$2" 2>&1
+    ctest --test-dir "$build" "$@" --no-tests=error --output-on-failure >"$log" 2>&1
+}
+test_numbers() {  # ctest's numbers of the tests matching regex $1
+  ctest --test-dir "$build" -N -R "$1" 2>/dev/null | sed -n 's/^ *Test *#\([0-9]*\):.*/\1/p'
 }
 
 # The baseline: the selected mutations' tests, built and run on the unmutated code.
 if [ $baseline -eq 1 ]; then
-  union="" all_targets=()
+  # One ctest run of them all, by number (-I): CMake's regexes take at most 9 groups.
+  numbers=() all_targets=()
   for i in "${selected[@]}"; do
-    union+="${union:+|}(${tests[i]})"
+    while read -r n; do numbers+=("$n"); done < <(test_numbers "${tests[i]}")
     found=$(targets_for "$i") || die "${ids[i]}: no test matches '${tests[i]}' (ctest -N -R)"
     while read -r t; do all_targets+=("$t"); done <<<"$found"
   done
@@ -285,7 +290,8 @@ if [ $baseline -eq 1 ]; then
     die "the unmutated build failed: $logs/baseline.build.log"
   start=$SECONDS
   echo "mutation: baseline: running the tests unmutated"
-  if ! run_tests "$union" "$logs/baseline.test.log"; then
+  union=$(printf '%s\n' "${numbers[@]}" | sort -un | paste -sd,)
+  if ! run_tests "$logs/baseline.test.log" -I "0,0,0,$union"; then
     grep -E '^\s+[0-9]+ - ' "$logs/baseline.test.log" >&2
     die "tests fail without any mutation ($logs/baseline.test.log); fix them first"
   fi
@@ -311,7 +317,7 @@ for i in "${selected[@]}"; do
     result=not-compiled
     broken=$((broken + 1))
   else
-    run_tests "${tests[i]}" "$logs/$id.test.log"
+    run_tests "$logs/$id.test.log" -R "${tests[i]}"
     status=$?
     if [ $status -eq 0 ]; then
       result=survived
