@@ -958,6 +958,36 @@ void fused_matches_libtorch(std::string_view name) {
   EXPECT(worst <= 1e-6);
 }
 
+// clip_grad_norm over a list holding a parameter of no prepared model (a scale outside it): not
+// sharded, each rank holds its gradient whole, and the norm counts it once, with the prepared
+// model's reduce-scattered gradient, as one process would. Every rank has the same data, so one
+// process's gradient is each rank's.
+void zero2_clip_unprepared_parameter() {
+  Zero2 acc(test_options());
+  torch::manual_seed(1);
+  auto net = padded_model();
+  torch::optim::SGD user_optimizer(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, user_optimizer);
+  const torch::Tensor scale = torch::full({3}, 2.0, torch::requires_grad());
+  const torch::Tensor x = torch::linspace(-1, 1, 20).reshape({4, 5});
+  const torch::Tensor y = torch::ones({4, 1});
+  acc.backward(torch::mse_loss(model(x), y) + (scale * scale).sum());
+  std::vector<torch::Tensor> listed = net->parameters();
+  listed.push_back(scale);
+  const double norm = acc.clip_grad_norm(listed, /*max_norm=*/1e9);
+
+  torch::manual_seed(1);
+  auto reference = padded_model();
+  const torch::Tensor reference_scale = torch::full({3}, 2.0, torch::requires_grad());
+  (torch::mse_loss(reference->forward(x), y) + (reference_scale * reference_scale).sum())
+      .backward();
+  std::vector<torch::Tensor> reference_listed = reference->parameters();
+  reference_listed.push_back(reference_scale);
+  const double expected = torch::nn::utils::clip_grad_norm_(reference_listed, 1e9);
+  fmt::print("rank {}: norm {} (one process: {})\n", acc.process_index(), norm, expected);
+  EXPECT(std::abs(norm - expected) <= 1e-5 * expected);
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -1064,6 +1094,7 @@ int run(int argc, char** argv) {
       {"zero2_frozen_bias",
        [] { sharded_matches_single_process<Zero2>(make_adam, {.frozen_bias = true}); }},
       {"zero2_clip", [] { sharded_matches_single_process<Zero2>(make_adam, {.clip = 0.05}); }},
+      {"zero2_clip_unprepared_parameter", zero2_clip_unprepared_parameter},
       {"zero2_accum_clip",
        [] {
          sharded_matches_single_process<

@@ -3,6 +3,7 @@
 // naming and its limit, and staged loading: a corrupt checkpoint changes nothing; the pre-hooks.
 #include <accel/accelerator.hpp>
 #include <accel/checkpoints.hpp>
+#include <accel/state/slice_catalog.hpp>
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -743,6 +745,71 @@ TEST_CASE("checkpoint: each policy goes by one full name, so a mid-window checkp
                                       "belong to that layout, so load it with the same, not "
                                       "Fsdp<FullShard> on 1 processes"));
   fs::remove_all(folder);
+}
+
+// --- The slice catalogue (state/slice_catalog.hpp): any range of a tensor's flattened elements,
+// from the slices of several rank files, as a checkpoint saved at one world size is read at
+// another; an element no slice holds, or one two slices hold, is found and named.
+namespace {
+
+// A rank file holding elements [begin, begin + count) of `tensor`, whose element i is i.
+accel::state::safetensors::File rank_file(const std::string& tensor, std::int64_t begin,
+                                          std::int64_t count) {
+  namespace st = accel::state::safetensors;
+  const torch::Tensor values = torch::arange(begin, begin + count, torch::kFloat);
+  return st::File::from_bytes(st::serialize({{accel::state::slice_name(tensor, begin), values}}),
+                              fmt::format("rank{}.safetensors", begin));
+}
+
+// A catalogue of `tensor` cut into the slices [begin, begin + count) given.
+accel::state::SliceCatalog catalog_of(
+    const std::string& tensor, std::initializer_list<std::pair<std::int64_t, std::int64_t>> cuts) {
+  accel::state::SliceCatalog catalog;
+  for (const auto& [begin, count] : cuts)
+    catalog.add(rank_file(tensor, begin, count), fmt::format("rank{}.safetensors", begin));
+  return catalog;
+}
+
+std::string message_of(const std::function<void()>& op) {
+  try {
+    op();
+  } catch (const accel::Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+bool holds_range(const torch::Tensor& read, std::int64_t begin, std::int64_t count) {
+  return torch::equal(read, torch::arange(begin, begin + count, torch::kFloat));
+}
+
+}  // namespace
+
+TEST_CASE("slice catalogue: a range inside one slice, across two, and the whole tensor") {
+  const auto catalog = catalog_of("w", {{0, 6}, {6, 4}});
+  CHECK(holds_range(catalog.read("w", 2, 3, torch::kFloat), 2, 3));  // inside the first
+  CHECK(holds_range(catalog.read("w", 7, 3, torch::kFloat), 7, 3));  // inside the second
+  CHECK(holds_range(catalog.read("w", 4, 4, torch::kFloat), 4, 4));  // across both
+  CHECK(holds_range(catalog.read("w", 0, 10, torch::kFloat), 0, 10));
+  const auto coverage = catalog.coverage("w");
+  CHECK(coverage.problem.empty());
+  CHECK(coverage.end == 10);
+}
+
+TEST_CASE("slice catalogue: an element no slice holds is refused, even a single one") {
+  const auto catalog = catalog_of("h", {{0, 3}, {4, 2}});
+  CHECK(message_of([&] { (void)catalog.read("h", 0, 6, torch::kFloat); })
+            .find("accel: checkpoint: elements 3..5 of 'h' are in none of its rank files") == 0);
+  CHECK(message_of([&] { (void)catalog.read("h", 2, 3, torch::kFloat); })
+            .find("elements 3..4 of 'h'") != std::string::npos);
+  CHECK(holds_range(catalog.read("h", 4, 2, torch::kFloat), 4, 2));
+  CHECK(catalog.coverage("h").problem == "elements 3..3 of 'h' are in no rank file");
+}
+
+TEST_CASE("slice catalogue: slices that overlap are named by the coverage check") {
+  const auto catalog = catalog_of("o", {{0, 4}, {2, 4}});
+  CHECK(catalog.coverage("o").problem ==
+        "'o' holds elements from 2 twice (rank2.safetensors overlaps the slice before it)");
 }
 
 }  // namespace unit_checkpoint

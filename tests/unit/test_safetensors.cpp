@@ -335,6 +335,21 @@ TEST_CASE(
   CHECK(rejection(file_of("{}")) == "accepted");
 }
 
+TEST_CASE("safetensors: from a file's first bytes, a head shorter than 8 + N is the caller's error") {
+  // Nothing past the bytes given is read: the file may hold the header, the head does not.
+  const std::string head = file_of("{}", "", 100);
+  CHECK(error_of([&] {
+          (void)st::parse_header(std::as_bytes(std::span(head)), 1000, "test.safetensors");
+        }) == "accel: parse_header('test.safetensors'): the header length N = 100 needs the "
+              "file's first 108 bytes, and only 10 were given; pass at least the 8-byte length "
+              "and the header it gives");
+  const std::string header = "{" + entry("a", "U8", "[990]", "[0,990]") + "}";
+  const std::string whole = file_of(header, std::string(990, '\0'));
+  CHECK(st::parse_header(std::as_bytes(std::span(whole).first(8 + header.size())), whole.size(),
+                         "test.safetensors")
+            .entries.size() == 1);
+}
+
 TEST_CASE("safetensors: the header must be a JSON object, valid UTF-8, padded with spaces only") {
   CHECK(says(rejection(file_of("{\"a\":")), {"not valid JSON", "unexpected end of input"}));
   CHECK(says(rejection(file_of("{\"a\xff\":1}")), {"not valid JSON", "UTF-8", "\\xff"}));
@@ -493,6 +508,17 @@ TEST_CASE(
              {"tensor \"e\" (data_offsets [4, 4]) overlaps"}));
 }
 
+TEST_CASE("safetensors: offsets spanning more bytes than the shape, or a byte past the data") {
+  CHECK(says(
+      rejection(file_of("{" + entry("a", "F32", "[2]", "[0,12]") + "}", std::string(12, '\0'))),
+      {"tensor \"a\": shape [2] of F32 is 8 bytes (4 per element), but data_offsets [0, 12] "
+       "span 12 bytes"}));
+  CHECK(says(rejection(file_of("{" + entry("a", "U8", "[8]", "[0,8]") + "," +
+                                   entry("b", "U8", "[8]", "[8,16]") + "}",
+                               std::string(15, '\0'))),
+             {"tensor \"b\" ends at data offset 16, past the end of the data (15 bytes)"}));
+}
+
 TEST_CASE("safetensors: an untrusted name is quoted and cut short in messages") {
   const std::string name(1000, 'n');
   const std::string message = rejection(
@@ -511,6 +537,19 @@ TEST_CASE("safetensors: serialize_header refuses what it cannot write as a valid
   CHECK(contains(error({{"a", st::Dtype::U8, {-4}, 0, 0}}), "shape dimension 0 is -4"));
   CHECK(contains(error({{"a", st::Dtype::U8, {4}, 0, 4}, {"a", st::Dtype::U8, {4}, 4, 8}}),
                  "two tensors are named \"a\""));
+}
+
+TEST_CASE("safetensors: the header is padded to a multiple of 8 bytes with at most 7 spaces") {
+  // Names of 1 to 8 characters: the unpadded header takes every length modulo 8, 0 included.
+  for (std::size_t length = 1; length <= 8; ++length) {
+    CAPTURE(length);
+    const std::string header =
+        st::serialize_header({{std::string(length, 'n'), st::Dtype::U8, {4}, 0, 4}}, {});
+    CHECK(header.size() % 8 == 0);
+    const std::size_t json_end = header.find_last_not_of(' ') + 1;
+    CHECK(header[json_end - 1] == '}');
+    CHECK(header.size() - json_end < 8);
+  }
 }
 
 // --- The weights folder ----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // 2 to 4 ranks gives bitwise what the general blocked loop gives, into one output and into
 // every input; what it does not take (5 ranks, max, integers) is left to the blocked loop.
 #include <accel/runtime/shm/elements.hpp>
+#include <c10/util/BFloat16.h>
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -87,6 +88,22 @@ void check_one_pass_equals_blocked() {
 }
 
 }  // namespace
+
+TEST_CASE("shared-memory reduction: bf16 results round as c10::BFloat16 does, ties to even") {
+  // The reductions' own checks sum values exact in bf16, which never round: here the halfway
+  // cases (low half 0x8000), and either side of them, for positive and negative values of many
+  // exponents, and a signalling NaN, which must come back a quiet one.
+  std::vector<std::uint32_t> floats{0x7F800001, 0x7FC00000};
+  for (std::uint32_t high = 0x0000; high <= 0xFF7F; high += 0x0101)
+    for (const std::uint32_t low : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
+      if ((high & 0x7F80) != 0x7F80) floats.push_back((high << 16) | low);  // not inf or NaN
+  for (const std::uint32_t bits : floats) {
+    CAPTURE(bits);
+    float value = 0;
+    std::memcpy(&value, &bits, sizeof value);
+    CHECK(elements::to_bf16(value).bits == c10::BFloat16(value).x);
+  }
+}
 
 TEST_CASE("shared-memory reduction: the one-pass loop equals the blocked loop bitwise") {
   SUBCASE("float32") { check_one_pass_equals_blocked<float>(); }

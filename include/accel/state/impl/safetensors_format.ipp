@@ -286,11 +286,17 @@ ACCEL_DECL Header parse_header(std::span<const std::byte> file, std::uint64_t fi
         "{}: its header length N = {} is over the limit of {} bytes (Limits::max_header_bytes; the "
         "format allows 100000000)",
         context, n, limits.max_header_bytes);
-  if (n > file_bytes - 8 || n > file.size() - 8)
+  if (n > file_bytes - 8)
     accel::detail::fail(
         "{}: its header length N = {} runs past the end of the file ({} bytes, so N can be at most "
         "{}); the file is truncated or not safetensors",
         context, n, file_bytes, file_bytes - 8);
+  // The caller's part, not the file's: the header would be read past the bytes given.
+  if (n > file.size() - 8)
+    accel::detail::fail(
+        "parse_header('{}'): the header length N = {} needs the file's first {} bytes, and only {} "
+        "were given; pass at least the 8-byte length and the header it gives",
+        source, n, 8 + n, file.size());
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
   if (text.empty() || text.front() != '{')
     accel::detail::fail(
