@@ -177,10 +177,14 @@ class Accelerator
   auto prepare(Objects&&... objects) {
     static_assert(sizeof...(Objects) > 0, "accel: prepare() needs at least one object");
     if constexpr (sizeof...(Objects) == 1) {
-      auto prepared = prepare_one(std::forward<Objects>(objects)...);
-      // Options::checkpoints.resume and the periodic saves (state/automatic_checkpoints.hpp).
-      after_prepare_checkpoints(*this, state::CheckpointCode{});
-      return prepared;
+      if constexpr (std::is_void_v<decltype(prepare_one(std::forward<Objects>(objects)...))>) {
+        return prepare_one(std::forward<Objects>(objects)...);  // none: its accel: message alone
+      } else {
+        auto prepared = prepare_one(std::forward<Objects>(objects)...);
+        // Options::checkpoints.resume and the periodic saves (state/automatic_checkpoints.hpp).
+        after_prepare_checkpoints(*this, state::CheckpointCode{});
+        return prepared;
+      }
     } else {
       auto prepared = std::tuple{prepare_one(std::forward<Objects>(objects))...};
       after_prepare_checkpoints(*this, state::CheckpointCode{});
