@@ -77,7 +77,8 @@
 # namespace pinned to its own core, both sides meeting over TCP on the link (accel: torchrun's
 # variables and its TCP store; PyTorch: a tcp:// rendezvous) with Gloo's connections on the veth
 # ends (GLOO_SOCKET_IFNAME). Nothing goes through shared memory: what multi-node training on one
-# link looks like, the regime where accel's shared-memory transport does not help.
+# link looks like, the regime where accel's shared-memory transport does not help. accel's Zero3
+# and Fsdp then prefetch (accel_bench --prefetch: Options::prefetch_units), as FSDP at its best.
 #
 # Needs Debian's python3-torch under /usr/bin/python3 (scripts/setup-debian.sh installs it).
 # --wait-quiet first waits (up to 20 minutes) for a 1-minute load below 0.7 with no compiler,
@@ -386,6 +387,9 @@ run_gpt() {  # impl strategy turn
   local args=(--model gpt --nproc 2 --strategy "$strategy" --steps "$(gpt_timed_steps)"
               --warmup "$gpt_warmup" "${gpt_size[@]}" "${pin[@]}" "${extra[@]}")
   case "$impl:$gpt_skipped" in torch*:*" $strategy "*) return 0 ;; esac
+  # Between nodes accel's Zero3 and Fsdp prefetch the next unit, as FSDP at its best does: the
+  # all-gather then overlaps computation (on one node it would only take a core from it).
+  case "$two_nodes:$impl:$strategy" in 1:accel*:zero3 | 1:accel*:fsdp) args+=(--prefetch) ;; esac
   command_for "$impl"
   if [ "$two_nodes" = 1 ]; then
     out=$(on_two_nodes "${args[@]}")
@@ -414,7 +418,7 @@ run_gpt_pair() {  # turn
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 nodes_text="one node: accel's ranks through shared memory, PyTorch's over Gloo on loopback"
-[ "$two_nodes" = 1 ] && nodes_text="two nodes: two network namespaces joined by a veth pair, one rank each, both sides over Gloo TCP on the link (--two-nodes)"
+[ "$two_nodes" = 1 ] && nodes_text="two nodes: two network namespaces joined by a veth pair, one rank each, both sides over Gloo TCP on the link (--two-nodes); accel's Zero3 and Fsdp with --prefetch"
 now() { date -u '+%Y-%m-%d %H:%M UTC'; }
 
 # What the tables print of their conditions, besides the loads and the date.
