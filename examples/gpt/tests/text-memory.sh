@@ -14,13 +14,14 @@ if ! "$time" -f %M true >/dev/null 2>&1; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+cd "$work"  # the runs' default folders (checkpoints, runs) are this test's own
 big=$((32 * 1024 * 1024)) small=$((64 * 1024))
 head -c "$big" /dev/urandom >"$work/big"
 head -c "$small" /dev/urandom >"$work/small"
 peak_kib() {  # the peak resident size of one run on $1, in KiB
   "$time" -o "$work/peak" -f %M "$binary" --text "$1" --steps 1 --warmup 0 --layers 1 \
     --hidden 8 --heads 1 --seq 64 --batch-size 1 --eval-every 0 --eval-windows 1 \
-    --sample-tokens 0 --no-progress >"$work/log" 2>&1 || { cat "$work/log"; exit 1; }
+    --sample-tokens 0 --no-progress >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   cat "$work/peak"
 }
 small_kib=$(peak_kib "$work/small")

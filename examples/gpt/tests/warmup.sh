@@ -6,6 +6,9 @@
 set -euo pipefail
 binary=$1; shift
 expect=$(cd "$(dirname "$0")/../../../tests/example" && pwd)/expect-status.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"  # the runs' default folders (checkpoints, runs) are this test's own
 "$expect" 0 "lr warmup 0 steps \(a tenth of the 3-step schedule, at most 100\)" \
   "$binary" --steps 3 "$@"
 "$expect" 0 "lr warmup 5 steps \(a tenth of the 50-step schedule, at most 100\)" \
