@@ -1,4 +1,8 @@
 // accel::Accelerator<Par, Prec, Acc>: the one class a training loop talks to.
+// Longer than one header should be: it holds the whole public surface of the class (prepare,
+// the step, checkpoints' entry points, collectives, the handle protocol) over its policy-free
+// base core/accelerator_core.hpp; moving the collectives into a mixin, as the trackers are, and
+// the plumbing out of the public surface is the planned split (docs/dev/architecture.md).
 //
 //   using Strategy = accel::Accelerator<accel::Ddp, accel::Bf16, accel::GradAccum<4>>;
 //   Strategy acc;
