@@ -118,10 +118,13 @@ std::vector<float> train_large(Acc& acc, Model& model, Optimizer& optimizer) {
 
 // "Together": the eager build saved (save_model) and trained; then, in the same
 // process with its peak RSS reset, an empty build (seeded otherwise: every value must come from
-// the folder) prepared and filled by load_model, which must peak below 3/4 of the model's bytes
-// above the process without a model (2 ranks hold half the model each, 3 a third: shards, plus
-// the replay's and the load's one tensor at a time), then trained: the same losses and
-// parameters, bitwise.
+// the folder) prepared and filled by load_model, which must peak below the model's bytes above
+// the process without a model, then trained: the same losses and parameters, bitwise. A rank
+// holds half the model (2 ranks) or a third (3) plus the replay's and the load's one tensor at a
+// time: about 0.6x measured. A build that made the whole model on a rank would reach at least
+// 1.0x (1.5x with its shard); the bound sits there and not closer, since the rest of the process
+// (Gloo's buffers, the shared-memory pages its collectives touch, the heap's free lists) moves
+// the peak by up to a quarter of this model under load.
 void load_into_empty_build() {
   using Acc = accel::Accelerator<accel::Zero3>;
   std::filesystem::path folder;
@@ -163,7 +166,7 @@ void load_into_empty_build() {
              "{:.1f} MB: {:.2f}x the model above the baseline\n",
              acc.process_index(), model_bytes / 1e6, baseline / 1e6, peak / 1e6,
              static_cast<double>(peak - baseline) / static_cast<double>(model_bytes));
-  EXPECT(peak - baseline < model_bytes * 3 / 4);
+  EXPECT(peak - baseline < model_bytes);
   EXPECT(train_large(acc, model, optimizer) == eager_losses);
   {
     const auto full = acc.full_parameters(net);
