@@ -85,6 +85,7 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/collectives.hpp"
 #include "runtime/process_group.hpp"
+#include "runtime/progress_record.hpp"
 #include "runtime/same_model.hpp"
 #include "state/automatic_checkpoints.hpp"
 #include "state/checkpoint_io_declaration.hpp"
@@ -619,6 +620,7 @@ class Accelerator
       divide_by_window_tokens();
       if (precision_.may_step(strategy_, optimizer)) strategy_.optimizer_step(optimizer);
     }
+    if (process_.rank == 0) runtime::record_steps(completed_steps_);  // for the launcher
     if (recorder_ != nullptr) {
       recorder_->optimizer_stepped(completed_steps_);
       if (recorder_->timeline() &&

@@ -8,11 +8,17 @@ rm -rf "$work"; mkdir -p "$work"; cd "$work"
 fail() { echo "restarts.sh: $*" >&2; exit 1; }
 
 # Rank 1 is killed on the first start while rank 0 is still working (blocked until stopped);
-# rank 1 dies only once rank 0 has printed (it hands a line over a FIFO).
+# rank 1 dies only once rank 0 has printed (it hands a line over a FIFO). Rank 0 reports its
+# progress as accel's Accelerator does (runtime/progress_record.hpp): step 7 reached, step 6
+# committed; then resumed from step 6 on the second start.
 mkfifo started
 worker='echo "rank $RANK start $ACCEL_RESTART_COUNT of $ACCEL_MAX_RESTARTS torchelastic $TORCHELASTIC_RESTART_COUNT"
 if [ "$ACCEL_RESTART_COUNT" = 0 ]; then
-  if [ "$RANK" = 1 ]; then read -r line <started; kill -9 $$; else echo go >started; exec tail -f /dev/null; fi
+  if [ "$RANK" = 1 ]; then read -r line <started; kill -9 $$; fi
+  printf "steps 7\ncommitted 6 ck/checkpoint_3\n" >"$ACCEL_PROGRESS_FILE"
+  echo go >started; exec tail -f /dev/null
+elif [ "$RANK" = 0 ]; then
+  printf "steps 9\nresumed 6 ck/checkpoint_3\ncommitted 8 ck/checkpoint_4\n" >"$ACCEL_PROGRESS_FILE"
 fi'
 status=0
 "$launch" --nproc 2 --max-restarts 2 -- sh -c "$worker" >out 2>err || status=$?
@@ -26,6 +32,10 @@ grep -q "rank 1 (pid [0-9]*) failed first: killed by signal SIGKILL (root cause)
   grep -q "rank 0 (pid [0-9]*): terminated by the launcher with SIGTERM" err &&
   [ "$(grep -c 'accel-launch: restart 1 of 2: starting every worker again (ACCEL_RESTART_COUNT=1)' err)" = 1 ] ||
   fail "stderr: $(cat err)"
+# What the restart cost, from the progress records.
+grep -qxF "accel-launch: start 1 ended at step 7; the newest committed checkpoint holds step 6 ('ck/checkpoint_3')" err &&
+  grep -qx "accel-launch: restart 1: rank 1 (pid [0-9]*) failed first: killed by signal SIGKILL at step 7; start 2 resumed from step 6 ('ck/checkpoint_3'): 1 step redone" err &&
+  grep -qx "accel-launch: 1 restart, 1 step redone in all" err || fail "no restart report: $(cat err)"
 
 # Always failing: K + 1 starts, then the failure's status.
 status=0
@@ -34,6 +44,8 @@ status=0
 [ "$status" = 3 ] && grep -q '^start 0$' out && grep -q '^start 1$' out && ! grep -q '^start 2$' out &&
   [ "$(grep -c 'restart 1 of 1' err)" = 1 ] &&
   grep -q "giving up after 1 restart (--max-restarts 1)" err || fail "status $status: $(cat out err)"
+# A program that writes no progress record: nothing said about steps.
+! grep -q "redone\\|ended at step" err || fail "steps reported without a record: $(cat err)"
 
 # Without --max-restarts a failure is final, as before.
 status=0

@@ -33,6 +33,22 @@ for kill in 1:5 0:7 0:3; do
     grep -Eq "resumed from $ck/checkpoint_[0-9]+ at step [2-6]$" <<<"$out" ||
       fail "$kill: the restarted run did not resume from a committed checkpoint"
   fi
+  # The launcher's report: the killed rank, the step its main process had reached, where the
+  # restart resumed (the step the example printed) and the difference, redone.
+  report=$(grep -E "^accel-launch: restart 1: rank ${kill%%:*} \(pid [0-9]+\) failed first: killed by signal SIGKILL at step [0-9]+; start 2 " <<<"$out") ||
+    fail "$kill: no restart report naming rank ${kill%%:*}"
+  reached=$(sed -E 's/.* at step ([0-9]+);.*/\1/' <<<"$report")
+  if grep -q "began afresh" <<<"$report"; then
+    from=0
+  else
+    from=$(sed -E 's/.* resumed from step ([0-9]+) .*/\1/' <<<"$report")
+    grep -Eq "resumed from $ck/checkpoint_[0-9]+ at step $from$" <<<"$out" ||
+      fail "$kill: the report's step $from is not where the example resumed"
+  fi
+  grep -Eq ": $((reached - from)) steps? redone$" <<<"$report" ||
+    fail "$kill: $report: not $reached - $from steps redone"
+  grep -Eqx "accel-launch: 1 restart, $((reached - from)) steps? redone in all" <<<"$out" ||
+    fail "$kill: no total"
   [ "$(digest "$out")" = "$want" ] ||
     fail "$kill: $(digest "$out") after the restart, $want uninterrupted"
   left=$(find "$ck" -name '.*.partial')

@@ -22,10 +22,11 @@ namespace accel::launcher {
 // left over from an outer launch (a stale ACCEL_STORE_DIR, say) never reaches a worker.
 // ACCEL_RUN_ID is not among them: on several nodes the one the user gives every node's launcher
 // passes to the workers (on one node the launcher draws its own, which replaces it).
-inline constexpr std::array<std::string_view, 13> launcher_variables = {
+inline constexpr std::array<std::string_view, 14> launcher_variables = {
     "RANK",       "LOCAL_RANK",  "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
     "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCEL_STORE_DIR",
-    "ACCEL_ERROR_FILE",  // runtime/failure_record.hpp
+    "ACCEL_ERROR_FILE",     // runtime/failure_record.hpp
+    "ACCEL_PROGRESS_FILE",  // runtime/progress_record.hpp
     // restarts.hpp
     "ACCEL_RESTART_COUNT", "ACCEL_MAX_RESTARTS", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS"};
@@ -51,6 +52,9 @@ struct Rendezvous {
   // The launcher's private folder, where worker R notes a failure that followed a peer's
   // (failure.R, runtime/failure_record.hpp); empty: none.
   std::string error_dir;
+  // The main process's progress record (runtime/progress_record.hpp), one per start of the
+  // group; empty: none.
+  std::string progress_file;
 };
 
 // Where worker `rank` notes that its failure followed a peer's.

@@ -39,6 +39,7 @@
 #include "rank_prefix.hpp"
 #include "signal_names.hpp"
 #include "signal_watch.hpp"
+#include "restart_report.hpp"
 #include "restarts.hpp"
 #include "spawn.hpp"
 #include "threads.hpp"
@@ -89,6 +90,9 @@ class Supervisor {
   // After run(): whether starting the group again may help, i.e. a worker failed (not a signal
   // to the launcher, not a worker that could not start).
   [[nodiscard]] bool restartable() const { return cause_ == Cause::worker_failed; }
+  // After run(): "rank 1 (pid 123) failed first: killed by signal SIGKILL"; empty when no
+  // worker failed.
+  [[nodiscard]] ACCEL_DECL std::string failed_worker() const;
 
   ACCEL_DECL int run(const std::string& program, const std::vector<std::string>& arguments);
 

@@ -39,6 +39,7 @@
 #include "../detail/error.hpp"
 #include "../parallel/strategy.hpp"
 #include "../precision/precision.hpp"
+#include "../runtime/progress_record.hpp"
 #include "../version.hpp"
 #include "automatic_checkpoints.hpp"
 #include "background_write.hpp"
@@ -168,6 +169,7 @@ struct StateIO {
     torch::NoGradGuard no_grad;
     for (auto& step : apply) step();
     view.strategy.after_state_loaded();
+    if (view.rank == 0) runtime::record_resumed(view.completed_steps, folder.string());
     return folder;
   }
 
@@ -217,6 +219,7 @@ struct StateIO {
       for (const auto& r : records) manifest.files.push_back(nlohmann::json::parse(r));
       posix::write_file_synced(staging / manifest_name, manifest.text());
       commit_staging(staging, target, "save_state");
+      runtime::record_committed(manifest.completed_steps, target.string());
       if (prune_root) prune_checkpoints(*prune_root, view.options.checkpoints.total_limit);
     });
     detail::agree(group, error, "save_state: committing");

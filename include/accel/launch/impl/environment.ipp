@@ -27,6 +27,8 @@ ACCEL_DECL Variables worker_variables(const LaunchOptions& options, const Rendez
   if (!rendezvous.error_dir.empty())
     variables.emplace_back("ACCEL_ERROR_FILE",
                            error_file(rendezvous, options.node_rank * options.nproc + local_rank));
+  if (!rendezvous.progress_file.empty())
+    variables.emplace_back("ACCEL_PROGRESS_FILE", rendezvous.progress_file);
   return variables;
 }
 

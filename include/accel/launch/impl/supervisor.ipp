@@ -320,6 +320,15 @@ ACCEL_DECL std::string Supervisor::describe(const Worker& worker) const {
   return "terminated by the launcher with " + signal_name(signal);
 }
 
+ACCEL_DECL std::string Supervisor::failed_worker() const {
+  if (cause_ != Cause::worker_failed) return {};
+  const Worker& root = workers_[failed_worker_];
+  const std::string how = WIFEXITED(root.wait_status)
+                              ? "exit code " + std::to_string(WEXITSTATUS(root.wait_status))
+                              : "killed by signal " + signal_name(WTERMSIG(root.wait_status));
+  return worker_name(root) + " failed first: " + how;
+}
+
 ACCEL_DECL void Supervisor::report() {
   std::string text;
   const auto line = [&](const std::string& content) {
@@ -328,11 +337,7 @@ ACCEL_DECL void Supervisor::report() {
     text += '\n';
   };
   if (cause_ == Cause::worker_failed) {
-    const Worker& root = workers_[failed_worker_];
-    const std::string how = WIFEXITED(root.wait_status)
-                                ? "exit code " + std::to_string(WEXITSTATUS(root.wait_status))
-                                : "killed by signal " + signal_name(WTERMSIG(root.wait_status));
-    line(worker_name(root) + " failed first: " + how + " (root cause)");
+    line(failed_worker() + " (root cause)");
   } else if (cause_ == Cause::signal_received) {
     line("received " + signal_name(received_signal_) +
          " and forwarded it to every worker (root cause)");
@@ -374,6 +379,7 @@ ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
   const int port = options.master_port.value_or(options.nnodes == 1 ? 0 : default_multi_node_port);
   rendezvous.master_port = port == 0 ? pick_free_port() : port;
   rendezvous.error_dir = private_dir;
+  if (!private_dir.empty()) rendezvous.progress_file = private_dir + "/progress";
   if (options.nnodes == 1) {
     rendezvous.store_dir = private_dir;
     // 128 random bits: no other job's ranks carry it (runtime/run_identity.hpp).
@@ -392,19 +398,31 @@ ACCEL_DECL int launch_workers(const LaunchOptions& options, const std::string& p
   if (arguments.empty())
     launcher::fail("no arguments for '" + program + "'; argv[0] comes first, e.g. {\"./train\"}");
   launcher::announce_worker_threads(options);
+  launcher::RestartReport report;
+  const auto summarize = [&] {
+    for (const std::string& line : report.summary())
+      std::fprintf(stderr, "accel-launch: %s\n", line.c_str());
+  };
   for (int restart = 0;; ++restart) {
     // Every start meets afresh: a new private folder (on one node, the store's), a new free
     // port, a new run id.
     const launcher::PrivateDirectory folder = launcher::PrivateDirectory::create();
-    launcher::Supervisor supervisor(options, launcher::resolve_rendezvous(options, folder.path()),
-                                    restart);
+    const launcher::Rendezvous rendezvous = launcher::resolve_rendezvous(options, folder.path());
+    launcher::Supervisor supervisor(options, rendezvous, restart);
     const int status = supervisor.run(program, arguments);
-    if (status == 0 || !supervisor.restartable() || options.max_restarts == 0) return status;
+    report.add_start(supervisor.failed_worker(), runtime::read_progress(rendezvous.progress_file));
+    if (status == 0 || !supervisor.restartable() || options.max_restarts == 0) {
+      summarize();
+      return status;
+    }
     if (restart == options.max_restarts) {
       std::fprintf(stderr, "accel-launch: giving up after %d restart%s (--max-restarts %d)\n",
                    restart, restart == 1 ? "" : "s", options.max_restarts);
+      summarize();
       return status;
     }
+    if (const std::string progress = report.before_restart(); !progress.empty())
+      std::fprintf(stderr, "accel-launch: %s\n", progress.c_str());
     std::fprintf(stderr,
                  "accel-launch: restart %d of %d: starting every worker again "
                  "(ACCEL_RESTART_COUNT=%d)\n",

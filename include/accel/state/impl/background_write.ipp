@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../detail/error.hpp"
+#include "../../runtime/progress_record.hpp"
 #include "../background_write.hpp"
 #include "../checkpoint_folder.hpp"
 #include "../checksum.hpp"
@@ -82,6 +83,7 @@ ACCEL_DECL void BackgroundWrite::commit_when_every_rank_wrote(
   for (int r = 0; r < world_size; ++r) std::filesystem::remove(staging / written_note_name(r));
   posix::write_file_synced(staging / manifest_name, complete.text());
   commit_staging(staging, target, "save_state");
+  runtime::record_committed(complete.completed_steps, target.string());
   if (prune_root) prune_checkpoints(*prune_root, total_limit);
 }
 
