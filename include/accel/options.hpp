@@ -153,6 +153,11 @@ struct CheckpointOptions {
   /// holds one, and start afresh when it holds none: one command line for the first start and
   /// every restart.
   bool resume = false;
+  /// With resume: go on from a checkpoint saved on another number of processes or with another
+  /// accumulation, although the global batch (loader batches per optimizer step) then differs
+  /// from the checkpoint's. Without it such a resume is refused, naming the GradAccum that keeps
+  /// the global batch (docs/how-to/fault-tolerance.md).
+  bool allow_global_batch_change = false;
 };
 
 /// Run-time knobs of an Accelerator, as one aggregate meant for designated initializers:

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "../detail/error.hpp"
@@ -47,12 +48,58 @@ struct AutomaticCheckpoints {
     }
   };
 
+  // How the global batch is made: loader batches per optimizer step (each of them split over
+  // the processes, or one per process), out of processes and micro-batches.
+  struct BatchMaking {
+    int world_size = 1, accumulation_steps = 1;
+    bool split_batches = false;
+    int loader_batches() const { return accumulation_steps * (split_batches ? 1 : world_size); }
+    std::string text() const {
+      return fmt::format("{} with GradAccum<{}>{} ({} per optimizer step)",
+                         counted(world_size, "process"), accumulation_steps,
+                         split_batches ? ", each batch split over them" : "",
+                         counted(loader_batches(), "loader batch"));
+    }
+    // "1 process", "2 processes", "2 loader batches".
+    static std::string counted(int n, std::string_view what) {
+      const bool es = what.ends_with("ss") || what.ends_with("ch");
+      return fmt::format("{} {}{}", n, what, n == 1 ? "" : es ? "es" : "s");
+    }
+  };
+
+  // A restart (an automatic resume) continues the same training: on another number of
+  // processes, or with another accumulation, the global batch would change, which only the user
+  // may decide (Options::checkpoints.allow_global_batch_change). Every rank decides alike, from
+  // what the main process read.
+  static void check_global_batch(const Accel& a, const BatchMaking& saved,
+                                 const std::string& folder) {
+    const BatchMaking here{a.process_.world_size, Accel::accumulation_steps,
+                           a.options_.split_batches};
+    if (saved.loader_batches() == here.loader_batches() ||
+        a.options_.checkpoints.allow_global_batch_change)
+      return;
+    const int needed = saved.loader_batches() / (here.split_batches ? 1 : here.world_size);
+    const bool integral =
+        needed >= 1 && needed * (here.split_batches ? 1 : here.world_size) == saved.loader_batches();
+    accel::detail::fail(
+        "Options::checkpoints.resume: '{}' was saved by {}; this run has {}, so its global batch "
+        "would change. Resume on {} with GradAccum<{}>{}, or set "
+        "Options::checkpoints.allow_global_batch_change to go on with the new global batch",
+        folder, saved.text(), here.text(), BatchMaking::counted(saved.world_size, "process"),
+        saved.accumulation_steps,
+        integral ? fmt::format(", or keep {} with GradAccum<{}>",
+                               BatchMaking::counted(here.world_size, "process"), needed)
+                 : std::string());
+  }
+
   // The newest committed checkpoint of this run (resume_choice.hpp), chosen by the main process
   // and loaded once everything it holds is prepared; none: the run starts afresh.
   static void try_resume(Accel& a) {
     CheckpointRunner& runner = a.checkpoints_;
     runtime::ProcessGroup* group = a.group_.get();
-    std::string chosen;  // "" for none, else "<models> <optimizers> <schedulers> <loaders> <folder>"
+    // "" for none, else "<models> <optimizers> <schedulers> <loaders> <world size>
+    // <accumulation> <split batches> <folder>"
+    std::string chosen;
     const std::string error = detail::error_of([&] {
       if (a.process_.rank != 0) return;
       const Path root = a.options_.checkpoints.directory;
@@ -63,8 +110,10 @@ struct AutomaticCheckpoints {
       const auto newest = checkpoint_to_resume(root);
       if (!newest) return;
       const Manifest saved = Manifest::read(*newest, "Options::checkpoints.resume");
-      chosen = fmt::format("{} {} {} {} {}", saved.models.size(), saved.optimizers.size(),
-                           saved.scheduler_steps.size(), saved.loaders.size(), newest->string());
+      chosen = fmt::format("{} {} {} {} {} {} {} {}", saved.models.size(),
+                           saved.optimizers.size(), saved.scheduler_steps.size(),
+                           saved.loaders.size(), saved.world_size, saved.accumulation_steps,
+                           saved.split_batches ? 1 : 0, newest->string());
     });
     detail::agree(group, error, "Options::checkpoints.resume: finding the checkpoint");
     chosen = detail::broadcast_string(group, chosen);
@@ -74,10 +123,13 @@ struct AutomaticCheckpoints {
     }
     std::istringstream in(chosen);
     Counts saved;
-    in >> saved.models >> saved.optimizers >> saved.schedulers >> saved.loaders;
+    BatchMaking making;
+    in >> saved.models >> saved.optimizers >> saved.schedulers >> saved.loaders >>
+        making.world_size >> making.accumulation_steps >> making.split_batches;
     in.get();
     std::string folder;
     std::getline(in, folder);
+    check_global_batch(a, making, folder);
     const Counts here{a.models_.size(), a.optimizers_.size(), a.schedulers_.size(),
                       a.loaders_.size()};
     // A later prepare() call may register the rest.
