@@ -125,6 +125,17 @@ for strategy in ddp zero3; do
     --text "$repo/docs" --eval-every 0 --eval-windows 16 --sample-tokens 0
   grep "^trained" "$out/gpt_$strategy.log" | sed 's/^/     /' | tee -a "$summary"
 done
+# Async checkpoints on CUDA: every 5 steps a snapshot into pinned host buffers, filled by a copy
+# stream, written in the background; then a second run resumes from the newest one
+# (docs/how-to/fault-tolerance.md).
+checkpoints=$(mktemp -d)
+small_gpt=(--precision bf16 --layers 2 --hidden 256 --heads 4 --seq 256 --batch-size 8 --warmup 2
+           --text "$repo/docs" --eval-every 0 --eval-windows 16 --sample-tokens 0
+           --checkpoint-dir "$checkpoints" --checkpoint-every 5 --async-checkpoint)
+step gpt_async_checkpoint 90 "$build/examples/gpt/gpt" "${small_gpt[@]}" --steps 10
+step gpt_resume 90 "$build/examples/gpt/gpt" "${small_gpt[@]}" --steps 15 --resume
+grep -h "^resumed from\|^trained" "$out/gpt_resume.log" | sed 's/^/     /' | tee -a "$summary"
+rm -rf "$checkpoints"
 # CPU offload's memory table: peak device memory of Zero2 at world size 1 (one GPU: NCCL takes
 # one rank per GPU, and offload.parameters needs two ranks) without and with offload.optimizer.
 for offload in none optimizer; do
