@@ -362,7 +362,8 @@ class Accelerator
   /// commits it in the background (docs/how-to/fault-tolerance.md). Returns the folder written.
   std::filesystem::path save_state(const std::optional<std::filesystem::path>& folder = {},
                                    SaveMode mode = SaveMode::sync) {
-    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), folder, mode);
+    return state::CheckpointIO<Accelerator>::save_state(checkpoint_view(), precision_, folder,
+                                                        mode);
   }
   /// The same, into the next checkpoint_<n>.
   std::filesystem::path save_state(SaveMode mode) { return save_state(std::nullopt, mode); }
@@ -371,7 +372,7 @@ class Accelerator
   /// Without a folder: the newest committed checkpoint under Options::checkpoints.directory.
   /// Returns the folder loaded.
   std::filesystem::path load_state(const std::optional<std::filesystem::path>& folder = {}) {
-    return state::CheckpointIO<Accelerator>::load_state(checkpoint_view(), folder);
+    return state::CheckpointIO<Accelerator>::load_state(checkpoint_view(), precision_, folder);
   }
   /// Consolidated weights of a prepared model as safetensors (gathered from the shards; the main
   /// process writes), split into files of at most max_shard_bytes with an index, as the
@@ -786,7 +787,6 @@ class Accelerator
             .completed_steps = completed_steps_,
             .save_state_pre_hooks = save_state_pre_hooks_,
             .load_state_pre_hooks = load_state_pre_hooks_,
-            .precision = &precision_,
             .runner = &checkpoints_};
   }
 

@@ -63,7 +63,8 @@
 
 namespace accel::parallel {
 
-class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy> {
+class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy>,
+                             public detail::UnitGate {
   using Base = detail::ShardedStrategy<FullyShardedStrategy>;
   // The base calls back gradient_arrived and after_shard_step (CRTP), and nothing else here.
   friend Base;
@@ -142,12 +143,10 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   }
 
   // The same for a module marked with accel::Sharded, through its UnitRoute.
-  static bool enter_unit(void* self, std::size_t u) {
-    return static_cast<FullyShardedStrategy*>(self)->enter(u);
-  }
-  static void leave_unit(void* self, std::size_t u, bool was_gathered,
-                         const std::vector<torch::Tensor>& outputs) {
-    static_cast<FullyShardedStrategy*>(self)->leave(u, was_gathered, outputs);
+  bool enter_unit(std::size_t u) final { return enter(u); }
+  void leave_unit(std::size_t u, bool was_gathered,
+                  const std::vector<torch::Tensor>& outputs) final {
+    leave(u, was_gathered, outputs);
   }
 
   // Every unit of `module` gathered (a collective: every rank calls it), for reading or writing

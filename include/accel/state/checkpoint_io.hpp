@@ -311,14 +311,13 @@ struct StateIO {
 };
 
 // The precision's state in a manifest, for one precision behaviour (precision::Precision<P>):
-// what CheckpointView::describe_precision and stage_precision point to.
+// what CheckpointView::describe_precision and stage_precision call.
 template <class Precision>
 struct PrecisionStateIO {
-  static void describe(const void* precision, Manifest& manifest) {
-    manifest.precision_state = static_cast<const Precision*>(precision)->state();
+  static void describe(const Precision& behaviour, Manifest& manifest) {
+    manifest.precision_state = behaviour.state();
   }
-  static void stage(void* precision, const Manifest& manifest, ApplySteps& apply) {
-    Precision& behaviour = *static_cast<Precision*>(precision);
+  static void stage(Precision& behaviour, const Manifest& manifest, ApplySteps& apply) {
     auto state = manifest.precision_state.template get<typename Precision::state_type>();
     behaviour.check_state(state);
     apply.push_back([&behaviour, state] { behaviour.load_state(state); });
@@ -333,12 +332,15 @@ struct CheckpointIO<Accel, void> {
   using Path = std::filesystem::path;
   using Strategy = parallel::Strategy<typename Accel::parallelism_policy>;
   using View = CheckpointView<Strategy>;
+  using Precision = precision::Precision<typename Accel::precision_policy>;
 
-  static Path save_state(View view, const std::optional<Path>& folder, SaveMode mode) {
-    return StateIO<Strategy>::save_state(with_precision(std::move(view)), folder, mode);
+  static Path save_state(View view, Precision& precision, const std::optional<Path>& folder,
+                         SaveMode mode) {
+    return StateIO<Strategy>::save_state(with_precision(std::move(view), precision), folder,
+                                         mode);
   }
-  static Path load_state(View view, const std::optional<Path>& folder) {
-    return StateIO<Strategy>::load_state(with_precision(std::move(view)), folder);
+  static Path load_state(View view, Precision& precision, const std::optional<Path>& folder) {
+    return StateIO<Strategy>::load_state(with_precision(std::move(view), precision), folder);
   }
   static void save_model(const View& view, torch::nn::Module& model, const Path& folder,
                          std::uint64_t max_shard_bytes) {
@@ -350,10 +352,13 @@ struct CheckpointIO<Accel, void> {
   }
 
  private:
-  static View with_precision(View view) {
-    using Functions = PrecisionStateIO<precision::Precision<typename Accel::precision_policy>>;
-    view.describe_precision = &Functions::describe;
-    view.stage_precision = &Functions::stage;
+  static View with_precision(View view, Precision& precision) {
+    view.describe_precision = [&precision](Manifest& manifest) {
+      PrecisionStateIO<Precision>::describe(precision, manifest);
+    };
+    view.stage_precision = [&precision](const Manifest& manifest, ApplySteps& apply) {
+      PrecisionStateIO<Precision>::stage(precision, manifest, apply);
+    };
     return view;
   }
 };

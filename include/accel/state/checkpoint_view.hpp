@@ -72,14 +72,14 @@ struct CheckpointView {
   // register_save_state_pre_hook / register_load_state_pre_hook.
   const PreHooks& save_state_pre_hooks;
   const PreHooks& load_state_pre_hooks;
-  // The precision's behaviour object (precision::Precision<P>), whose state goes into the
-  // manifest through its to_json / from_json (precision/contract.hpp). The two functions over it
-  // are CheckpointIO's (checkpoint_io.hpp), which knows its type and sets them: describe writes
-  // its state into a manifest; stage reads it back from one, has the precision check it, and
-  // appends the apply step that sets it.
-  void* precision;
-  void (*describe_precision)(const void* precision, Manifest& manifest) = nullptr;
-  void (*stage_precision)(void* precision, const Manifest& manifest, ApplySteps& apply) = nullptr;
+  // The precision's state in the manifest (precision/contract.hpp's to_json / from_json), through
+  // the Accelerator's precision behaviour (precision::Precision<P>). The view is compiled once
+  // per strategy, for every precision, so it reaches the precision through these two, which
+  // save_state and load_state set (checkpoint_io.hpp, where the precision's type is known):
+  // describe writes its state into a manifest; stage reads it back from one, has the precision
+  // check it, and appends the apply step that sets it. Empty for save_model and load_model.
+  std::function<void(Manifest&)> describe_precision{};
+  std::function<void(const Manifest&, ApplySteps&)> stage_precision{};
   // The background writer and the periodic saves' record (automatic_checkpoints.hpp).
   CheckpointRunner* runner = nullptr;
 };

@@ -46,6 +46,19 @@
 
 namespace accel::parallel::detail {
 
+// Told on autograd's thread when parameter `index` of flat parameter `flat` has its gradient:
+// the strategy that owns the set (ShardedStrategy), which starts the reduce-scatters from there.
+class GradientListener {
+ public:
+  virtual void on_gradient(std::size_t flat, std::size_t index) = 0;
+
+ protected:
+  GradientListener() = default;
+  GradientListener(const GradientListener&) = default;
+  GradientListener& operator=(const GradientListener&) = default;
+  ~GradientListener() = default;
+};
+
 class FlatParameterSet {
  public:
   // Where a flattened parameter went: flat parameter `flat`, its parameter `index`.
@@ -53,13 +66,10 @@ class FlatParameterSet {
     std::size_t flat = 0;
     std::size_t index = 0;
   };
-  // Called on autograd's thread when parameter `index` of flat parameter `flat` has its
-  // gradient; `owner` is what the constructor was given.
-  using Arrived = void (*)(void* owner, std::size_t flat, std::size_t index);
-
-  // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>").
-  FlatParameterSet(std::string_view name, void* owner, Arrived arrived)
-      : name_(name), owner_(owner), arrived_(arrived) {}
+  // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>"); listener: told of each
+  // parameter's gradient.
+  FlatParameterSet(std::string_view name, GradientListener& listener)
+      : name_(name), listener_(listener) {}
   FlatParameterSet(const FlatParameterSet&) = delete;
   FlatParameterSet& operator=(const FlatParameterSet&) = delete;
 
@@ -130,7 +140,7 @@ class FlatParameterSet {
     std::string model;
   };
 
-  // Marks flat parameter f pending and tells the owner when autograd has accumulated the
+  // Marks flat parameter f pending and tells the listener when autograd has accumulated the
   // gradient of its parameter i.
   ACCEL_DECL void install_hook(const torch::Tensor& parameter, std::size_t f, std::size_t i);
 
@@ -139,8 +149,7 @@ class FlatParameterSet {
                                                  std::string_view change) const;
 
   std::string_view name_;
-  void* owner_ = nullptr;
-  Arrived arrived_ = nullptr;
+  GradientListener& listener_;
   const runtime::ProcessGroup* shards_ = nullptr;
   bool shards_on_host_ = false;
   torch::Device build_device_ = torch::kCPU;

@@ -99,8 +99,7 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
     }
     model.units.push_back(u);
     if (child.marked != nullptr)
-      child.marked->unit_route = {this, u, &FullyShardedStrategy::enter_unit,
-                                  &FullyShardedStrategy::leave_unit};
+      child.marked->unit_route = {this, u};
     else
       detail::intercept_calls(child, this, u);
   }

@@ -26,7 +26,7 @@ struct PrecisionAndObjects {
   template <class View>
   static void describe(const View& view, Manifest& manifest) {
     manifest.completed_steps = view.completed_steps;
-    view.describe_precision(view.precision, manifest);
+    view.describe_precision(manifest);
     manifest.custom_objects = view.custom_objects.size();
   }
 
@@ -47,7 +47,7 @@ struct PrecisionAndObjects {
   template <class View>
   static void stage(const Staging<View>& s) {
     if (!s.manifest.precision_state.empty())
-      s.view.stage_precision(s.view.precision, s.manifest, s.apply);
+      s.view.stage_precision(s.manifest, s.apply);
     s.apply.push_back(
         [&steps = s.view.completed_steps, saved = s.manifest.completed_steps] { steps = saved; });
     const std::size_t custom = s.manifest.custom_objects;
