@@ -55,10 +55,13 @@ inline int visible_gpus() {
     }
     return count;
   }
+  // The error_code forms throughout: a /dev that cannot be listed means no GPU seen, not an
+  // exception past the launcher's `accel:` errors.
   std::error_code error;
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", error)) {
-    const std::string name = entry.path().filename().string();
+  for (std::filesystem::directory_iterator entry("/dev", error), end; !error && entry != end;
+       entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
     if (name.size() > 6 && name.starts_with("nvidia") &&
         std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
       ++count;
@@ -193,11 +196,12 @@ class Questions {
                      const std::string& fallback) {
     std::string list;
     for (const auto& choice : choices) list += (list.empty() ? "" : ", ") + choice;
-    const std::string answer = ask(question + " (" + list + ")", fallback, [&](const std::string& a) {
+    const auto problem = [&](const std::string& a) {
       for (const auto& choice : choices)
         if (lowercase(a) == choice) return std::string();
       return "'" + a + "' is not allowed; answer one of " + list;
-    });
+    };
+    const std::string answer = ask(question + " (" + list + ")", fallback, problem);
     return lowercase(answer);
   }
 
@@ -217,11 +221,12 @@ class Questions {
 
   // y or n.
   bool yes(const std::string& question, bool fallback) {
-    const std::string answer = ask(question + " (y, n)", fallback ? "y" : "n", [](const std::string& a) {
+    const auto problem = [](const std::string& a) {
       const std::string lower = lowercase(a);
       if (lower == "y" || lower == "yes" || lower == "n" || lower == "no") return std::string();
       return "'" + a + "' is not allowed; answer y or n";
-    });
+    };
+    const std::string answer = ask(question + " (y, n)", fallback ? "y" : "n", problem);
     return lowercase(answer).starts_with("y");
   }
 
@@ -304,17 +309,24 @@ inline WizardChoice ask_wizard_questions(Questions& questions, std::ostream& out
 // The path to write: -o FILE, else asked. An existing file is replaced only with --force or
 // when the user answers y; a folder is refused.
 inline std::string wizard_output(const WizardRequest& request, Questions& questions) {
+  // The error_code forms: a path that cannot be examined is written (and its failure reported)
+  // rather than thrown past the `accel:` errors.
+  const auto is_folder = [](const std::string& path) {
+    std::error_code error;
+    return std::filesystem::is_directory(path, error);
+  };
   std::string path = request.output;
   if (path.empty())
-    path = questions.ask("File to write", "launch.yaml", [](const std::string& a) {
-      if (std::filesystem::is_directory(a))
+    path = questions.ask("File to write", "launch.yaml", [&](const std::string& a) {
+      if (is_folder(a))
         return "'" + a + "' is a folder; give a file's path, e.g. " + a + "/launch.yaml";
       return std::string();
     });
-  if (std::filesystem::is_directory(path))
+  if (is_folder(path))
     fail("accel-launch config: " + path + " is a folder; give a file's path with -o, e.g. -o " +
          path + "/launch.yaml");
-  if (!request.force && std::filesystem::exists(path) &&
+  std::error_code error;
+  if (!request.force && std::filesystem::exists(path, error) &&
       !questions.yes(path + " exists; replace it", false))
     fail("accel-launch config: kept " + path + " as it was, so nothing was written; give another "
          "file with -o FILE, or answer y to replace it");
