@@ -1,7 +1,8 @@
 // accel-launch [--config FILE] [--threads-per-process T] --nproc N [--nnodes M --node-rank K
 //              --master-addr H --master-port P] [--grace S] [--rank-prefix] -- CMD ARGS...
 // accel-launch env | test [--nproc N] | estimate-memory --params N ...   (accel/tools/subcommands.hpp)
-// accel-launch config [-o FILE] [flags] (accel/tools/config_file.hpp)
+// accel-launch config [-o FILE] [flags] (accel/tools/config_file.hpp), or its questions
+//              (--interactive, or stdin a terminal and no setting given: tools/config_wizard.hpp)
 // Everything is in accel/launch.hpp; see docs/how-to/launching.md.
 #include <accel/launch.hpp>
 #include <accel/tools/subcommands.hpp>
@@ -10,14 +11,18 @@
 #include <vector>
 #if ACCEL_LAUNCH_HAS_YAML
 #include <accel/tools/config_file.hpp>
+#include <accel/tools/config_wizard.hpp>
 #endif
 
 int main(int argc, char** argv) {
   try {
     if (const auto status = accel::run_launch_subcommand(argc, argv)) return *status;
 #if ACCEL_LAUNCH_HAS_YAML
-    if (argc >= 2 && std::string_view(argv[1]) == "config")
+    if (argc >= 2 && std::string_view(argv[1]) == "config") {
+      if (const auto wizard = accel::launcher::wizard_request(argc, argv))
+        return accel::launcher::run_config_wizard(*wizard);
       return accel::launcher::write_launch_config(argc, argv);
+    }
     const auto configured = accel::launcher::apply_launch_config(argc, argv);
     std::vector<const char*> arguments;
     for (const auto& argument : configured.arguments) arguments.push_back(argument.c_str());

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "core/accelerator_core.hpp"
+#include "core/main_process_calls.hpp"
 #include "data/loader.hpp"
 #include "data/shard.hpp"
 #include "data/tensor_tree.hpp"
@@ -65,6 +66,7 @@
 #include "detail/gradient_state.hpp"
 #include "detail/small_tensor.hpp"
 #include "logging/logger.hpp"
+#include "memory/release_memory.hpp"
 #include "options.hpp"
 #include "parallel/contract.hpp"
 #include "parallel/detail/clip.hpp"
@@ -106,7 +108,9 @@ template <class Par = Ddp, class Prec = Fp32, class Acc = GradAccum<1>>
 class Accelerator
     : public detail::AcceleratorCore,  // what every Accelerator holds (core/accelerator_core.hpp):
                                        // its state, and print() and to_device()
-      public tracking::WithTrackers<Accelerator<Par, Prec, Acc>> {  // init_trackers, log
+      public tracking::WithTrackers<Accelerator<Par, Prec, Acc>>,  // init_trackers, log
+      public detail::WithMainProcessCalls<Accelerator<Par, Prec, Acc>>,  // on_main_process
+      public detail::WithReleaseMemory<Accelerator<Par, Prec, Acc>> {    // release_memory
   using checked = policy::Checked<Par, Prec, Acc>;
   // The behaviour behind each policy meets its contract (parallel/contract.hpp,
   // precision/contract.hpp), or the role that falls short is named here; the compiler then goes
@@ -593,6 +597,7 @@ class Accelerator
   friend class PreparedScheduler;
   template <class>
   friend struct state::AutomaticCheckpoints;  // periodic saves and the resume at prepare()
+  friend class detail::WithReleaseMemory<Accelerator>;  // the background save's snapshot
 
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -123,6 +124,23 @@ void collectives() {
   };
   goes_first(acc.main_process_first(), acc.is_main_process(), "main_first");
   goes_first(acc.local_main_process_first(), acc.is_local_main_process(), "local_main_first");
+
+  // on_main_process with OthersWait::yes: the others return once the main process has run the
+  // callable (they find what it wrote), with no value; without waiting, on_local_main_process
+  // runs it on LOCAL_RANK 0 only.
+  const auto on_main = std::filesystem::path(run_dir) / "on_main";
+  const std::optional<int> ran = acc.on_main_process(
+      [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::ofstream(on_main) << "written";
+        return 1;
+      },
+      accel::OthersWait::yes);
+  EXPECT(ran.has_value() == acc.is_main_process());
+  EXPECT(std::filesystem::exists(on_main));
+  const auto local = acc.on_local_main_process([&] { return acc.local_process_index(); });
+  EXPECT(local.has_value() == acc.is_local_main_process());
+  EXPECT(!local.has_value() || *local == 0);
   acc.wait_for_everyone();
 }
 

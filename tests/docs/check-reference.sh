@@ -12,7 +12,8 @@
 #   cli.md          every --flag a parser there compares (a "--flag" string literal, accel-plot's
 #                   case patterns) and every subcommand (`subcommand == "env"`, ...)
 #   accelerator.md  every public member of accel::Accelerator, of its base AcceleratorCore and
-#                   of tracking::WithTrackers (a public line at the class's own indentation)
+#                   of its bases tracking::WithTrackers, detail::WithMainProcessCalls and
+#                   detail::WithReleaseMemory (a public line at the class's own indentation)
 #   options.md      every field of accel::Options and of the option structs it holds, a nested
 #                   one as `ddp.bucket_mb` (or `.bucket_mb` on a line that names `ddp.`)
 #   errors.md       every file under include/ and tools/ with a run-time error site (fail(),
@@ -144,6 +145,8 @@ require "public member of the Accelerator" "$ref/accelerator.md" < <(
   public_members include/accel/accelerator_class.hpp Accelerator
   public_members include/accel/core/accelerator_core.hpp AcceleratorCore | grep -vx AcceleratorCore
   public_members include/accel/tracking/accelerator_tracking.hpp WithTrackers
+  public_members include/accel/core/main_process_calls.hpp WithMainProcessCalls
+  public_members include/accel/memory/release_memory.hpp WithReleaseMemory
 )
 
 # --- Options' fields ----------------------------------------------------------------------------

@@ -33,6 +33,7 @@
 #include "../launch/impl/threads.ipp"
 #include "../logging/impl/logger.ipp"
 #include "../logging/impl/run_log.ipp"
+#include "../memory/impl/release_memory.ipp"
 #include "../options/impl/logging.ipp"
 #include "../parallel/detail/impl/broadcast.ipp"
 #include "../parallel/detail/impl/bucket_assignment.ipp"

@@ -43,6 +43,13 @@ class HostSnapshot {
   ACCEL_DECL void wait_until_copied();
   // The bytes of host memory the buffers hold.
   std::int64_t bytes() const { return bytes_; }
+  // Frees the buffers (Accelerator::release_memory); the next take() allocates them again. The
+  // write that read them must have ended.
+  void release() {
+    wait_until_copied();
+    buffers_.clear();
+    bytes_ = 0;
+  }
 
  private:
   struct Buffer {

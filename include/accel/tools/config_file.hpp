@@ -345,7 +345,8 @@ inline void apply_launch_extras(const LaunchExtras& extras) {
     ::setenv("OMP_NUM_THREADS", std::to_string(*extras.threads_per_process).c_str(), 1);
 }
 
-// `accel-launch config [-o FILE] [--force] [flags]`: the YAML for the given flags.
+// `accel-launch config [-o FILE] [--force] [flags]`: the YAML for the given flags
+// (config_wizard.hpp asks for them instead).
 inline int write_launch_config(int argc, const char* const* argv) {
   std::string output;
   bool force = false;
@@ -364,8 +365,11 @@ inline int write_launch_config(int argc, const char* const* argv) {
           "           [--node-rank K] [--master-addr H] [--master-port P] [--grace S]\n"
           "           [--rank-prefix] [--threads-per-process T] [--env NAME=VALUE]...\n"
           "\n"
+          "       accel-launch config --interactive [-o FILE] [--force]\n"
+          "\n"
           "Writes the settings given as a YAML file for accel-launch --config FILE (to stdout\n"
-          "without -o). An existing FILE is kept unless --force.\n",
+          "without -o). An existing FILE is kept unless --force. With --interactive, or with\n"
+          "stdin a terminal and no setting given, asks for each setting instead.\n",
           stdout);
       return 0;
     }
