@@ -101,6 +101,9 @@ class Metric {
 };
 
 using Config = std::vector<std::pair<std::string, ConfigValue>>;
+
+// `config` as config.json holds it: one JSON object, a key per line in the order given.
+ACCEL_DECL std::string config_json(const Config& config);
 using Metrics = std::vector<std::pair<std::string, Metric>>;
 
 // What each tracker receives: log()'s metrics read as numbers (every tensor read once, whatever
