@@ -35,10 +35,11 @@ done
 for damage in "2 length" "13 data"; do
   set -- $damage
   cp "${events[0]}" "$work/damaged"
-  "$python" -c 'import sys
-path, at = sys.argv[1], int(sys.argv[2])
-data = bytearray(open(path, "rb").read()); data[at] ^= 0x40; open(path, "wb").write(data)' \
-    "$work/damaged" "$1"
+  byte=$(od -An -tu1 -j "$1" -N1 "$work/damaged" | tr -d ' ')
+  # shellcheck disable=SC2059  # the format is the one byte, as an octal escape
+  printf "$(printf '\\%03o' $((byte ^ 0x40)))" |
+    dd of="$work/damaged" bs=1 seek="$1" conv=notrunc status=none
+  cmp -s "${events[0]}" "$work/damaged" && fail "byte $1 was not changed"
   status=0
   "$python" "$reader" "$work/damaged" "$run/metrics.jsonl" "$run/config.json" \
     >"$work/damaged.out" 2>&1 || status=$?
