@@ -101,15 +101,16 @@ class Metric {
 };
 
 using Config = std::vector<std::pair<std::string, ConfigValue>>;
-
-// `config` as config.json holds it: one JSON object, a key per line in the order given.
-ACCEL_DECL std::string config_json(const Config& config);
 using Metrics = std::vector<std::pair<std::string, Metric>>;
 
 // What each tracker receives: log()'s metrics read as numbers (every tensor read once, whatever
 // the number of trackers), and log_text()'s values as they were given.
 using Scalars = std::vector<std::pair<std::string, Number>>;
 using Texts = std::vector<std::pair<std::string, std::string>>;
+
+// `config` as config.json holds it: one JSON object, a key per line in the order given (also
+// the text TensorBoard's event file holds as "config").
+ACCEL_DECL std::string config_json(const Config& config);
 
 }  // namespace accel::tracking
 
