@@ -37,6 +37,7 @@ packages=(
   doxygen               # the API reference from the public headers (ctest docs.api_reference)
   lld                   # links accel's own programs in a tenth of GNU ld's time (ACCEL_FAST_LINKER)
   time                  # GNU time (/usr/bin/time): example.gpt.text_memory reads the peak RSS
+  python3 python3-protobuf  # tracking.tensorboard_reader reads accel's TensorBoard event files back
   cmake g++ make ninja-build
 )
 

@@ -14,6 +14,7 @@ packages=(
   dataset-fashion-mnist
   fortunes              # the gpt example's default text: /usr/share/games/fortunes
   python3-torch         # PyTorch's own DDP: the reference the benchmarks compare against
+  python3-protobuf      # tracking.tensorboard_reader reads accel's TensorBoard event files back with it
   time                  # GNU time (/usr/bin/time): bench/compile_cost.sh's wall time and peak RSS
   gnuplot-nox           # accel-plot draws the trackers' charts with it
   libpng-dev            # the accel-plot test decodes the charts it draws

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -91,6 +92,36 @@ inline double real_number(std::string_view flag, std::string_view text, std::str
   return value;
 }
 
+// --log-with's value: accel's writers to log with, Accelerate's word, as a comma list of jsonl
+// (metrics.jsonl), csv (metrics.csv) and tensorboard (TensorBoard's event file), or all. Each
+// name once; none left empty.
+inline std::vector<accel::tracking::Backend> log_with(std::string_view flag, std::string_view list) {
+  using accel::tracking::Backend;
+  if (list == "all") return {Backend::jsonl, Backend::csv, Backend::tensorboard};
+  std::vector<Backend> backends;
+  std::vector<std::string_view> seen;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string_view name = list.substr(begin, comma - begin);
+    const auto backend = name == "jsonl" ? std::optional(Backend::jsonl)
+                         : name == "csv" ? std::optional(Backend::csv)
+                         : name == "tensorboard" ? std::optional(Backend::tensorboard)
+                                                 : std::nullopt;
+    if (!backend)
+      throw BadArgument(fmt::format("{} is '{}': '{}' is not a tracker; name jsonl, csv or "
+                                    "tensorboard, separated by commas, or all, e.g. {} "
+                                    "jsonl,tensorboard",
+                                    flag, list, name, flag));
+    if (std::ranges::find(seen, name) != seen.end())
+      throw BadArgument(fmt::format("{} is '{}': it names {} twice; name each tracker once", flag,
+                                    list, name));
+    seen.push_back(name);
+    backends.push_back(*backend);
+    if (comma == list.size()) return backends;
+    begin = comma + 1;
+  }
+}
+
 // The value after the flag argv[i], with i moved onto it. A value that starts with "--" is the
 // next flag: this flag's value was left out.
 inline std::string_view flag_value(int argc, char** argv, int& i) {
@@ -102,7 +133,7 @@ inline std::string_view flag_value(int argc, char** argv, int& i) {
 // Reads `flag` into `args` when it is one of the flags every example takes; false for any other.
 // `value` is a callable that returns the flag's value (flag_value). Args has the members these
 // flags set, of the same types in every example: help, strategy, precision, accum, tracking,
-// log_dir, run_name, log_every, progress, checkpoint_dir, checkpoint_every, async_checkpoint
+// log_dir, run_name, log_with, log_every, progress, checkpoint_dir, checkpoint_every, async_checkpoint
 // and resume.
 template <class Args, class Value>
 bool shared_flag(Args& args, std::string_view flag, Value&& value) {
@@ -114,6 +145,7 @@ bool shared_flag(Args& args, std::string_view flag, Value&& value) {
   else if (flag == "--with-tracking") args.tracking = true;
   else if (flag == "--log-dir") args.tracking = true, args.log_dir = std::filesystem::path(value());
   else if (flag == "--run-name") args.tracking = true, args.run_name = value();
+  else if (flag == "--log-with") args.tracking = true, args.log_with = log_with(flag, value());
   else if (flag == "--log-every") args.log_every = whole_number<std::int64_t>(flag, value(), 1);
   else if (flag == "--no-progress") args.progress = false;
   else if (flag == "--checkpoint-dir") args.checkpoint_dir = std::filesystem::path(value());

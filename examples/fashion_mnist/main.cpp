@@ -63,6 +63,9 @@ struct Args {
   bool tracking = false;             // metrics to <log dir>/fashion_mnist/<run>/ (accel-plot)
   std::optional<fs::path> log_dir;   // unset: ACCEL_LOG_DIR, else ./runs
   std::string run_name;              // empty: the UTC start time
+  // the writers: --log-with jsonl,csv,tensorboard or all
+  std::vector<accel::tracking::Backend> log_with = {accel::tracking::Backend::jsonl,
+                                                    accel::tracking::Backend::csv};
   std::int64_t log_every = 10;       // optimizer steps between two rows of metrics
   bool progress = true;
   std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
@@ -95,6 +98,9 @@ std::string usage_text() {
       "                    else ./runs)\n"
       "  --run-name NAME   the run's folder name, implies --with-tracking (default: the UTC\n"
       "                    start time)\n"
+      "  --log-with LIST   the trackers, implies --with-tracking: a comma list of jsonl,\n"
+      "                    csv and tensorboard (TensorBoard's event file), or all (default:\n"
+      "                    jsonl,csv)\n"
       "  --log-every N     optimizer steps between two logged rows, at least 1 (default 10)\n"
       "  --no-progress     no progress bar or progress lines\n"
       "  --checkpoint-dir DIR  save_state() into DIR/checkpoint_<n> every --checkpoint-every\n"
@@ -358,7 +364,9 @@ int train(const Args& args, const fs::path& data_dir) {
         {{"strategy", args.strategy}, {"precision", args.precision}, {"accum", args.accum},
          {"batch_size", args.batch_size}, {"global_batch", global_batch}, {"lr", args.lr},
          {"seed", args.seed}, {"steps", total_steps}, {"processes", accelerator.num_processes()}},
-        {.log_dir = args.log_dir.value_or(fs::path()), .run_name = args.run_name});
+        {.log_dir = args.log_dir.value_or(fs::path()),
+         .run_name = args.run_name,
+         .backends = args.log_with});
   accel::Progress progress(accelerator, total_steps,
                            {.mode = args.progress ? accel::ProgressMode::automatic
                                                   : accel::ProgressMode::off,

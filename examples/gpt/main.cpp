@@ -89,6 +89,9 @@ struct Args {
   bool tracking = false;            // metrics to <log dir>/gpt/<run>/ (accel-plot)
   std::optional<fs::path> log_dir;  // unset: ACCEL_LOG_DIR, else ./runs
   std::string run_name;             // empty: the UTC start time
+  // the writers: --log-with jsonl,csv,tensorboard or all
+  std::vector<accel::tracking::Backend> log_with = {accel::tracking::Backend::jsonl,
+                                                    accel::tracking::Backend::csv};
   std::int64_t log_every = 10;      // optimizer steps between two rows of metrics
   bool progress = true;
   std::optional<fs::path> checkpoint_dir;  // checkpoints as checkpoint_<n> under it
@@ -156,6 +159,9 @@ std::string usage_text() {
       "                       else ./runs)\n"
       "  --run-name NAME      the run's folder name, implies --with-tracking (default: the UTC\n"
       "                       start time)\n"
+      "  --log-with LIST      the trackers, implies --with-tracking: a comma list of jsonl,\n"
+      "                       csv and tensorboard (TensorBoard's event file), or all (default:\n"
+      "                       jsonl,csv)\n"
       "  --log-every N        optimizer steps between two logged rows, at least 1 (default {})\n"
       "  --no-progress        no progress bar or progress lines\n"
       "  --profile            log each step's time in data, forward, backward, communication,\n"
@@ -400,7 +406,9 @@ int train(const Args& args, const gpt::Corpus& corpus) {
          {"steps", args.steps}, {"processes", processes}, {"tokens_per_step", tokens_per_step},
          {"text", corpus.source}, {"threads", torch::get_num_threads()},
          {"peak_tflops_per_process", peak_tflops}},
-        {.log_dir = args.log_dir.value_or(fs::path()), .run_name = args.run_name});
+        {.log_dir = args.log_dir.value_or(fs::path()),
+         .run_name = args.run_name,
+         .backends = args.log_with});
   // --profile: the timeline's rows beside the metrics (with tokens/s and MFU at every step), and
   // a trace per rank of steps 3 to 5 in the run folder, written when `profile` ends.
   std::optional<accel::profiling::Profile> profile;

@@ -2,6 +2,8 @@
 // hold while the run goes on and after it, and every misuse refused with an accel: error;
 // trackers of the program's own beside accel's writers, and their failures.
 #include <accel/accelerator.hpp>
+#include <accel/tracking/crc32c.hpp>
+#include <accel/tracking/run_folder.hpp>
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -271,6 +273,16 @@ TEST_CASE("misuse is an accel: error naming the value, and nothing is written fo
 
 namespace {
 
+// The run's one TensorBoard event file.
+fs::path event_file(const fs::path& run) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(run))
+    if (entry.path().filename().string().starts_with("events.out.tfevents."))
+      found.push_back(entry.path());
+  REQUIRE(found.size() == 1);
+  return found.front();
+}
+
 // A file size limit stands in for a full disk: a write past `bytes` fails with EFBIG (SIGXFSZ
 // ignored), for every file this process writes, until the scope ends.
 class FileSizeLimit {
@@ -310,11 +322,15 @@ void check_consistent(const fs::path& run) {
 
 }  // namespace
 
-TEST_CASE("a full disk: a log() call is written to both files whole, or to neither") {
+TEST_CASE("a full disk: a log() call is written to every file whole, or to none") {
   TemporaryFolder logs;
   accel::Accelerator<accel::Ddp, accel::Fp32> accelerator;
-  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r"});
+  using accel::tracking::Backend;
+  accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "r",
+                                      .backends = {Backend::csv, Backend::tensorboard,
+                                                   Backend::jsonl}});
   const fs::path run = logs.path() / "p" / "r";
+  const fs::path events = event_file(run);
   // Many columns logged once, then one metric per row: metrics.csv (a comma per column per row)
   // grows bigger than metrics.jsonl, so a limit can fit the JSONL line and not the CSV's write.
   accel::tracking::Metrics many;
@@ -323,7 +339,9 @@ TEST_CASE("a full disk: a log() call is written to both files whole, or to neith
   for (int step = 1; step <= 100; ++step) accelerator.log({{"m0", step}}, step);
   const std::string csv_before = read_text(run / "metrics.csv");
   const std::string jsonl_before = read_text(run / "metrics.jsonl");
+  const std::string events_before = read_text(events);
   REQUIRE(csv_before.size() > jsonl_before.size() + 200);
+  REQUIRE(csv_before.size() > events_before.size() + 200);
   int calls_written = 101;  // a refused call is not counted in run.json's steps_logged
 
   SUBCASE("a new metric whose widening of the CSV fails") {
@@ -334,9 +352,11 @@ TEST_CASE("a full disk: a log() call is written to both files whole, or to neith
     }
     CHECK(read_text(run / "metrics.csv") == csv_before);
     CHECK(read_text(run / "metrics.jsonl") == jsonl_before);
+    CHECK(read_text(events) == events_before);
     accelerator.log({{"m0", 1}, {"new", 2}}, 101);  // the same call, with room again
     ++calls_written;
     check_consistent(run);
+    CHECK(read_text(events).size() > events_before.size());
     CHECK(split(read_lines(run / "metrics.csv").back()).back() == "2");
   }
   SUBCASE("a row that fits part way into the CSV") {
@@ -347,6 +367,7 @@ TEST_CASE("a full disk: a log() call is written to both files whole, or to neith
     }
     CHECK(read_text(run / "metrics.csv") == csv_before);
     CHECK(read_text(run / "metrics.jsonl") == jsonl_before);
+    CHECK(read_text(events) == events_before);
     accelerator.log({{"m0", 1}});  // no step given: still the refused call's, 101
     ++calls_written;
     check_consistent(run);
@@ -360,6 +381,7 @@ TEST_CASE("a full disk: a log() call is written to both files whole, or to neith
     }
     CHECK(read_text(run / "metrics.csv") == csv_before);
     CHECK(read_text(run / "metrics.jsonl") == jsonl_before);
+    CHECK(read_text(events) == events_before);
   }
   accelerator.end_training();
   CHECK(read_text(run / "run.json").find(fmt::format("\"steps_logged\": {}", calls_written)) !=
@@ -576,6 +598,44 @@ TEST_CASE("log_text: metrics.jsonl only, checked like log()'s names") {
   REQUIRE(jsonl.size() == 2);
   CHECK(without_time(jsonl[1]) == R"({"step": 1, "time": T, "note": "line\none"})");
   CHECK(read_lines(run / "metrics.csv").size() == 2);  // the header and the one metric row
+}
+
+TEST_CASE("TensorBoard's event file: named as TensorBoard names it, written as logged, whole "
+          "records only on a full disk") {
+  CHECK(accel::tracking::crc32c("123456789") == 0xE3069283U);  // CRC-32C's check value
+  TemporaryFolder logs;
+  accel::Accelerator<accel::Ddp> accelerator;
+  accelerator.init_trackers("p", {{"lr", 0.5}},
+                            {.log_dir = logs.path(), .run_name = "r",
+                             .backends = {accel::tracking::Backend::tensorboard}});
+  const fs::path run = logs.path() / "p" / "r";
+  const fs::path events = event_file(run);
+  CHECK(std::regex_match(events.filename().string(),
+                         std::regex(R"(events\.out\.tfevents\.[0-9]{10}\.)" +
+                                    accel::tracking::host_name())));
+  CHECK_FALSE(fs::exists(run / "metrics.jsonl"));
+  CHECK_FALSE(fs::exists(run / "metrics.csv"));
+  const std::string started = read_text(events);
+  REQUIRE(started.size() > 24);  // the version record and the config's
+  accelerator.log({{"loss", 0.5}}, 1);
+  const std::string logged = read_text(events);  // on disk before end_training()
+  CHECK(logged.size() > started.size());
+  CHECK(logged.starts_with(started));
+
+  {
+    FileSizeLimit limit(logged.size() + 10);
+    CHECK_THROWS_WITH_AS(accelerator.log({{"a_long_metric_name", 1.0}}, 2),
+                         doctest::Contains("Nothing of this record was kept"), accel::Error);
+  }
+  CHECK(read_text(events) == logged);
+  accelerator.log({{"a_long_metric_name", 1.0}});  // the same call (step 2), with room again
+  const std::string retried = read_text(events);
+  accelerator.end_training();
+  CHECK(read_text(events) == retried);
+  // The record of step 2: framing (8 + 4 + 4 bytes) around an Event that holds the tag.
+  CHECK(retried.size() > logged.size() + 16 + std::string("a_long_metric_name").size());
+  CHECK(retried.find("a_long_metric_name", logged.size()) != std::string::npos);
+  CHECK(read_text(run / "run.json").find("\"steps_logged\": 2") != std::string::npos);
 }
 
 }  // namespace tracking_tracking

@@ -1,7 +1,8 @@
-// A file the trackers append to one whole line at a time: each line goes to the kernel in one
-// write() before log() returns (no user-space buffer), so a process that crashes or is killed
-// loses at most the line it was writing. With `sync`, each line is also fsync'ed, which
-// survives a machine crash too and costs a disk flush per line.
+// A file the trackers append to one whole line at a time (or one binary record: TensorBoard's
+// event file): each line goes to the kernel in one write() before log() returns (no user-space
+// buffer), so a process that crashes or is killed loses at most the line it was writing. With
+// `sync`, each line is also fsync'ed, which survives a machine crash too and costs a disk flush
+// per line.
 // A line that cannot be written whole (a full disk) is taken back: the file is cut to its old
 // length, so readers never see half a record; `size()` and `truncate_to()` let a caller take
 // back a whole line when a write elsewhere that belongs with it fails.
@@ -51,22 +52,11 @@ class LineFile {
     std::string text;
     text.reserve(line.size() + 1);
     text.append(line).push_back('\n');
-    std::string_view left = text;
-    while (!left.empty()) {
-      const auto written = ::write(fd_, left.data(), left.size());
-      if (written < 0 && errno == EINTR) continue;
-      if (written <= 0) {
-        const int error = written < 0 ? errno : ENOSPC;
-        // Where the line began: what is there now, less what of it got in (O_APPEND, and only
-        // this object writes the file). Found only on failure: no stat per line.
-        truncate_to(size() - static_cast<off_t>(text.size() - left.size()));
-        detail::fail("cannot write to {}: {}; is the disk full? Nothing of this line was kept",
-                     path_.string(), std::strerror(error));
-      }
-      left.remove_prefix(static_cast<std::size_t>(written));
-    }
-    if (sync_) ::fsync(fd_);
+    append_whole(text, "line");
   }
+
+  // `record`'s bytes as they are, whole or not at all, as append() writes a line.
+  void append_record(std::string_view record) { append_whole(record, "record"); }
 
   // The file's length in bytes now.
   off_t size() const {
@@ -89,6 +79,25 @@ class LineFile {
   }
 
  private:
+  // Writes `text` whole, or cuts the file back to where it began; `unit` names it in the error.
+  void append_whole(std::string_view text, std::string_view unit) {
+    std::string_view left = text;
+    while (!left.empty()) {
+      const auto written = ::write(fd_, left.data(), left.size());
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {
+        const int error = written < 0 ? errno : ENOSPC;
+        // Where the text began: what is there now, less what of it got in (O_APPEND, and only
+        // this object writes the file). Found only on failure: no stat per write.
+        truncate_to(size() - static_cast<off_t>(text.size() - left.size()));
+        detail::fail("cannot write to {}: {}; is the disk full? Nothing of this {} was kept",
+                     path_.string(), std::strerror(error), unit);
+      }
+      left.remove_prefix(static_cast<std::size_t>(written));
+    }
+    if (sync_) ::fsync(fd_);
+  }
+
   int fd_ = -1;
   std::filesystem::path path_;
   bool sync_ = false;

@@ -9,6 +9,8 @@
 //                     end times, and status: "running" until end_training() makes it "finished"
 //     metrics.jsonl   one JSON object per log() call (jsonl_writer.hpp)
 //     metrics.csv     the same as a table, one column per metric (csv_writer.hpp)
+//     events.out.tfevents.<unix seconds>.<host>
+//                     the same for TensorBoard, when asked for (tensorboard_writer.hpp)
 //
 // Each call goes to every tracker in order: accel's writers first, then TrackerOptions::trackers.
 #pragma once
@@ -29,8 +31,9 @@
 
 namespace accel::tracking {
 
-/// accel's writers: metrics.jsonl (JsonlWriter) and metrics.csv (CsvWriter).
-enum class Backend { jsonl, csv };
+/// accel's writers: metrics.jsonl (JsonlWriter), metrics.csv (CsvWriter) and TensorBoard's
+/// event file (TensorBoardWriter).
+enum class Backend { jsonl, csv, tensorboard };
 
 /// init_trackers()'s knobs: where the run goes and who gets its calls.
 struct TrackerOptions {
@@ -39,7 +42,8 @@ struct TrackerOptions {
   /// The run's folder name. Empty: the UTC start time, 2026-12-01T05-47-39. A name already taken
   /// gets -2, -3, ...: a run never writes into another's folder.
   std::string run_name = {};
-  /// accel's writers (metrics.jsonl, metrics.csv); empty, with trackers of your own, for none.
+  /// accel's writers (metrics.jsonl, metrics.csv; Backend::tensorboard adds the event file);
+  /// empty, with trackers of your own, for none.
   std::vector<Backend> backends = {Backend::jsonl, Backend::csv};
   /// fsync every line: the metrics survive a machine crash, not only a process crash.
   bool sync = false;

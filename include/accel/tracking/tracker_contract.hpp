@@ -1,8 +1,8 @@
 // What makes a type a tracker: the members init_trackers(), log(), log_text() and end_training()
 // call, one concept per member, in the style of the strategy and precision contracts. accel's
-// own metrics.jsonl and metrics.csv writers are two such types (jsonl_writer.hpp,
-// csv_writer.hpp); a program's own (a W&B or TensorBoard bridge, a test's recorder) is another,
-// passed through TrackerOptions::trackers (any_tracker.hpp).
+// own writers of metrics.jsonl, metrics.csv and TensorBoard's event file are three such types
+// (jsonl_writer.hpp, csv_writer.hpp, tensorboard_writer.hpp); a program's own (a W&B bridge, a
+// test's recorder) is another, passed through TrackerOptions::trackers (any_tracker.hpp).
 //
 //   struct MyTracker {
 //     std::string name() const { return "mine"; }

@@ -108,6 +108,10 @@ using Metrics = std::vector<std::pair<std::string, Metric>>;
 using Scalars = std::vector<std::pair<std::string, Number>>;
 using Texts = std::vector<std::pair<std::string, std::string>>;
 
+// `config` as config.json holds it: one JSON object, a key per line in the order given (also
+// the text TensorBoard's event file holds as "config").
+ACCEL_DECL std::string config_json(const Config& config);
+
 }  // namespace accel::tracking
 
 #if !defined(ACCEL_SEPARATE_COMPILATION)

@@ -12,6 +12,7 @@
 #include "../../detail/json.hpp"
 #include "../jsonl_writer.hpp"
 #include "../run_folder.hpp"
+#include "../tensorboard_writer.hpp"
 #include "../tracker.hpp"
 
 namespace accel::tracking {
@@ -79,16 +80,15 @@ ACCEL_DECL void Tracker::start(std::string_view project, const Config& config,
         log_dir / run.project_,
         options.run_name.empty() ? utc_time(started, /*for_folder=*/true) : options.run_name);
     run.run_name_ = run.run_dir_.filename().string();
-    std::string text = "{";
-    for (const auto& [key, value] : config)
-      text += fmt::format("{}\n  {}: {}", text.size() > 1 ? "," : "", json::string(key),
-                          value.to_json());
-    write_whole_file(run.run_dir_ / "config.json", text + (config.empty() ? "}\n" : "\n}\n"));
+    write_whole_file(run.run_dir_ / "config.json", config_json(config));
     run.write_run_json("running");
-    // The writers in a fixed order, whatever the order of `backends`: metrics.jsonl first, so
-    // that it can take its line back when metrics.csv cannot take the call.
+    // The writers in a fixed order, whatever the order of `backends`: metrics.jsonl and the
+    // event file first, so that they can take their call back when metrics.csv (which cannot)
+    // fails to take it.
     if (std::ranges::find(options.backends, Backend::jsonl) != options.backends.end())
       run.trackers_.push_back(make_tracker(JsonlWriter(options.sync)));
+    if (std::ranges::find(options.backends, Backend::tensorboard) != options.backends.end())
+      run.trackers_.push_back(make_tracker(TensorBoardWriter(options.sync)));
     if (std::ranges::find(options.backends, Backend::csv) != options.backends.end())
       run.trackers_.push_back(make_tracker(CsvWriter(options.sync)));
   } else {

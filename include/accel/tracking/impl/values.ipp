@@ -25,6 +25,14 @@ ACCEL_DECL std::string ConfigValue::to_json() const {
       value_);
 }
 
+ACCEL_DECL std::string config_json(const Config& config) {
+  std::string text = "{";
+  for (const auto& [key, value] : config)
+    text += fmt::format("{}\n  {}: {}", text.size() > 1 ? "," : "", json::string(key),
+                        value.to_json());
+  return text + (config.empty() ? "}\n" : "\n}\n");
+}
+
 ACCEL_DECL std::string Number::text() const {
   if (integer) return fmt::format("{}", *integer);
   return single ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
