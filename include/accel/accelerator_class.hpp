@@ -78,6 +78,7 @@
 #include "precision/fp32.hpp"
 #include "precision/precision.hpp"
 #include "core/prepared.hpp"
+#include "core/prepared_stream.hpp"
 #include "profiling/profile_scope.hpp"
 #include "profiling/span.hpp"
 #include "tracking/timeline.hpp"
@@ -702,11 +703,19 @@ class Accelerator
           this, &object, register_loader(object),
           data::Shard{process_.rank, process_.world_size, options_.even_batches,
                       options_.split_batches});
+    } else if constexpr (detail::is_streaming_loader<Object>) {
+      static_assert(std::is_lvalue_reference_v<T>,
+                    "accel: prepare() keeps a pointer to the StreamingLoader; pass a named loader "
+                    "that outlives the Accelerator, not a temporary");
+      return PreparedStreamingLoader<detail::AcceleratorCore, Object>(
+          this, &object, register_loader(object), process_.rank, process_.world_size,
+          options_.split_batches);
     } else {
       static_assert(detail::dependent_false<Object>,
                     "accel: prepare() takes modules (torch::nn::ModuleHolder or "
                     "std::shared_ptr<Module>), torch::optim optimizers, torch::optim::LRScheduler "
-                    "schedulers and accel::DataLoader; this argument is none of them");
+                    "schedulers, accel::DataLoader and accel::StreamingLoader; this argument is "
+                    "none of them");
     }
   }
 

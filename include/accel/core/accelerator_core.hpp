@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -37,6 +38,8 @@
 namespace accel {
 template <class, class>
 class PreparedLoader;
+template <class, class>
+class PreparedStreamingLoader;
 }
 
 namespace accel::detail {
@@ -91,6 +94,21 @@ class AcceleratorCore {
   // --- Called by the prepared loaders (prepared.hpp), whatever the policies ---------------------
   template <class, class>
   friend class accel::PreparedLoader;
+  template <class, class>
+  friend class accel::PreparedStreamingLoader;
+
+  // A streaming loader's agreement on its next batch (prepared_stream.hpp): whether any rank
+  // (`any`) or every rank has one, from this rank's `has_batch` (0 or 1). One all-reduce of one
+  // integer, on the device the collectives use.
+  std::int64_t agree_on_stream(std::int64_t has_batch, bool any) {
+    if (group_ == nullptr) return has_batch;
+    torch::Tensor value = torch::tensor({has_batch}, torch::kInt64).to(device_);
+    group_->allreduce(value, any ? runtime::ReduceOp::max : runtime::ReduceOp::min);
+    return value.item<std::int64_t>();
+  }
+  // How many batches a streaming loader agrees on ahead of the loop: the accumulation window,
+  // and at least the batch in hand and the next (to know whether it is the epoch's last).
+  int stream_lookahead() const { return std::max(2, gradients_.accumulation_steps()); }
 
   // A prepared loader's slot in loaders_ (the same loader prepared twice: the same slot).
   template <class Loader>

@@ -16,11 +16,15 @@
 
 #include "../data/loader.hpp"
 #include "../data/shard.hpp"
+#include "../data/stream_loader.hpp"
 #include "../detail/error.hpp"
 #include "../detail/type_traits.hpp"
 #include "../profiling/span.hpp"
 
 namespace accel {
+
+template <class Accel, class Loader>
+class PreparedStreamingLoader;  // core/prepared_stream.hpp
 
 // model(x) runs forward under the precision policy's autocast and returns fp32 outputs;
 // model->... reaches the module itself.
@@ -213,9 +217,13 @@ template <class T>
 inline constexpr bool is_data_loader = is_specialization_of<T, DataLoader>;
 
 template <class T>
+inline constexpr bool is_streaming_loader = is_specialization_of<T, StreamingLoader>;
+
+template <class T>
 inline constexpr bool is_prepared =
     is_specialization_of<T, PreparedModel> || is_specialization_of<T, PreparedOptimizer> ||
-    is_specialization_of<T, PreparedScheduler> || is_specialization_of<T, PreparedLoader>;
+    is_specialization_of<T, PreparedScheduler> || is_specialization_of<T, PreparedLoader> ||
+    is_specialization_of<T, PreparedStreamingLoader>;
 
 inline std::shared_ptr<torch::nn::Module> module_pointer(const auto& handle) {
   if constexpr (requires { handle.ptr(); })

@@ -75,6 +75,8 @@ class GradientState {
   // Micro-steps begun since construction: tells a new micro-step from another backward() of the
   // same one (a new window begins where this changes and position_in_window() is 1).
   std::uint64_t micro_steps() const { return micro_steps_; }
+  // GradAccum's N: a full window's micro-steps.
+  int accumulation_steps() const { return steps_; }
 
   // --- What kind of loss the window's backward() calls pass ------------------------------------
   enum class LossKind { none, mean, token_sum };

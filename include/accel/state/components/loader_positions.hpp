@@ -1,27 +1,53 @@
 // Checkpoint component: where each prepared loader stands (../loader_position.hpp), in the
 // manifest: the epoch to resume in, the batches of it served (on this rank and over all), and
 // what identifies its data. A load checks that the data is the same and that the batches served
-// split evenly over the processes resuming, and sets each loader to pass over them. The
-// protocol: component.hpp.
+// split evenly over the processes resuming, and sets each loader to pass over them. A streaming
+// loader's position is its own and per rank (data/stream_position.hpp): an int64 tensor in each
+// rank's file, read back by the same rank of a run of the same world size. The protocol:
+// component.hpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "../../detail/error.hpp"
+#include "../loader_position.hpp"
 #include "../manifest.hpp"
 #include "component.hpp"
 
 namespace accel::state::components {
 
 struct LoaderPositions {
+  static std::string stream_tensor_name(std::size_t loader, int rank) {
+    return fmt::format("loader{}/stream/rank{}", loader, rank);
+  }
+
   template <class View>
-  static void add_tensors(const View&, int, NamedTensors&) {}
+  static void add_tensors(const View& view, int rank, NamedTensors& named) {
+    for (std::size_t l = 0; l < view.loaders.size(); ++l) {
+      const auto& position = view.loaders[l];
+      if (!position.stream_position) continue;
+      const std::vector<std::int64_t> numbers = position.stream_position();
+      named.emplace_back(stream_tensor_name(l, rank),
+                         torch::tensor(numbers, torch::kInt64).clone());
+    }
+  }
 
   template <class View>
   static void describe(const View& view, Manifest& manifest) {
     for (const auto& position : view.loaders) {
+      if (position.stream_position) {  // the epoch and the batches served of it, on rank 0
+        const std::vector<std::int64_t> numbers = position.stream_position();
+        const std::int64_t epoch = numbers.at(4), served = numbers.at(7);
+        manifest.loaders.push_back({epoch, served, served * view.world_size, position.samples,
+                                    position.batch_size, position.shuffle, position.seed});
+        continue;
+      }
       // An epoch served to its end resumes at the next one; before any iteration (since a
       // load), the position still to be skipped to.
       std::int64_t epoch = position.next_epoch(), consumed = position.skip;
@@ -51,6 +77,16 @@ struct LoaderPositions {
     for (std::size_t l = 0; l < s.view.loaders.size(); ++l) {
       const auto& saved = loaders[l];
       auto& position = s.view.loaders[l];
+      if ((saved.samples == streaming_samples) != static_cast<bool>(position.stage_stream))
+        accel::detail::fail("load_state: loader #{} was saved as a {}, the prepared one is a {}; "
+                            "prepare the same kinds of loaders, in the same order",
+                            l,
+                            saved.samples == streaming_samples ? "StreamingLoader" : "DataLoader",
+                            position.stage_stream ? "StreamingLoader" : "DataLoader");
+      if (position.stage_stream) {
+        stage_stream(s, l, saved, position);
+        continue;
+      }
       if (saved.samples != position.samples || saved.batch_size != position.batch_size ||
           saved.shuffle != position.shuffle || saved.seed != position.seed)
         accel::detail::fail("load_state: loader #{} was saved over {} samples in batches of {} "
@@ -74,6 +110,37 @@ struct LoaderPositions {
         position.consumed = 0;
       });
     }
+  }
+
+ private:
+  // A streaming loader: the same options, the same world size (each rank reads its own shards),
+  // and this rank's saved position, checked by the loader.
+  template <class View>
+  static void stage_stream(const Staging<View>& s, std::size_t l, const LoaderRecord& saved,
+                           LoaderPosition& position) {
+    if (saved.batch_size != position.batch_size || saved.shuffle != position.shuffle ||
+        saved.seed != position.seed)
+      accel::detail::fail("load_state: streaming loader #{} was saved with batches of {} "
+                          "(shuffle {}, seed {}), the prepared one makes batches of {} (shuffle "
+                          "{}, seed {}); a resume continues the same stream",
+                          l, saved.batch_size, saved.shuffle, saved.seed, position.batch_size,
+                          position.shuffle, position.seed);
+    if (s.manifest.world_size != s.view.world_size)
+      accel::detail::fail("load_state: streaming loader #{} in '{}' was saved by {} processes; "
+                          "this run has {}. Each process reads its own shards, so a stream "
+                          "resumes exactly only at the world size it was saved at: resume on {} "
+                          "processes",
+                          l, s.where, s.manifest.world_size, s.view.world_size,
+                          s.manifest.world_size);
+    const std::string name = stream_tensor_name(l, s.rank);
+    if (!s.catalog.has(name))
+      accel::detail::fail("load_state: '{}' lists streaming loader #{}, but its rank files hold "
+                          "no '{}'; the checkpoint is incomplete",
+                          s.where, l, name);
+    const torch::Tensor numbers = s.catalog.whole(name).to(torch::kInt64).contiguous();
+    const std::vector<std::int64_t> saved_position(
+        numbers.data_ptr<std::int64_t>(), numbers.data_ptr<std::int64_t>() + numbers.numel());
+    s.apply.push_back(position.stage_stream(saved_position, s.where));
   }
 };
 

@@ -1,0 +1,386 @@
+// A loader over a streaming dataset (stream.hpp): data larger than memory, read shard by shard.
+// One rank's epoch is a RankStream: its workers (threads with num_workers, else the loop's own)
+// each read their own shards into batches, served from the workers in turn. Each batch carries
+// where its worker stood after it, so the position a checkpoint records is that of the batches
+// served, however far the threads read ahead. Across processes, prepare() it
+// (core/prepared_stream.hpp): the ranks then agree where an epoch ends.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../detail/dependent_false.hpp"
+#include "../detail/error.hpp"
+#include "loader.hpp"
+#include "stream.hpp"
+#include "stream_position.hpp"
+
+namespace accel {
+namespace data {
+
+template <class S, class Collate>
+class RankStream {
+ public:
+  using worker_type = WorkerStream<S, Collate>;
+  using batch_type = typename worker_type::batch_type;
+
+  // From the start of `epoch`, or from `from` where it has begun.
+  RankStream(std::shared_ptr<const S> dataset, const Collate* collate, StreamingOptions options,
+             int rank, int world, std::int64_t epoch, const StreamPosition* from)
+      : dataset_(std::move(dataset)), collate_(collate), options_(options) {
+    position_.world = world;
+    position_.rank = rank;
+    position_.worker_count = std::max(1, options.num_workers);
+    position_.epoch = epoch;
+    if (from != nullptr && from->begun()) {
+      position_.pass = from->pass;
+      position_.turn = from->turn;
+      position_.served = from->served;
+    }
+    start(from != nullptr && from->begun() ? from : nullptr);
+  }
+  RankStream(const RankStream&) = delete;
+  RankStream& operator=(const RankStream&) = delete;
+  ~RankStream() { stop(); }
+
+  // The next batch of this reading of the epoch, or nothing once every worker ran out.
+  std::optional<batch_type> next() {
+    const int count = position_.worker_count;
+    while (std::find(position_.finished.begin(), position_.finished.end(), false) !=
+           position_.finished.end()) {
+      const auto w = static_cast<std::size_t>(position_.turn);
+      position_.turn = (position_.turn + 1) % count;
+      if (position_.finished[w]) continue;
+      Item item = take(w);
+      if (item.error) {
+        position_.finished[w] = true;  // its thread has ended: the loop must not wait for it
+        std::rethrow_exception(item.error);
+      }
+      position_.workers[w] = std::move(item.position);
+      if (!item.batch) {
+        position_.finished[w] = true;
+        continue;
+      }
+      ++position_.served;
+      return std::move(item.batch);
+    }
+    return std::nullopt;
+  }
+
+  // Reads the rank's shards again from the epoch's start (wrap-around), as pass() + 1.
+  void restart() {
+    stop();
+    ++position_.pass;
+    position_.turn = 0;
+    start(nullptr);
+  }
+
+  std::int64_t pass() const { return position_.pass; }
+  // Where the batches served so far leave this rank.
+  const StreamPosition& position() const { return position_; }
+
+ private:
+  struct Item {
+    std::optional<batch_type> batch;  // none: the worker ran out
+    WorkerPosition position;          // the worker's, after this batch
+    std::exception_ptr error;
+  };
+  struct Lane {
+    std::unique_ptr<worker_type> worker;
+    std::deque<Item> ready;
+    bool done = false;  // the worker produced its last item
+  };
+
+  void start(const StreamPosition* from) {
+    const int count = position_.worker_count;
+    lanes_.clear();
+    lanes_.resize(static_cast<std::size_t>(count));
+    position_.finished.assign(static_cast<std::size_t>(count), false);
+    position_.workers.assign(static_cast<std::size_t>(count), WorkerPosition{});
+    stopping_ = false;
+    for (int w = 0; w < count; ++w) {
+      auto& lane = lanes_[static_cast<std::size_t>(w)];
+      // A generator per (seed, epoch, rank, worker): the same on a wrap-around, which so repeats
+      // the epoch's first batches.
+      std::uint64_t mix = options_.seed ^ (0xa0761d6478bd642fULL *
+                                           static_cast<std::uint64_t>(position_.epoch + 1));
+      mix ^= 0xe7037ed1a0b428dbULL *
+             static_cast<std::uint64_t>(position_.rank * count + w + 1);
+      lane.worker = std::make_unique<worker_type>(
+          dataset_, collate_, options_,
+          worker_shards(static_cast<std::int64_t>(dataset_->shard_count()), options_,
+                        position_.epoch, position_.rank, position_.world, w, count),
+          splitmix64(mix));
+      if (from != nullptr) {
+        lane.worker->restore(from->workers[static_cast<std::size_t>(w)]);
+        const auto at = static_cast<std::size_t>(w);
+        position_.finished[at] = from->finished[at];
+      }
+      position_.workers[static_cast<std::size_t>(w)] = lane.worker->position();
+    }
+    if (options_.num_workers == 0) return;
+    try {
+      for (auto& lane : lanes_) threads_.emplace_back([this, &lane] { work(lane); });
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+
+  static Item produce(worker_type& worker) {
+    Item item;
+    try {
+      item.batch = worker.next();
+      item.position = worker.position();
+    } catch (...) {
+      item.error = std::current_exception();
+    }
+    return item;
+  }
+
+  Item take(std::size_t w) {
+    Lane& lane = lanes_[w];
+    if (options_.num_workers == 0) return produce(*lane.worker);
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return !lane.ready.empty(); });
+    Item item = std::move(lane.ready.front());
+    lane.ready.pop_front();
+    lock.unlock();
+    room_.notify_all();
+    return item;
+  }
+
+  // A worker thread: batches into its lane, at most prefetch_factor ahead, until its last.
+  void work(Lane& lane) {
+    const auto ahead = static_cast<std::size_t>(options_.prefetch_factor);
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        room_.wait(lock, [&] { return stopping_ || lane.ready.size() < ahead; });
+        if (stopping_) return;
+      }
+      Item item = produce(*lane.worker);
+      const bool last = !item.batch || item.error;
+      {
+        std::lock_guard lock(mutex_);
+        lane.ready.push_back(std::move(item));
+      }
+      ready_.notify_all();
+      if (last) return;
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    room_.notify_all();
+    for (auto& thread : threads_)
+      if (thread.joinable()) thread.join();
+    threads_.clear();
+  }
+
+  std::shared_ptr<const S> dataset_;
+  const Collate* collate_;
+  StreamingOptions options_;
+  StreamPosition position_;
+  std::vector<Lane> lanes_;
+  std::mutex mutex_;
+  std::condition_variable room_;   // workers wait for room in their lane (or stop)
+  std::condition_variable ready_;  // the loop waits for its worker's next item
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// The compile-time check of a streaming dataset, each part with its own message.
+template <class S>
+constexpr bool check_streaming_dataset() {
+  static_assert(ListsShards<S>,
+                "accel: a streaming dataset needs `std::int64_t shard_count() const`: how many "
+                "shards (files) it has (docs/how-to/streaming-data.md)");
+  static_assert(OpensShards<S>,
+                "accel: a streaming dataset needs `Reader open(std::int64_t shard, std::int64_t "
+                "position) const`: a reader of one shard from its sample `position` "
+                "(docs/how-to/streaming-data.md)");
+  static_assert(ReadsSamples<S>,
+                "accel: a streaming dataset's reader needs `std::optional<Sample> next()`: the "
+                "shard's next sample, or std::nullopt at its end (docs/how-to/streaming-data.md)");
+  return StreamingDataset<S>;
+}
+
+}  // namespace data
+
+/// Iterating a StreamingLoader yourself runs one epoch over every shard on this process (with
+/// its workers); prepare() it to split the shards across processes. Each new iteration starts the
+/// next epoch, unless a checkpoint's position is pending (load_state), which it continues.
+template <class S, class Collate = data::DefaultCollate>
+class StreamingLoader {
+  static_assert(data::check_streaming_dataset<S>());
+
+ public:
+  using dataset_type = S;
+  using sample_type = stream_sample_t<S>;
+  using batch_type = std::invoke_result_t<const Collate&, std::span<const sample_type>>;
+  using stream_type = data::RankStream<S, Collate>;
+
+  StreamingLoader(S dataset, StreamingOptions options, Collate collate = {})
+      : dataset_(std::make_shared<const S>(std::move(dataset))),
+        options_(options),
+        collate_(std::make_unique<const Collate>(std::move(collate))) {
+    if (options_.batch_size < 1)
+      detail::fail("StreamingOptions::batch_size is {}; it must be at least 1",
+                   options_.batch_size);
+    if (options_.num_workers < 0)
+      detail::fail("StreamingOptions::num_workers is {}; it must be 0 (reading on the loop's "
+                   "thread) or more (worker threads)",
+                   options_.num_workers);
+    if (options_.prefetch_factor < 1)
+      detail::fail("StreamingOptions::prefetch_factor is {}; it must be at least 1 (batches each "
+                   "worker reads ahead)",
+                   options_.prefetch_factor);
+    if (options_.shuffle_buffer < 0)
+      detail::fail("StreamingOptions::shuffle_buffer is {}; it must be 0 (no shuffling of "
+                   "samples) or more (samples each worker draws from)",
+                   options_.shuffle_buffer);
+    if (shard_count() < 1)
+      detail::fail("the streaming dataset's shard_count() is {}; it needs at least one shard",
+                   shard_count());
+  }
+
+  const S& dataset() const { return *dataset_; }
+  const StreamingOptions& options() const { return options_; }
+  std::int64_t shard_count() const { return static_cast<std::int64_t>(dataset_->shard_count()); }
+
+  /// Set by prepare(): this process's rank among `world`, whose shards it reads.
+  void set_process(int rank, int world) {
+    rank_ = rank;
+    world_ = world;
+    position_ = fresh(next_epoch_);
+  }
+
+  /// The epoch a fresh iteration starting now runs.
+  std::int64_t epoch() const { return next_epoch_; }
+  void set_epoch(std::int64_t epoch) {
+    next_epoch_ = epoch;
+    pending_.reset();
+    position_ = fresh(epoch);
+  }
+
+  /// Starts this rank's next epoch, or continues the pending position: the stream, and
+  /// records its start as the position a checkpoint saves.
+  std::unique_ptr<stream_type> start(int rank, int world) {
+    rank_ = rank;
+    world_ = world;
+    std::optional<data::StreamPosition> from = std::exchange(pending_, std::nullopt);
+    const std::int64_t epoch = from ? from->epoch : next_epoch_;
+    next_epoch_ = epoch + 1;
+    auto stream = std::make_unique<stream_type>(dataset_, collate_.get(), options_, rank, world,
+                                                epoch, from ? &*from : nullptr);
+    position_ = stream->position();
+    if (!from || !from->begun()) position_ = fresh(epoch);
+    return stream;
+  }
+  /// A batch was served: the stream's position is the one to save.
+  void served(const data::StreamPosition& position) { position_ = position; }
+  /// The epoch's last batch was served: a resume starts the next.
+  void finished() { position_ = fresh(next_epoch_); }
+
+  /// This rank's position as a checkpoint records it.
+  std::vector<std::int64_t> checkpoint_position() const { return data::encode(position_); }
+  /// Checks a checkpoint's position (`where` names its file) and returns the step that makes
+  /// it the next iteration's start.
+  std::function<void()> stage_position(const std::vector<std::int64_t>& saved,
+                                       const std::string& where) {
+    data::StreamPosition p = data::decode(saved, where);
+    const int workers = std::max(1, options_.num_workers);
+    if (p.world != world_)
+      detail::fail("load_state: the streaming loader in '{}' was saved by {} processes; this run "
+                   "has {}. Each process reads its own shards, so a stream resumes exactly only "
+                   "at the world size it was saved at: resume on {} processes",
+                   where, p.world, world_, p.world);
+    if (p.worker_count != workers)
+      detail::fail("load_state: the streaming loader in '{}' was saved with {} workers; this one "
+                   "has num_workers = {} ({} readers). The samples each worker reads depend on "
+                   "their number: set num_workers = {}",
+                   where, p.worker_count, options_.num_workers, workers,
+                   p.worker_count == 1 ? 0 : p.worker_count);
+    if (p.begun() && static_cast<int>(p.workers.size()) != workers)
+      detail::fail("load_state: the streaming loader's position in '{}' lists {} workers for {}; "
+                   "the file is damaged",
+                   where, p.workers.size(), workers);
+    return [this, p = std::move(p)] {
+      next_epoch_ = p.epoch;
+      position_ = p;
+      pending_ = p;
+    };
+  }
+
+  /// One epoch over every shard, on this process.
+  class iterator {
+   public:
+    using value_type = batch_type;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    const batch_type& operator*() const { return *batch_; }
+    const batch_type* operator->() const { return &*batch_; }
+    iterator& operator++() {
+      load();
+      return *this;
+    }
+    bool operator==(std::default_sentinel_t) const { return !batch_.has_value(); }
+
+   private:
+    friend class StreamingLoader;
+    explicit iterator(StreamingLoader* loader)
+        : loader_(loader), stream_(loader->start(0, 1)) {
+      load();
+    }
+    void load() {
+      batch_ = stream_->next();
+      if (batch_)
+        loader_->served(stream_->position());
+      else
+        loader_->finished();
+    }
+    StreamingLoader* loader_ = nullptr;
+    std::shared_ptr<stream_type> stream_;
+    std::optional<batch_type> batch_;
+  };
+  iterator begin() { return iterator(this); }
+  std::default_sentinel_t end() const { return {}; }
+
+ private:
+  data::StreamPosition fresh(std::int64_t epoch) const {
+    data::StreamPosition p;
+    p.world = world_;
+    p.rank = rank_;
+    p.worker_count = std::max(1, options_.num_workers);
+    p.epoch = epoch;
+    return p;
+  }
+
+  std::shared_ptr<const S> dataset_;
+  StreamingOptions options_;
+  std::unique_ptr<const Collate> collate_;  // where the workers find it, if the loader moves
+  int rank_ = 0;
+  int world_ = 1;
+  std::int64_t next_epoch_ = 0;
+  std::optional<data::StreamPosition> pending_;  // from load_state, for the next iteration
+  data::StreamPosition position_ = fresh(0);
+};
+
+}  // namespace accel
