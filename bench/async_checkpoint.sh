@@ -59,8 +59,13 @@ tb=$(printf '%s\n' "${blocking[@]}" | median)
 ta=$(printf '%s\n' "${background[@]}" | median)
 awk -v t0="$t0" -v tb="$tb" -v ta="$ta" -v saves="$saves" -v steps="$steps" 'BEGIN {
   sync = (tb - t0) / saves; async = (ta - t0) / saves
-  printf "per save: blocking %.3f s, background %.3f s (%.1f%% of blocking; target <= 15%%)\n",
-         sync, async, sync > 0 ? 100 * async / sync : 0
+  # An if, not a ?: among printf arguments, whose ">" awk would take for a redirection.
+  if (sync > 0)
+    printf "per save: blocking %.3f s, background %.3f s (%.1f%% of blocking; target <= 15%%)\n",
+           sync, async, 100 * async / sync
+  else
+    printf "per save: blocking %.3f s, background %.3f s (no share: the blocking saves cost " \
+           "nothing beside the spread of the turns; run more turns on a quieter machine)\n", sync, async
   printf "mean step: %.3f s without saves, %.3f s with background saves (%+.1f%%; target within 10%%)\n",
          t0 / steps, ta / steps, 100 * (ta - t0) / t0
 }'
