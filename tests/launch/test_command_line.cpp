@@ -216,7 +216,7 @@ TEST_CASE("worker variables: global rank from the node rank, the store folder on
   options.nproc = 2;
   options.nnodes = 3;
   options.node_rank = 2;
-  const accel::launcher::Rendezvous rendezvous{"10.1.2.3", 29500, "", "", ""};
+  const accel::launcher::Rendezvous rendezvous{"10.1.2.3", 29500, "", "", "", ""};
   const auto variables = accel::launcher::worker_variables(options, rendezvous, 1);
   const accel::launcher::Variables expected = {{"RANK", "5"},           {"LOCAL_RANK", "1"},
                                                {"WORLD_SIZE", "6"},     {"LOCAL_WORLD_SIZE", "2"},
@@ -231,15 +231,19 @@ TEST_CASE("worker variables: global rank from the node rank, the store folder on
   for (const std::string& entry : environment) CHECK(entry.rfind("ACCEL_STORE_DIR=", 0) != 0);
   CHECK(std::count(environment.begin(), environment.end(), std::string("RANK=5")) == 1);
 
-  // The run id and the failure note's file, when the launcher has them; a run id replaces the
-  // inherited one (a worker's getenv() reads the first of two entries).
-  const accel::launcher::Rendezvous with_run{"10.1.2.3", 29500, "", "c0ffee", "/tmp/accel-x"};
+  // The run id, the failure note's file and the progress record, when the launcher has them; a
+  // run id replaces the inherited one (a worker's getenv() reads the first of two entries).
+  const accel::launcher::Rendezvous with_run{"10.1.2.3", 29500, "", "c0ffee",
+                                             "/tmp/accel-x", "/tmp/accel-x/progress"};
   const auto more = accel::launcher::worker_variables(options, with_run, 1);
   CHECK(std::count(more.begin(), more.end(), std::pair<std::string, std::string>(
                                                   "ACCEL_RUN_ID", "c0ffee")) == 1);
   CHECK(std::count(more.begin(), more.end(),
                    std::pair<std::string, std::string>("ACCEL_ERROR_FILE",
                                                        "/tmp/accel-x/failure.5")) == 1);
+  CHECK(std::count(more.begin(), more.end(),
+                   std::pair<std::string, std::string>("ACCEL_PROGRESS_FILE",
+                                                       "/tmp/accel-x/progress")) == 1);
   ::setenv("ACCEL_RUN_ID", "inherited", 1);
   const auto replaced = accel::launcher::worker_environment(more);
   ::unsetenv("ACCEL_RUN_ID");

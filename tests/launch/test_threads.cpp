@@ -63,7 +63,7 @@ TEST_CASE("threads per process: the usable cores shared by the local processes, 
 }
 
 TEST_CASE("a worker gets OMP_NUM_THREADS unless the user set it or it is the only worker") {
-  const accel::launcher::Rendezvous rendezvous{"127.0.0.1", 29500, "", "", ""};
+  const accel::launcher::Rendezvous rendezvous{"127.0.0.1", 29500, "", "", "", ""};
   const int expected = accel::launcher::threads_per_process(accel::launcher::usable_cores(), 2);
   auto with_threads = [&](const accel::LaunchOptions& options) {
     return accel::launcher::with_worker_threads(

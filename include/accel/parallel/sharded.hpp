@@ -34,12 +34,12 @@ namespace detail {
 // Runs `run` (the module's own forward) inside the unit `route` names, if any.
 template <class Run>
 auto call_through_unit(const UnitRoute& route, Run&& run) {
-  if (route.gate == nullptr) return run();
-  const bool was_gathered = route.gate->enter_unit(route.unit);
+  if (!route.enter) return run();
+  const bool was_gathered = route.enter();
   auto output = run();
   std::vector<torch::Tensor> outputs;
   data::for_each_tensor(output, [&outputs](const torch::Tensor& t) { outputs.push_back(t); });
-  route.gate->leave_unit(route.unit, was_gathered, outputs);
+  route.leave(was_gathered, outputs);
   return output;
 }
 }  // namespace detail

@@ -1,36 +1,26 @@
 // How a module marked as a unit (accel::Sharded, parallel/sharded.hpp) reaches the strategy that
-// shards it, without knowing that strategy's type: through the UnitGate the strategy implements,
-// which prepare() points the route at under Zero3 / Fsdp<FullShard|HybridShard>. Under every
-// other strategy the route stays empty and the module runs as it is.
+// shards it, without knowing that strategy's type: two typed callables over the strategy, set by
+// prepare() under Zero3 / Fsdp<FullShard|HybridShard> and left empty under every other strategy
+// (the module then runs as it is). Callables, not a virtual interface: the strategies stay free
+// of virtual dispatch (tests/static/no_virtual_dispatch.cpp).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace accel::parallel::detail {
 
-class UnitGate {
- public:
+struct UnitRoute {
   // Before the call: the unit's full parameters gathered. Returns whether they were already
   // (inside full_parameters(), or a recomputing activation checkpoint): then nothing is freed.
-  virtual bool enter_unit(std::size_t unit) = 0;
+  // Empty: not a unit of any strategy (the call runs as it is).
+  std::function<bool()> enter;
   // After it: a hook on each output in the graph gathers the unit again for its backward, and
   // the full parameters are freed.
-  virtual void leave_unit(std::size_t unit, bool was_gathered,
-                          const std::vector<torch::Tensor>& outputs) = 0;
-
- protected:
-  UnitGate() = default;
-  UnitGate(const UnitGate&) = default;
-  UnitGate& operator=(const UnitGate&) = default;
-  ~UnitGate() = default;
-};
-
-struct UnitRoute {
-  UnitGate* gate = nullptr;  // the strategy; null: not a unit of any (the call runs as it is)
-  std::size_t unit = 0;
+  std::function<void(bool was_gathered, const std::vector<torch::Tensor>& outputs)> leave;
 };
 
 // The base by which prepare() finds a marked module anywhere in a model's tree: a cross-cast

@@ -63,8 +63,7 @@
 
 namespace accel::parallel {
 
-class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy>,
-                             public detail::UnitGate {
+class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy> {
   using Base = detail::ShardedStrategy<FullyShardedStrategy>;
   // The base calls back gradient_arrived and after_shard_step (CRTP), and nothing else here.
   friend Base;
@@ -132,7 +131,8 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   ACCEL_DECL void after_backward(bool sync);
 
   // Called by a unit's wrapper in its Sequential: gathered for the call, freed after it; a hook
-  // on the output gathers it again for backward.
+  // on the output gathers it again for backward. A module marked with accel::Sharded reaches
+  // enter() and leave() through its UnitRoute instead.
   // A unit gathered already (inside full_parameters()) stays gathered.
   template <class Run>
   torch::Tensor unit_forward(std::size_t u, Run&& run) {
@@ -140,13 +140,6 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
     torch::Tensor output = run();
     leave(u, was_gathered, {output});
     return output;
-  }
-
-  // The same for a module marked with accel::Sharded, through its UnitRoute.
-  bool enter_unit(std::size_t u) final { return enter(u); }
-  void leave_unit(std::size_t u, bool was_gathered,
-                  const std::vector<torch::Tensor>& outputs) final {
-    leave(u, was_gathered, outputs);
   }
 
   // Every unit of `module` gathered (a collective: every rank calls it), for reading or writing

@@ -30,6 +30,7 @@
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,19 +47,6 @@
 
 namespace accel::parallel::detail {
 
-// Told on autograd's thread when parameter `index` of flat parameter `flat` has its gradient:
-// the strategy that owns the set (ShardedStrategy), which starts the reduce-scatters from there.
-class GradientListener {
- public:
-  virtual void on_gradient(std::size_t flat, std::size_t index) = 0;
-
- protected:
-  GradientListener() = default;
-  GradientListener(const GradientListener&) = default;
-  GradientListener& operator=(const GradientListener&) = default;
-  ~GradientListener() = default;
-};
-
 class FlatParameterSet {
  public:
   // Where a flattened parameter went: flat parameter `flat`, its parameter `index`.
@@ -66,10 +54,15 @@ class FlatParameterSet {
     std::size_t flat = 0;
     std::size_t index = 0;
   };
-  // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>"); listener: told of each
-  // parameter's gradient.
-  FlatParameterSet(std::string_view name, GradientListener& listener)
-      : name_(name), listener_(listener) {}
+  // Called on autograd's thread when parameter `index` of flat parameter `flat` has its
+  // gradient: the strategy that owns the set (ShardedStrategy) starts its reduce-scatters from
+  // there. A typed callable, not a virtual function: the strategies stay free of virtual
+  // dispatch (tests/static/no_virtual_dispatch.cpp).
+  using GradientArrived = std::function<void(std::size_t flat, std::size_t index)>;
+
+  // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>").
+  FlatParameterSet(std::string_view name, GradientArrived arrived)
+      : name_(name), arrived_(std::move(arrived)) {}
   FlatParameterSet(const FlatParameterSet&) = delete;
   FlatParameterSet& operator=(const FlatParameterSet&) = delete;
 
@@ -140,7 +133,7 @@ class FlatParameterSet {
     std::string model;
   };
 
-  // Marks flat parameter f pending and tells the listener when autograd has accumulated the
+  // Marks flat parameter f pending and calls arrived_ when autograd has accumulated the
   // gradient of its parameter i.
   ACCEL_DECL void install_hook(const torch::Tensor& parameter, std::size_t f, std::size_t i);
 
@@ -149,7 +142,7 @@ class FlatParameterSet {
                                                  std::string_view change) const;
 
   std::string_view name_;
-  GradientListener& listener_;
+  GradientArrived arrived_;
   const runtime::ProcessGroup* shards_ = nullptr;
   bool shards_on_host_ = false;
   torch::Device build_device_ = torch::kCPU;

@@ -53,11 +53,13 @@ namespace accel::parallel::detail {
 // is compiled once, in accel's separately compiled part (../impl/zero2.ipp, ../impl/zero3.ipp),
 // and a program's translation units only call them.
 template <class Derived>
-class ShardedStrategy : public GradientListener {
+class ShardedStrategy {
  public:
   // name: the policy, as errors call it ("Zero2", "Fsdp<FullShard>").
   explicit ShardedStrategy(std::string_view name)
-      : name_(name), flats_(name, *this), optimizers_(name, flats_),
+      : name_(name),
+        flats_(name, [this](std::size_t f, std::size_t i) { derived().gradient_arrived(f, i); }),
+        optimizers_(name, flats_),
         reduce_scatter_(flats_) {}
   ShardedStrategy(const ShardedStrategy&) = delete;
   ShardedStrategy& operator=(const ShardedStrategy&) = delete;
@@ -174,8 +176,6 @@ class ShardedStrategy : public GradientListener {
 
   runtime::ProcessGroup* replica_group_ = nullptr;  // the same shard on other nodes, or null
 
-  // The flat parameters' hooks call this (GradientListener).
-  void on_gradient(std::size_t f, std::size_t i) final { derived().gradient_arrived(f, i); }
 };
 
 }  // namespace accel::parallel::detail

@@ -99,7 +99,11 @@ ACCEL_DECL void FullyShardedStrategy::cut_into_units(torch::nn::Module& module,
     }
     model.units.push_back(u);
     if (child.marked != nullptr)
-      child.marked->unit_route = {this, u};
+      child.marked->unit_route = {
+          [this, u] { return enter(u); },
+          [this, u](bool was_gathered, const std::vector<torch::Tensor>& outputs) {
+            leave(u, was_gathered, outputs);
+          }};
     else
       detail::intercept_calls(child, this, u);
   }

@@ -153,7 +153,7 @@ ACCEL_DECL void FlatParameterSet::install_hook(const torch::Tensor& parameter, s
                    const torch::autograd::variable_list& /*inputs*/) {
         pending_[f] = 1;
         produced_[f][i] = 1;
-        listener_.on_gradient(f, i);
+        arrived_(f, i);
         return outputs;
       }));
   accumulators_.push_back(std::move(accumulator));
