@@ -217,7 +217,8 @@ Corpus load_stream_corpus(const fs::path& folder, std::int64_t seq) {
   for (std::size_t i = 0; i + 1 < files.size(); ++i) {
     const auto bytes = static_cast<std::int64_t>(fs::file_size(files[i], error));
     if (error)
-      throw DataError(fmt::format("{} cannot be read: {}{}", files[i].string(), error.message(), fix));
+      throw DataError(
+          fmt::format("{} cannot be read: {}{}", files[i].string(), error.message(), fix));
     corpus.stream_bytes += bytes;
     windows += bytes > 0 ? (bytes - 1) / seq : 0;
   }

@@ -69,9 +69,9 @@ struct Corpus {
 // `window` bytes (one training window: --seq + 1), or it throws DataError saying so.
 Corpus load_corpus(const std::optional<std::filesystem::path>& text, std::int64_t window);
 
-// --stream `folder`: at least 2 files; the last by name (the validation split) holds at least one
-// window of `seq` + 1 bytes, and so does one of the others. Reads only the validation file (mapped);
-// throws DataError otherwise.
+// --stream `folder`: at least 2 files; the last by name (the validation split) holds at least
+// one window of `seq` + 1 bytes, and so does one of the others. Reads only the validation file
+// (mapped); throws DataError otherwise.
 Corpus load_stream_corpus(const std::filesystem::path& folder, std::int64_t seq);
 
 }  // namespace gpt

@@ -1,7 +1,8 @@
 // A small GPT with accel: a byte-level decoder-only transformer trained on the fortunes of
-// Debian's `fortunes` package (or any text: --text, or --stream for a corpus read as it trains), with a plain libtorch training loop plus a
-// handful of accel lines. The strategy is a type alias; the binary carries every combination the
-// Fashion-MNIST example does (common/variants.hpp), picked at run time:
+// Debian's `fortunes` package (or any text: --text, or --stream for a corpus read as it trains),
+// with a plain libtorch training loop plus a handful of accel lines. The strategy is a type
+// alias; the binary carries every combination the Fashion-MNIST example does
+// (common/variants.hpp), picked at run time:
 //   gpt --strategy zero3 --precision bf16 --accum 2
 //   gpt --nproc 2 --strategy zero3
 // Its transformer blocks are accel::Sharded units (model.hpp): under Zero3 and Fsdp<FullShard>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# --stream DIR on a generated folder of 4 small text files (3 training shards of 21 windows of
-# --seq 32, the last file the validation split), in a temporary folder of its own:
+# --stream DIR on a generated folder of 4 text files of 41 KB (3 training shards of 1290 windows
+# of --seq 32, more than the example's shuffle buffer of 1024, so that a resume reopens a file
+# mid-way; the last file is the validation split), in a temporary folder of its own:
 #   stream.sh train GPT [ARGS...]    trains a few steps (ARGS: processes, model, steps), leaves the
 #                                    folder as it was; a folder of 1 file and --text with --stream
 #                                    are refused with status 2 before anything is created
@@ -15,14 +16,14 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"  # the runs' default folders are this test's own
 mkdir corpus
 for f in 0 1 2 3; do
-  for i in $(seq 1 12); do
-    printf 'file %d, line %02d: pack my box with five dozen liquor jugs.\n' "$f" "$i"
-  done > "corpus/part_$f.txt"
+  awk -v f="$f" 'BEGIN { for (i = 1; i <= 700; ++i)
+    printf "file %d, line %03d: pack my box with five dozen liquor jugs.\n", f, i }' \
+    > "corpus/part_$f.txt"
 done
 case $mode in
   train)
     before=$(ls -l --time-style=+%s.%N corpus | md5sum; cat corpus/* | md5sum)
-    "$expect" 0 "text: 4 files in $work/corpus, streamed, 2088 training bytes \(3 files\)" \
+    "$expect" 0 "text: 4 files in $work/corpus, streamed, 123900 training bytes \(3 files\)" \
       "$binary" --stream "$work/corpus" "$@"
     after=$(ls -l --time-style=+%s.%N corpus | md5sum; cat corpus/* | md5sum)
     [ "$before" = "$after" ] || { echo "stream.sh: the corpus folder changed" >&2; exit 1; }
