@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <accel/error.hpp>
+
 #include <algorithm>
 #include <memory>
 #include <system_error>
@@ -176,6 +178,64 @@ Corpus load_corpus(const std::optional<fs::path>& text, std::int64_t window) {
   };
   check(corpus.train, "training");
   check(corpus.validation, "validation");
+  return corpus;
+}
+
+Corpus load_stream_corpus(const fs::path& folder, std::int64_t seq) {
+  const std::string fix = "; give --stream a folder of at least 2 text files (the last by name is "
+                          "the validation split, the others are streamed for training)";
+  std::error_code error;
+  if (!fs::is_directory(folder, error))
+    throw DataError(fmt::format("--stream {} is not a folder{}", folder.string(), fix));
+  Corpus corpus;
+  try {
+    // Lists the files and checks their sizes; opens none (the loader's readers do, in turn).
+    corpus.stream.emplace(StreamShards{accel::data::TextFiles(folder, seq)});
+  } catch (const accel::Error& failed) {
+    throw DataError(fmt::format("--stream {}: {}{}", folder.string(),
+                                accel::detail::without_accel_prefix(failed.what()), fix));
+  } catch (const fs::filesystem_error& failed) {
+    throw DataError(fmt::format("--stream {}: {}{}", folder.string(), failed.what(), fix));
+  }
+  const std::vector<fs::path>& files = corpus.stream->files.files();
+  if (files.size() < 2)
+    throw DataError(fmt::format("--stream {} holds {} file ({}); it needs at least 2: the last by "
+                                "name is the validation split, the others are streamed for "
+                                "training",
+                                folder.string(), files.size(), files.front().filename().string()));
+  // The validation file, mapped (or read, where its file system cannot map it) as --text's are.
+  const TextFile last(files.back(), fix);
+  if (const auto mapping = last.size() > 0 ? last.map() : nullptr) {
+    corpus.validation.append(mapping, mapping.get(), last.size());
+  } else {
+    auto bytes = std::make_shared<const std::string>(last.read_all());
+    corpus.validation.append(bytes, reinterpret_cast<const std::uint8_t*>(bytes->data()),
+                             static_cast<std::int64_t>(bytes->size()));
+  }
+  // A training file yields (bytes - 1) / seq windows: at least one of them must yield one.
+  std::int64_t windows = 0;
+  for (std::size_t i = 0; i + 1 < files.size(); ++i) {
+    const auto bytes = static_cast<std::int64_t>(fs::file_size(files[i], error));
+    if (error)
+      throw DataError(
+          fmt::format("{} cannot be read: {}{}", files[i].string(), error.message(), fix));
+    corpus.stream_bytes += bytes;
+    windows += bytes > 0 ? (bytes - 1) / seq : 0;
+  }
+  corpus.source = fmt::format("{} files in {}, streamed", files.size(), folder.string());
+  corpus.unit = "files";
+  corpus.train_pieces = static_cast<std::int64_t>(files.size()) - 1;
+  corpus.validation_pieces = 1;
+  if (windows == 0)
+    throw DataError(fmt::format(
+        "the {} training files of --stream {} hold {} bytes, no file a window of --seq + 1 = {} "
+        "bytes; give longer files or a smaller --seq",
+        corpus.train_pieces, folder.string(), corpus.stream_bytes, seq + 1));
+  if (corpus.validation.size() < seq + 1)
+    throw DataError(fmt::format(
+        "the validation file of --stream {} ({}, the last by name) holds {} bytes, fewer than one "
+        "window of --seq + 1 = {} bytes; give it more text or a smaller --seq",
+        folder.string(), files.back().filename().string(), corpus.validation.size(), seq + 1));
   return corpus;
 }
 

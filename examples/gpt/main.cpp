@@ -1,7 +1,8 @@
 // A small GPT with accel: a byte-level decoder-only transformer trained on the fortunes of
-// Debian's `fortunes` package (or any text, --text), with a plain libtorch training loop plus a
-// handful of accel lines. The strategy is a type alias; the binary carries every combination the
-// Fashion-MNIST example does (common/variants.hpp), picked at run time:
+// Debian's `fortunes` package (or any text: --text, or --stream for a corpus read as it trains),
+// with a plain libtorch training loop plus a handful of accel lines. The strategy is a type
+// alias; the binary carries every combination the Fashion-MNIST example does
+// (common/variants.hpp), picked at run time:
 //   gpt --strategy zero3 --precision bf16 --accum 2
 //   gpt --nproc 2 --strategy zero3
 // Its transformer blocks are accel::Sharded units (model.hpp): under Zero3 and Fsdp<FullShard>
@@ -78,6 +79,7 @@ struct Args {
   double clip = 1.0;                // gradient clipping: the global norm's bound
   std::uint64_t seed = 42;
   std::optional<fs::path> text;     // unset: the fortunes
+  std::optional<fs::path> stream;   // a folder streamed through accel::StreamingLoader
   std::int64_t eval_every = 250;    // optimizer steps between validation runs; 0: at the end only
   std::int64_t eval_windows = 0;    // validation windows; 0: all of them
   std::int64_t sample_tokens = 300; // bytes sampled at the end; 0: no sample
@@ -111,6 +113,11 @@ constexpr std::int64_t kDefaultWarmupDivisor = 10;  // "a tenth" in --help and d
 // loader's shuffled order holds 8 bytes (an int64 index) per window, and as an epoch begins the
 // prepared loader briefly holds two copies of it, so at most one byte per byte of text.
 constexpr std::int64_t kMinWindowStride = 16;
+// --stream: windows each reader holds and draws from at random (a window of one shard mixes with
+// its next 1023, not across the corpus: the shard order is shuffled each epoch as well), and one
+// reading thread ahead of the loop. A checkpoint taken with them resumes only with them.
+constexpr std::int64_t kStreamShuffleBuffer = 1024;
+constexpr int kStreamWorkers = 1;
 constexpr std::int64_t kMaxBatch = 1 << 20;
 constexpr std::int64_t kMaxWidth = 1 << 16;
 constexpr int kMaxThreads = 1024;
@@ -143,6 +150,9 @@ std::string usage_text() {
       "  --seed N             0 to {} (default {})\n"
       "  --text PATH          train on a file, or on the files of a folder, instead of the\n"
       "                       fortunes in {}\n"
+      "  --stream DIR         train on the files of DIR read as the run goes, window by window\n"
+      "                       (accel::StreamingLoader), none of them loaded whole; the last file\n"
+      "                       by name is the validation split, the others the training shards\n"
       "  --eval-every N       steps between validation runs; 0: at the end only (default {})\n"
       "  --eval-windows N     validation windows of --seq + 1 bytes, evenly spread over the\n"
       "                       validation text; 0: all of them (default 0)\n"
@@ -215,6 +225,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--clip") args.clip = real_number(flag, value());
     else if (flag == "--seed") args.seed = whole_number<std::uint64_t>(flag, value(), 0);
     else if (flag == "--text") args.text = fs::path(value());
+    else if (flag == "--stream") args.stream = fs::path(value());
     else if (flag == "--eval-every") args.eval_every = whole_number<I>(flag, value(), 0);
     else if (flag == "--eval-windows") args.eval_windows = whole_number<I>(flag, value(), 0);
     else if (flag == "--sample-tokens") args.sample_tokens = whole_number<I>(flag, value(), 0);
@@ -228,6 +239,9 @@ Args parse(int argc, char** argv) {
   }
   if (args.help) return args;
   examples::check_checkpoint_flags(args);
+  if (args.text && args.stream)
+    throw FlagConflict(fmt::format("--text {} and --stream {} both name the text; give one of them",
+                                   args.text->string(), args.stream->string()));
   if (args.hidden % args.heads != 0)
     throw FlagConflict(fmt::format("--hidden is {}, not a multiple of --heads {}; each head "
                                    "takes hidden / heads of the width",
@@ -329,15 +343,33 @@ int train(const Args& args, const gpt::Corpus& corpus) {
               .total_steps = args.decay_steps.value_or(args.steps),
               .min_ratio = 0.1});
 
+  // The training loader: the windows of the training stream (map-style), or with --stream the
+  // shards' windows as the loader reads them. Prepared before the validation loader either way,
+  // so that a checkpoint's loaders are in the same order.
   const std::int64_t window = args.seq + 1;
-  accel::DataLoader train_data(
-      TrainWindows{corpus.train, window, std::max(args.seq, kMinWindowStride)},
-                               {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
+  std::optional<accel::DataLoader<TrainWindows>> train_data;
+  std::optional<accel::StreamingLoader<gpt::StreamShards>> stream_data;
+  if (corpus.stream)
+    stream_data.emplace(*corpus.stream,
+                        accel::StreamingOptions{.batch_size = args.batch_size, .shuffle = true,
+                                                .shuffle_buffer = kStreamShuffleBuffer,
+                                                .seed = args.seed,
+                                                .num_workers = kStreamWorkers});
+  else
+    train_data.emplace(TrainWindows{corpus.train, window, std::max(args.seq, kMinWindowStride)},
+                       accel::LoaderOptions{.batch_size = args.batch_size, .shuffle = true,
+                                            .seed = args.seed});
   accel::DataLoader validation_data(
       ValidationWindows(corpus.validation, args.seq, args.eval_windows),
       {.batch_size = args.batch_size});
-  auto [model, optimizer, scheduler, train_batches, validation_batches] =
-      accelerator.prepare(net, adamw, schedule, train_data, validation_data);
+  auto [model, optimizer, scheduler] = accelerator.prepare(net, adamw, schedule);
+  std::optional<decltype(accelerator.prepare(*train_data))> train_batches;
+  std::optional<decltype(accelerator.prepare(*stream_data))> stream_batches;
+  if (stream_data)
+    stream_batches.emplace(accelerator.prepare(*stream_data));
+  else
+    train_batches.emplace(accelerator.prepare(*train_data));
+  auto validation_batches = accelerator.prepare(validation_data);
 
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {
@@ -373,7 +405,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
       "gpt: {} parameters ({} layers, hidden {}, {} heads, context {}, {} head); text: {}, "
       "{} training bytes ({} {}), {} validation bytes ({} {}), {} validation windows",
       parameters, args.layers, args.hidden, args.heads, args.seq,
-      args.tied_head ? "tied" : "untied", corpus.source, corpus.train.size(),
+      args.tied_head ? "tied" : "untied", corpus.source, corpus.train_bytes(),
       corpus.train_pieces, corpus.unit, corpus.validation.size(), corpus.validation_pieces,
       corpus.unit, validation_data.num_samples());
   accelerator.print("training {} steps: {} x {} x {}, batch {} x {} bytes, {} process(es) on {}, "
@@ -457,11 +489,19 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   std::int64_t since_eval = 0;
   const double nats_to_bits = 1.0 / std::numbers::ln2;
 
-  for (int epoch = 0; step < args.steps; ++epoch) {
-    for (const auto& batch : train_batches) {
+  // One epoch of either loader: its batches' input and target (a Window holds both in one
+  // tensor, a TokenWindow apart), until the epoch or --steps ends.
+  auto train_epoch = [&](auto& batches) {
+    for (const auto& batch : batches) {
       examples::die_here_if_asked(accelerator.process_index(), step + 1);  // the kill test's
-      const torch::Tensor input = batch.tokens.narrow(1, 0, args.seq);
-      const torch::Tensor target = batch.tokens.narrow(1, 1, args.seq);
+      torch::Tensor input, target;
+      if constexpr (requires { batch.tokens; }) {
+        input = batch.tokens.narrow(1, 0, args.seq);
+        target = batch.tokens.narrow(1, 1, args.seq);
+      } else {
+        input = batch.input;
+        target = batch.target;
+      }
       const torch::Tensor logits = model(input);
       const torch::Tensor loss = torch::nn::functional::cross_entropy(
           logits.reshape({-1, gpt::kVocabulary}), target.reshape({-1}));
@@ -517,6 +557,12 @@ int train(const Args& args, const gpt::Corpus& corpus) {
       }
       if (step == args.steps) break;
     }
+  };
+  while (step < args.steps) {
+    if (stream_batches)
+      train_epoch(*stream_batches);
+    else
+      train_epoch(*train_batches);
   }
   progress.close();
   train_seconds = seconds() - evaluation_seconds;
@@ -623,7 +669,8 @@ int run(int argc, char** argv) {
     }
     set_threads(args.threads);
     // Read and checked before anything is created: a missing or empty text stops here.
-    const gpt::Corpus corpus = gpt::load_corpus(args.text, args.seq + 1);
+    const gpt::Corpus corpus = args.stream ? gpt::load_stream_corpus(*args.stream, args.seq)
+                                           : gpt::load_corpus(args.text, args.seq + 1);
     int status = 0;
     // The 64 Accelerator types are in common/variants.hpp, shared with Fashion-MNIST.
     examples::run_variant(args.strategy, args.precision, args.accum,

@@ -80,7 +80,7 @@ struct StreamingOptions {
   /// Samples each worker holds and draws from at random (from seed): 0 or 1 serves them in the
   /// order read. It mixes samples of one shard with the next ones, not across the whole stream.
   std::int64_t shuffle_buffer = 0;
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;  ///< the shard order's and the shuffle buffers' seed
   /// Drop a worker's last batch when it is short.
   bool drop_last = false;
   /// Threads that read and collate batches ahead of the loop, each from shards of its own; the

@@ -30,8 +30,8 @@ namespace accel::data {
 
 /// A window of a token stream: `input` and `target`, int64, `length` each, `target` shifted by one.
 struct TokenWindow {
-  torch::Tensor input;
-  torch::Tensor target;
+  torch::Tensor input;   ///< the window's first `length` tokens
+  torch::Tensor target;  ///< its last `length` tokens: each input token's successor
 };
 
 /// A file mapped read-only (PROT_READ, MAP_PRIVATE) for as long as it lives.
@@ -115,6 +115,8 @@ inline std::vector<std::filesystem::path> shard_files(const std::filesystem::pat
 /// in windows of `length` + 1 tokens.
 class TokenFiles {
  public:
+  /// The files of `folder` (shard_files()); refuses a width other than 1, 2 or 4, a length
+  /// below 1 and a file that is not a whole number of tokens, naming it.
   TokenFiles(const std::filesystem::path& folder, int width, std::int64_t length)
       : files_(shard_files(folder)), width_(width), length_(length) {
     if (width != 1 && width != 2 && width != 4)
@@ -131,11 +133,15 @@ class TokenFiles {
                             file.string(), bytes, width, 8 * width);
   }
 
+  /// One shard per file.
   std::int64_t shard_count() const { return static_cast<std::int64_t>(files_.size()); }
+  /// The files, by name: shard i is files()[i].
   const std::vector<std::filesystem::path>& files() const { return files_; }
 
+  /// A reader of one file, mapped while it lives. Used by one thread at a time.
   class Reader {
    public:
+    /// The file's next window, or nothing once fewer than `length` + 1 tokens are left.
     std::optional<TokenWindow> next() {
       const auto tokens = static_cast<std::int64_t>(file_->size()) / width_;
       const std::int64_t start = window_ * length_;
@@ -178,6 +184,7 @@ class TokenFiles {
 /// A folder of text files as bytes (tokens 0..255), in windows of `length` + 1 bytes.
 class TextFiles : public TokenFiles {
  public:
+  /// The files of `folder`, in windows of `length` + 1 bytes.
   TextFiles(const std::filesystem::path& folder, std::int64_t length)
       : TokenFiles(folder, 1, length) {}
 };

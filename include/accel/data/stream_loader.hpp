@@ -206,7 +206,7 @@ class RankStream {
   std::vector<std::thread> threads_;
 };
 
-// The compile-time check of a streaming dataset, each part with its own message.
+/// The compile-time check of a streaming dataset, each part with its own message.
 template <class S>
 constexpr bool check_streaming_dataset() {
   static_assert(ListsShards<S>,
@@ -232,11 +232,14 @@ class StreamingLoader {
   static_assert(data::check_streaming_dataset<S>());
 
  public:
-  using dataset_type = S;
-  using sample_type = stream_sample_t<S>;
+  using dataset_type = S;                  ///< the streaming dataset
+  using sample_type = stream_sample_t<S>;  ///< what its readers' next() yields
+  /// What the collate function makes of a batch's samples.
   using batch_type = std::invoke_result_t<const Collate&, std::span<const sample_type>>;
-  using stream_type = data::RankStream<S, Collate>;
+  using stream_type = data::RankStream<S, Collate>;  ///< one rank's epoch (internal)
 
+  /// Takes the dataset, the options and the collate function; refuses options out of range and
+  /// a dataset without shards, naming the value.
   StreamingLoader(S dataset, StreamingOptions options, Collate collate = {})
       : dataset_(std::make_shared<const S>(std::move(dataset))),
         options_(options),
@@ -261,8 +264,9 @@ class StreamingLoader {
                    shard_count());
   }
 
-  const S& dataset() const { return *dataset_; }
-  const StreamingOptions& options() const { return options_; }
+  const S& dataset() const { return *dataset_; }                 ///< the dataset it reads
+  const StreamingOptions& options() const { return options_; }  ///< its options
+  /// The dataset's shard_count().
   std::int64_t shard_count() const { return static_cast<std::int64_t>(dataset_->shard_count()); }
 
   /// Set by prepare(): this process's rank among `world`, whose shards it reads.
@@ -274,6 +278,8 @@ class StreamingLoader {
 
   /// The epoch a fresh iteration starting now runs.
   std::int64_t epoch() const { return next_epoch_; }
+  /// The next iteration starts `epoch` from its beginning (its shard order and generators), and
+  /// a pending checkpoint position is dropped.
   void set_epoch(std::int64_t epoch) {
     next_epoch_ = epoch;
     pending_.reset();
@@ -332,15 +338,17 @@ class StreamingLoader {
   /// One epoch over every shard, on this process.
   class iterator {
    public:
-    using value_type = batch_type;
-    using difference_type = std::ptrdiff_t;
+    using value_type = batch_type;          ///< a batch
+    using difference_type = std::ptrdiff_t;  ///< for std::input_iterator
     iterator() = default;
-    const batch_type& operator*() const { return *batch_; }
-    const batch_type* operator->() const { return &*batch_; }
+    const batch_type& operator*() const { return *batch_; }     ///< the batch in hand
+    const batch_type* operator->() const { return &*batch_; }  ///< the batch in hand
+    /// Reads the next batch.
     iterator& operator++() {
       load();
       return *this;
     }
+    /// Whether the epoch is over.
     bool operator==(std::default_sentinel_t) const { return !batch_.has_value(); }
 
    private:
@@ -360,8 +368,9 @@ class StreamingLoader {
     std::shared_ptr<stream_type> stream_;
     std::optional<batch_type> batch_;
   };
+  /// Starts the next epoch (or continues a checkpoint's pending one): the first batch.
   iterator begin() { return iterator(this); }
-  std::default_sentinel_t end() const { return {}; }
+  std::default_sentinel_t end() const { return {}; }  ///< the end of the epoch
 
  private:
   data::StreamPosition fresh(std::int64_t epoch) const {
