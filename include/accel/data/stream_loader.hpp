@@ -224,13 +224,24 @@ constexpr bool check_streaming_dataset() {
 
 }  // namespace data
 
+/// A StreamingLoader over a type that is not a streaming dataset: the accel: messages of
+/// check_streaming_dataset, and nothing else (the loader below is the specialization for
+/// streaming datasets, whose body would only add errors that say less).
+template <class S, class Collate = data::DefaultCollate>
+class StreamingLoader {
+ public:
+  /// Takes what the loader for streaming datasets takes, so that the messages come from here.
+  StreamingLoader(S /*dataset*/, StreamingOptions /*options*/, Collate /*collate*/ = {}) {
+    static_cast<void>(data::check_streaming_dataset<S>());
+  }
+};
+
 /// Iterating a StreamingLoader yourself runs one epoch over every shard on this process (with
 /// its workers); prepare() it to split the shards across processes. Each new iteration starts the
 /// next epoch, unless a checkpoint's position is pending (load_state), which it continues.
-template <class S, class Collate = data::DefaultCollate>
-class StreamingLoader {
-  static_assert(data::check_streaming_dataset<S>());
-
+template <class S, class Collate>
+  requires StreamingDataset<S>
+class StreamingLoader<S, Collate> {
  public:
   using dataset_type = S;                  ///< the streaming dataset
   using sample_type = stream_sample_t<S>;  ///< what its readers' next() yields
