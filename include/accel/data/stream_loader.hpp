@@ -216,7 +216,8 @@ constexpr bool check_streaming_dataset() {
                 "accel: a streaming dataset needs `Reader open(std::int64_t shard, std::int64_t "
                 "position) const`: a reader of one shard from its sample `position` "
                 "(docs/how-to/streaming-data.md)");
-  static_assert(ReadsSamples<S>,
+  // Only where open() is there: without it, the message above says what is missing.
+  static_assert(!OpensShards<S> || ReadsSamples<S>,
                 "accel: a streaming dataset's reader needs `std::optional<Sample> next()`: the "
                 "shard's next sample, or std::nullopt at its end (docs/how-to/streaming-data.md)");
   return StreamingDataset<S>;
