@@ -26,6 +26,7 @@ struct ProgressFile {
     return file;
   }
 
+  // `change` edits the record and returns whether it changed anything to write.
   template <class Change>
   void update(Change change) noexcept {
     try {
@@ -36,8 +37,7 @@ struct ProgressFile {
                  ? -1
                  : ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       }
-      if (fd < 0) return;
-      change(progress);
+      if (fd < 0 || !change(progress)) return;
       std::string text = "steps " + std::to_string(progress.steps) + "\n";
       if (progress.committed_step >= 0)
         text += "committed " + std::to_string(progress.committed_step) + " " +
@@ -57,13 +57,19 @@ struct ProgressFile {
 }  // namespace progress_detail
 
 ACCEL_DECL void record_steps(std::int64_t steps) noexcept {
-  progress_detail::ProgressFile::instance().update([&](Progress& p) { p.steps = steps; });
+  // Called for every optimizer of a step: written only when the count moved.
+  progress_detail::ProgressFile::instance().update([&](Progress& p) {
+    if (p.steps == steps) return false;
+    p.steps = steps;
+    return true;
+  });
 }
 
 ACCEL_DECL void record_committed(std::int64_t steps, const std::string& folder) noexcept {
   progress_detail::ProgressFile::instance().update([&](Progress& p) {
     p.committed_step = steps;
     p.committed = folder;
+    return true;
   });
 }
 
@@ -72,6 +78,7 @@ ACCEL_DECL void record_resumed(std::int64_t steps, const std::string& folder) no
     p.resumed_step = steps;
     p.resumed = folder;
     p.steps = steps;
+    return true;
   });
 }
 
