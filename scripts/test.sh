@@ -74,8 +74,8 @@ run_host() {
 
 # Both legs link accel's programs to accel::compiled (the separately compiled mode: accel's
 # non-template code compiled once, a fifth less compile time per TU, more under libtorch 2.6's
-# headers). The header-only mode is what the package tests build on both legs: a consumer through
-# find_package and add_subdirectory, and accel_add_variants' programs (tests/package/).
+# headers). The header-only mode is what package.copied_headers builds, on the host leg
+# (tests/CMakeLists.txt, "Packaging", says why one leg).
 # Each leg builds the examples' default policy subset and checks that the whole matrix compiles
 # (example.all_variants, -fsyntax-only).
 # The tools, examples and benchmarks are compiled at -O0 as the tests are, accel::compiled at -O1
