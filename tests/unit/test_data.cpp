@@ -1,9 +1,16 @@
 // Collation of user aggregates, to_device, and the loader's epochs and shuffles.
 #include <accel/accelerator.hpp>
+#include <accel/data/stream_files.hpp>
 #include <doctest/doctest.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -362,6 +369,54 @@ TEST_CASE("bad worker and pinning options are refused, naming the value") {
     accel::DataLoader pinned(Numbers{5}, {.batch_size = 2, .num_workers = 2, .pin_memory = true});
     for (const auto& batch : pinned) CHECK(batch.value.is_pinned());
   }
+}
+
+// TokenFiles' windows for each token width, with values that need the width (above 255 and
+// 65535), and TextFiles' bytes: the tokens of a window are the file's, in order.
+TEST_CASE("token files of 1, 2 and 4 bytes a token read back as their tokens") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / fmt::format("accel_token_files_{}", ::getpid());
+  fs::remove_all(root);
+  const std::vector<std::uint32_t> tokens = {7, 300, 70000, 65535, 0, 255, 256, 4000000000u, 9};
+  constexpr std::int64_t length = 3;
+  for (const int width : {1, 2, 4}) {
+    CAPTURE(width);
+    const fs::path folder = root / std::to_string(width);
+    fs::create_directories(folder);
+    std::vector<std::uint32_t> expected;
+    {
+      std::ofstream out(folder / "shard.bin", std::ios::binary);
+      for (const std::uint32_t token : tokens) {
+        const std::uint32_t kept = width == 4 ? token : token & ((1u << (8 * width)) - 1);
+        expected.push_back(kept);
+        out.write(reinterpret_cast<const char*>(&kept), width);  // little-endian hosts
+      }
+    }
+    const accel::data::TokenFiles files(folder, width, length);
+    auto reader = files.open(0, 0);
+    for (std::int64_t window = 0; window < 2; ++window) {
+      const auto sample = reader.next();
+      REQUIRE(sample.has_value());
+      for (std::int64_t i = 0; i < length; ++i) {
+        const auto at = static_cast<std::size_t>(window * length + i);
+        CHECK(sample->input[i].item<std::int64_t>() == expected[at]);
+        CHECK(sample->target[i].item<std::int64_t>() == expected[at + 1]);
+      }
+    }
+    CHECK_FALSE(reader.next().has_value());  // 9 tokens: two windows of 3 + 1
+  }
+  const fs::path text = root / "text";
+  fs::create_directories(text);
+  std::ofstream(text / "a.txt") << "\xff\x01" "abcdef";
+  auto reader = accel::data::TextFiles(text, 2).open(0, 1);  // from the second window
+  const auto sample = reader.next();
+  REQUIRE(sample.has_value());
+  CHECK(sample->input[0].item<std::int64_t>() == 'a');
+  CHECK(sample->target[1].item<std::int64_t>() == 'c');
+  const auto first = accel::data::TextFiles(text, 2).open(0, 0).next();
+  REQUIRE(first.has_value());
+  CHECK(first->input[0].item<std::int64_t>() == 255);  // a byte, never a negative char
+  fs::remove_all(root);
 }
 
 }  // namespace unit_data

@@ -150,10 +150,10 @@ class TokenFiles {
       torch::Tensor window = torch::empty({length_ + 1}, torch::kInt64);
       auto* out = window.data_ptr<std::int64_t>();
       const std::uint8_t* in = file_->data() + start * width_;
-      for (std::int64_t i = 0; i <= length_; ++i, in += width_) {
-        std::uint32_t token = 0;
-        std::memcpy(&token, in, static_cast<std::size_t>(width_));  // little-endian hosts
-        out[i] = token;
+      switch (width_) {
+        case 1: widen<std::uint8_t>(in, out, length_ + 1); break;
+        case 2: widen<std::uint16_t>(in, out, length_ + 1); break;
+        default: widen<std::uint32_t>(in, out, length_ + 1); break;
       }
       file_->release_before(static_cast<std::size_t>((start + length_) * width_));
       return TokenWindow{window.narrow(0, 0, length_), window.narrow(0, 1, length_)};
@@ -161,6 +161,17 @@ class TokenFiles {
 
    private:
     friend class TokenFiles;
+    // One loop per width, so that each token's copy has a size the compiler knows (a copy of
+    // width_ bytes would be a call per token).
+    template <class Token>
+    static void widen(const std::uint8_t* in, std::int64_t* out, std::int64_t count) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        Token token;
+        std::memcpy(&token, in + i * static_cast<std::int64_t>(sizeof(Token)),
+                    sizeof(Token));  // little-endian hosts
+        out[i] = token;
+      }
+    }
     std::shared_ptr<MappedFile> file_;
     std::int64_t width_ = 1, length_ = 1, window_ = 0;
   };
