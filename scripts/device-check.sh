@@ -136,6 +136,12 @@ step gpt_async_checkpoint 90 "$build/examples/gpt/gpt" "${small_gpt[@]}" --steps
 step gpt_resume 90 "$build/examples/gpt/gpt" "${small_gpt[@]}" --steps 15 --resume
 grep -h "^resumed from\|^trained" "$out/gpt_resume.log" | sed 's/^/     /' | tee -a "$summary"
 rm -rf "$checkpoints"
+# Streaming data on CUDA: the gpt example reads docs/'s pages as text shards through
+# StreamingLoader's worker threads (docs/how-to/streaming-data.md), batches moved to the GPU.
+step gpt_stream 90 "$build/examples/gpt/gpt" --precision bf16 --layers 2 --hidden 256 --heads 4 \
+  --seq 256 --batch-size 8 --warmup 2 --steps 10 --stream "$repo/docs" --eval-every 0 \
+  --eval-windows 16 --sample-tokens 0
+grep -h "^trained" "$out/gpt_stream.log" | sed 's/^/     /' | tee -a "$summary"
 # CPU offload's memory table: peak device memory of Zero2 at world size 1 (one GPU: NCCL takes
 # one rank per GPU, and offload.parameters needs two ranks) without and with offload.optimizer.
 for offload in none optimizer; do
