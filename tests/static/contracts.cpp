@@ -24,6 +24,8 @@ static_assert(meets_strategy_contract<accel::Fsdp<accel::NoShard>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::ShardGradOp>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::FullShard>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::HybridShard>>);
+static_assert(
+    meets_strategy_contract<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>>);
 
 template <class Prec>
 inline constexpr bool meets_precision_contract =
