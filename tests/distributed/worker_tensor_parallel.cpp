@@ -2,8 +2,8 @@
 // one process on the global batch: two column -> activation -> row pairs, a frozen Linear, a
 // LayerNorm and a plain head, trained with AdamW, GradAccum<2> and clip_grad_norm; on 2 ranks
 // (one tensor-parallel group) and on 4 (two groups, Ddp across them); under Bf16 within bf16's
-// tolerance. The refusals: a world size
-// the degree does not divide, and checkpoints.
+// tolerance. The refusals: a world size the degree does not divide, a layer it does not divide,
+// and checkpoints.
 #include <accel/checkpoints.hpp>
 
 #include <algorithm>
@@ -155,6 +155,18 @@ void tensor_parallel_world_not_divisible() {
       "tensor-parallel degree 2; start a multiple of 2 processes");
 }
 
+// A layer whose features the degree does not divide: prepare() names it on every rank.
+void tensor_parallel_indivisible_layer() {
+  TensorParallel2 acc(accel_test::test_options());
+  torch::nn::Sequential net(accel::ColumnParallelLinear(4, 5), accel::RowParallelLinear(5, 4));
+  accel_test::expect_error([&] { [[maybe_unused]] auto model = acc.prepare(net); },
+                           "ColumnParallelLinear 'prepared model #1 "
+                           "(torch::nn::SequentialImpl) 0' has out_features 5, which the "
+                           "tensor-parallel degree 2 does not divide; make out_features a "
+                           "multiple of 2");
+  acc.wait_for_everyone();
+}
+
 // Checkpoints are refused on every rank, before anything is written.
 void tensor_parallel_checkpoint_refused() {
   const fs::path folder =
@@ -185,6 +197,7 @@ int run(int argc, char** argv) {
       {"tensor_parallel_bf16", tensor_parallel_bf16},
       {"tensor_parallel_world_not_divisible", tensor_parallel_world_not_divisible},
       {"tensor_parallel_checkpoint_refused", tensor_parallel_checkpoint_refused},
+      {"tensor_parallel_indivisible_layer", tensor_parallel_indivisible_layer},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
