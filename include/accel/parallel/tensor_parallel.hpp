@@ -5,8 +5,9 @@
 // Fsdp<HybridShard> makes its own (runtime::ProcessGroup::split).
 //
 //   prepare_model   rank 0's full model on every rank (as Ddp), then every ColumnParallelLinear
-//                   and RowParallelLinear narrowed to this rank's slice (tensor_parallel_linear.hpp),
-//                   then Ddp over the data-parallel group: its replicas hold the same slices
+//                   and RowParallelLinear narrowed to this rank's slice
+//                   (tensor_parallel_linear.hpp), then Ddp over the data-parallel group: its
+//                   replicas hold the same slices
 //   gradients       the split layers' collectives run inside their forward and backward; Ddp
 //                   averages every gradient over the data-parallel group only (with one group
 //                   there is nothing to average). A replicated parameter (a LayerNorm, an
