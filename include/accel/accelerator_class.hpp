@@ -133,8 +133,8 @@ class Accelerator
   /// Reads the environment, joins the run's process group and sets up the policies with
   /// `options`; a bad option is an accel::Error naming it.
   explicit Accelerator(Options options = {})
-      : AcceleratorCore(std::move(options), accumulation_steps,
-                        shards_parameters_v<parallelism_policy>) {
+      : AcceleratorCore(without_tensor_parallel_checkpoints(std::move(options)),
+                        accumulation_steps, shards_parameters_v<parallelism_policy>) {
     if (options_.offload.any() && !parallel::Strategy<parallelism_policy>::can_offload)
       detail::fail("{}: Options::offload moves optimizer state (and Zero3's parameter shards) to "
                    "the CPU, and {} keeps them whole on every rank's device; use Zero2, Zero3 or "
@@ -701,14 +701,13 @@ class Accelerator
       // policies.
       return PreparedLoader<detail::AcceleratorCore, Object>(
           this, &object, register_loader(object),
-          data::Shard{process_.rank, process_.world_size, options_.even_batches,
-                      options_.split_batches});
+          data::Shard{data_rank(), data_ranks(), options_.even_batches, options_.split_batches});
     } else if constexpr (detail::is_streaming_loader<Object>) {
       static_assert(std::is_lvalue_reference_v<T>,
                     "accel: prepare() keeps a pointer to the StreamingLoader; pass a named loader "
                     "that outlives the Accelerator, not a temporary");
       return PreparedStreamingLoader<detail::AcceleratorCore, Object>(
-          this, &object, register_loader(object), process_.rank, process_.world_size,
+          this, &object, register_loader(object), data_rank(), data_ranks(),
           options_.split_batches);
     } else {
       static_assert(detail::dependent_false<Object>,
@@ -718,6 +717,24 @@ class Accelerator
                     "none of them");
     }
   }
+
+  // Refused before the core claims Options::checkpoints.directory, so that nothing is made
+  // (state/checkpoint_io.hpp refuses the calls themselves).
+  static Options without_tensor_parallel_checkpoints(Options options) {
+    if (tensor_parallel_degree_v<parallelism_policy> > 0 &&
+        state::automatic_checkpoints_asked(options.checkpoints))
+      detail::fail("Options::checkpoints: tensor-parallel checkpoints are not supported yet "
+                   "(under {}); leave every_steps, every_seconds and resume unset "
+                   "(docs/how-to/tensor-parallel.md#limits)",
+                   parallelism_policy::name);
+    return options;
+  }
+
+  // Where batches are dealt: every rank of a tensor-parallel group (N consecutive ranks) takes
+  // its group's batch; without tensor parallelism each rank is its own.
+  static constexpr int ranks_per_batch = std::max(1, tensor_parallel_degree_v<parallelism_policy>);
+  int data_rank() const { return process_.rank / ranks_per_batch; }
+  int data_ranks() const { return process_.world_size / ranks_per_batch; }
 
   void register_model(const std::shared_ptr<torch::nn::Module>& module) {
     for (const auto& known : models_)

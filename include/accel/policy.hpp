@@ -6,3 +6,4 @@
 #include "policy/parallelism.hpp"
 #include "policy/precision.hpp"
 #include "policy/rules.hpp"
+#include "policy/tensor_parallel.hpp"

@@ -24,6 +24,15 @@ static_assert(meets_strategy_contract<accel::Fsdp<accel::NoShard>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::ShardGradOp>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::FullShard>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::HybridShard>>);
+static_assert(
+    meets_strategy_contract<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>>);
+// clip_grad_norm finds norm_share by its presence (parallel/detail/clip.hpp): a misspelling
+// would count every replicated gradient N times without a word, so its presence is held here.
+static_assert(requires(
+    const accel::parallel::Strategy<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>>& s,
+    const torch::Tensor& gradient) {
+  { s.norm_share(gradient) } -> std::same_as<double>;
+});
 
 template <class Prec>
 inline constexpr bool meets_precision_contract =

@@ -25,7 +25,8 @@ static_assert(none_polymorphic<
               parallel::Strategy<accel::Fsdp<accel::FullShard>>,
               parallel::Strategy<accel::Fsdp<accel::ShardGradOp>>,
               parallel::Strategy<accel::Fsdp<accel::NoShard>>,
-              parallel::Strategy<accel::Fsdp<accel::HybridShard>>>);
+              parallel::Strategy<accel::Fsdp<accel::HybridShard>>,
+              parallel::Strategy<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>>>);
 
 // What they hold (a base with a virtual would make them polymorphic, a member would not): Ddp's
 // reducers and the comm hook each is instantiated with.

@@ -101,6 +101,20 @@ static_assert(std::is_same_v<Valid::parallelism, Zero3> && std::is_same_v<Valid:
               std::is_same_v<Valid::accumulation, GradAccum<4>>);
 static_assert(policy::Checked<Fsdp<ShardGradOp>, Fp8, GradAccum<1>>::value);
 static_assert(policy::Checked<DdpWith<CompressBf16>, Bf16, GradAccum<2>>::value);
+
+// Tensor parallelism: Parallel<P> alone is P; the composition is a parallelism policy of its own
+// full name, with the outer policy's sharded state and the degree readable at compile time.
+using TensorParallel2 = Parallel<Ddp, TensorParallel<2>>;
+static_assert(std::is_same_v<Parallel<Ddp>, Ddp> && std::is_same_v<Parallel<Zero3>, Zero3>);
+static_assert(ParallelismPolicy<TensorParallel2> && !ParallelismPolicy<TensorParallel<2>>);
+static_assert(TensorParallel2::name == std::string_view("Parallel<Ddp,TensorParallel<2>>"));
+static_assert(Parallel<Ddp, TensorParallel<16>>::name ==
+              std::string_view("Parallel<Ddp,TensorParallel<16>>"));
+static_assert(tensor_parallel_degree_v<TensorParallel2> == 2 && tensor_parallel_degree_v<Ddp> == 0);
+static_assert(!shards_parameters_v<TensorParallel2> && !shards_gradients_v<TensorParallel2>);
+static_assert(policy::Checked<TensorParallel2, Bf16, GradAccum<2>>::value);
+static_assert(std::is_same_v<policy::Checked<TensorParallel2, Fp32, GradAccum<1>>::parallelism,
+                             TensorParallel2>);
 static_assert(GradAccum<4>::steps == 4 && NoAccumulation::steps == 1);
 
 }  // namespace

@@ -3,5 +3,6 @@
 
 #include "ddp.hpp"
 #include "fsdp.hpp"
+#include "tensor_parallel.hpp"
 #include "zero2.hpp"
 #include "zero3.hpp"

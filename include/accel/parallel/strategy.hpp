@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "../policy/parallelism.hpp"
+#include "../policy/tensor_parallel.hpp"
 
 namespace accel::parallel {
 
@@ -17,6 +18,8 @@ template <class Par>
 inline constexpr bool in_own_header = std::is_same_v<Par, Zero2> || std::is_same_v<Par, Zero3>;
 template <class Sharding>
 inline constexpr bool in_own_header<Fsdp<Sharding>> = true;
+template <class Outer, class Dimension>
+inline constexpr bool in_own_header<policy::Composed<Outer, Dimension>> = true;
 
 template <class Par>
 struct Strategy {

@@ -9,5 +9,7 @@ struct sharding_tag {};
 struct precision_tag {};
 struct accumulation_tag {};
 struct compression_tag {};
+// TensorParallel<N>: the second dimension of Parallel<P, TensorParallel<N>>, no slot of its own.
+struct tensor_parallel_tag {};
 
 }  // namespace accel::policy

@@ -14,6 +14,7 @@
 #include "concepts.hpp"
 #include "parallelism.hpp"
 #include "precision.hpp"
+#include "tensor_parallel.hpp"
 
 namespace accel::policy {
 
@@ -54,7 +55,10 @@ consteval bool parallelism_slot_ok() {
   static_assert(!Tagged<Par, compression_tag>,
                 "accel: a gradient compression (CompressFp16, CompressBf16) is an argument of "
                 "DdpWith, not a parallelism policy; write Accelerator<DdpWith<CompressFp16>>");
-  static_assert(AnyPolicy<Par>,
+  static_assert(!Tagged<Par, tensor_parallel_tag>,
+                "accel: TensorParallel<N> is the second dimension of Parallel, not a parallelism "
+                "policy of its own; write Accelerator<Parallel<Ddp, TensorParallel<2>>>");
+  static_assert(AnyPolicy<Par> || Tagged<Par, tensor_parallel_tag>,
                 "accel: Accelerator's first parameter is not an accel policy; use one of Ddp, "
                 "Zero2, Zero3, Fsdp<FullShard|ShardGradOp|NoShard|HybridShard>");
   // Tagged for this slot: every member must be there (complete.hpp names a missing one).
@@ -96,6 +100,38 @@ consteval bool ddp_compression_ok() {
                   "accel: DdpWith<C> takes a gradient compression as C; use "
                   "DdpWith<CompressFp16> or DdpWith<CompressBf16>, or Ddp for none");
     return false;
+  }
+}
+
+// --- Rule: Parallel<P, D> is Parallel<Ddp, TensorParallel<N>> --------------------------------
+// Tensor parallelism splits the marked layers across a group of ranks and runs the outer policy
+// across the groups. Ddp's replicas of each slice work; the sharded strategies would flatten the
+// slices and clip their norms without the tensor-parallel group, so they are refused by name
+// until they are taught it.
+template <class T>
+inline constexpr bool is_composed = false;
+template <class Outer, class Dimension>
+inline constexpr bool is_composed<Composed<Outer, Dimension>> = true;
+
+template <class Par>
+consteval bool tensor_parallel_ok() {
+  if constexpr (!is_composed<Par>) {
+    return true;
+  } else if constexpr (!is_tensor_parallel<typename Par::dimension>) {
+    static_assert(never<Par>,
+                  "accel: Parallel<P, D> takes TensorParallel<N> as D, the ranks each marked "
+                  "layer is split across; write Parallel<Ddp, TensorParallel<2>>");
+    return false;
+  } else if constexpr (Par::dimension::degree < 1) {
+    return false;  // TensorParallel<N>'s own assertion has said so
+  } else if constexpr (!std::is_same_v<typename Par::outer, Ddp>) {
+    static_assert(never<Par>,
+                  "accel: tensor parallelism works with Ddp across the tensor-parallel groups so "
+                  "far; Zero2, Zero3, Fsdp<...> and DdpWith<...> with TensorParallel are not "
+                  "supported yet: write Parallel<Ddp, TensorParallel<N>>");
+    return false;
+  } else {
+    return true;
   }
 }
 
@@ -143,7 +179,8 @@ consteval bool accumulation_slot_ok() {
 template <class Par, class Prec, class Acc>
 struct Checked {
   static constexpr bool parallelism_ok =
-      parallelism_slot_ok<Par>() && fsdp_sharding_ok<Par>() && ddp_compression_ok<Par>();
+      parallelism_slot_ok<Par>() && fsdp_sharding_ok<Par>() && ddp_compression_ok<Par>() &&
+      tensor_parallel_ok<Par>();
   static constexpr bool precision_ok = precision_slot_ok<Prec>();
   static constexpr bool accumulation_ok = accumulation_slot_ok<Acc>();
   static constexpr bool value = parallelism_ok && precision_ok && accumulation_ok;

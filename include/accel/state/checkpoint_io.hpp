@@ -336,22 +336,39 @@ struct CheckpointIO<Accel, void> {
 
   static Path save_state(View view, Precision& precision, const std::optional<Path>& folder,
                          SaveMode mode) {
+    refuse_tensor_parallel("save_state");
     return StateIO<Strategy>::save_state(with_precision(std::move(view), precision), folder,
                                          mode);
   }
   static Path load_state(View view, Precision& precision, const std::optional<Path>& folder) {
+    refuse_tensor_parallel("load_state");
     return StateIO<Strategy>::load_state(with_precision(std::move(view), precision), folder);
   }
   static void save_model(const View& view, torch::nn::Module& model, const Path& folder,
                          std::uint64_t max_shard_bytes) {
+    refuse_tensor_parallel("save_model");
     save_model_files(view, model, folder, max_shard_bytes);
   }
   static void load_model(const View& view, torch::nn::Module& model, const Path& folder,
                          bool strict, DtypeConversion conversion) {
+    refuse_tensor_parallel("load_model");
     load_model_files(view, model, folder, strict, conversion);
   }
 
  private:
+  // A checkpoint holds every parameter whole or as flattened slices of the whole; the split
+  // layers' slices are neither, so a tensor-parallel run refuses rather than write (or read) a
+  // wrong file. Every rank refuses, before any collective.
+  static void refuse_tensor_parallel(const char* call) {
+    using Par = typename Accel::parallelism_policy;
+    if constexpr (tensor_parallel_degree_v<Par> > 0)
+      accel::detail::fail("{}: tensor-parallel checkpoints are not supported yet (under {}); "
+                          "to keep the trained weights, gather them with "
+                          "accelerator.full_parameters(model) and torch::save them on the main "
+                          "process (docs/how-to/tensor-parallel.md#limits)",
+                          call, Par::name);
+  }
+
   static View with_precision(View view, Precision& precision) {
     view.describe_precision = [&precision](Manifest& manifest) {
       PrecisionStateIO<Precision>::describe(precision, manifest);

@@ -7,11 +7,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <vector>
 
 #include "../../detail/error.hpp"
 
 namespace accel::parallel::detail {
+
+// The share of a gradient's |g|^p this rank adds before reduce_norm combines the ranks': all of
+// it, except where ranks that reduce_norm sums over hold the same gradient (tensor parallelism's
+// replicated parameters, equal on every rank of a tensor-parallel group), which says so through
+// norm_share so that such a gradient is counted once.
+template <class Strategy>
+double norm_share(const Strategy& strategy, const torch::Tensor& gradient) {
+  if constexpr (requires { { strategy.norm_share(gradient) } -> std::convertible_to<double>; })
+    return strategy.norm_share(gradient);
+  else
+    return 1.0;
+}
 
 // The global p-norm of the parameters' gradients (their max for p = infinity), combined
 // across ranks by reduce_norm; with `apply`, the gradients are scaled so that it is at most
@@ -39,6 +52,7 @@ double clip_grad_norm(Strategy& strategy, const std::vector<torch::Tensor>& para
     if (g.numel() == 0) continue;
     torch::Tensor part = is_max ? g.abs().max().to(torch::kDouble)
                                 : g.to(torch::kDouble).abs().pow(norm_type).sum();
+    if (const double share = norm_share(strategy, g); !is_max && share != 1.0) part.mul_(share);
     auto same = std::find_if(by_device.begin(), by_device.end(),
                              [&](const auto& parts) { return parts.front().device() == g.device(); });
     if (same == by_device.end()) same = by_device.insert(by_device.end(), std::vector<torch::Tensor>{});

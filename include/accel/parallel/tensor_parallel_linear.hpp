@@ -1,0 +1,156 @@
+// The layers tensor parallelism splits (Megatron-LM's), as drop-in module holders:
+//
+//   accel::ColumnParallelLinear   y_i = x W_i^T + b_i: rank i of the tensor-parallel group holds
+//                                 rows i of the weight (output features) and of the bias, and
+//                                 returns its slice of the output features
+//   accel::RowParallelLinear      y = sum_i x_i W_i^T + b: rank i holds columns i of the weight
+//                                 (input features), takes its slice of the input, and the
+//                                 partial outputs are summed over the group; the bias is whole,
+//                                 added once after the sum
+//
+// Column then row (the MLP's two layers, attention's qkv and output projection) needs one
+// all-reduce in forward and one in backward, Megatron's conjugate operators f and g:
+//
+//   f (before a column layer)  forward: identity    backward: all-reduce of the input gradient
+//   g (after a row layer)      forward: all-reduce  backward: identity
+//
+// Why layers of their own rather than torch's parallelize_module plan: libtorch's C++ modules have
+// no forward hooks, and a parent's typed member (`torch::nn::Linear qkv`) cannot be swapped by
+// name, so a plan could neither reroute a Linear's call nor replace it. A model that means to be
+// split says so in its type; until prepare() (and on one process, and at TensorParallel<1>) the
+// layers are torch::nn::Linear: the same options, the same initial numbers drawn from the same
+// generator, the same parameter names and shapes, the same forward, so that one model's code and
+// checkpoints serve one process and every degree. prepare() narrows each weight in place (the
+// Parameter tensors the optimizer already holds) to this rank's slice of the full initialised
+// weight: every degree starts from the same numbers as one process.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "../detail/separate_compilation.hpp"
+#include "../runtime/process_group.hpp"
+
+namespace accel {
+
+namespace parallel {
+
+// Megatron's f: identity forward; the input's gradient summed over `group` in backward, since
+// every rank's slice of the output contributed to it.
+ACCEL_DECL torch::Tensor copy_to_tensor_parallel(const torch::Tensor& input,
+                                                 runtime::ProcessGroup& group);
+// Megatron's g: the partial outputs summed over `group` in forward; the gradient passes as it is
+// (every rank's partial output had the whole of it).
+ACCEL_DECL torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& input,
+                                                     runtime::ProcessGroup& group);
+
+// What a split layer knows of its tensor-parallel group; a layer that is not split has none.
+struct TensorParallelPlace {
+  runtime::ProcessGroup* group = nullptr;
+  bool split() const { return group != nullptr; }
+};
+
+}  // namespace parallel
+
+/// torch::nn::Linear split by output features across the tensor-parallel group: after prepare()
+/// each rank holds out_features / N rows of the weight and bias and returns that slice of the
+/// output. Before prepare(), on one process and at TensorParallel<1>, it is a Linear.
+class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinearImpl> {
+ public:
+  /// The same constructors as torch::nn::Linear.
+  ColumnParallelLinearImpl(std::int64_t in_features, std::int64_t out_features)
+      : ColumnParallelLinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
+  explicit ColumnParallelLinearImpl(const torch::nn::LinearOptions& options);
+
+  /// Registers the full weight and bias, initialised as a Linear of these options.
+  ACCEL_DECL void reset() override;
+  ACCEL_DECL void pretty_print(std::ostream& stream) const override;
+  ACCEL_DECL torch::Tensor forward(const torch::Tensor& input);
+
+  /// Narrows the weight and bias in place to this rank's rows; prepare() calls it. `path` names
+  /// the layer in errors (an out_features the group's size does not divide).
+  ACCEL_DECL void split(runtime::ProcessGroup& group, const std::string& path);
+  /// The full weight and bias gathered from the group, and back to this rank's rows
+  /// (Accelerator::full_parameters).
+  ACCEL_DECL void gather_full();
+  ACCEL_DECL void release_full();
+  /// Whether prepare() split it (false on one process and at TensorParallel<1>).
+  bool is_split() const { return place_.split(); }
+
+  /// The full layer's options: in_features and out_features are the whole layer's.
+  torch::nn::LinearOptions options;
+  /// This rank's rows once split; the full tensors before.
+  torch::Tensor weight, bias;
+
+ private:
+  parallel::TensorParallelPlace place_;
+};
+TORCH_MODULE(ColumnParallelLinear);
+
+/// torch::nn::Linear split by input features across the tensor-parallel group: after prepare()
+/// each rank holds in_features / N columns of the weight, takes that slice of the input (a
+/// ColumnParallelLinear's output), and the partial outputs are summed over the group before the
+/// bias, which every rank holds whole, is added once. Before prepare(), on one process and at
+/// TensorParallel<1>, it is a Linear.
+class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl> {
+ public:
+  /// The same constructors as torch::nn::Linear.
+  RowParallelLinearImpl(std::int64_t in_features, std::int64_t out_features)
+      : RowParallelLinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
+  explicit RowParallelLinearImpl(const torch::nn::LinearOptions& options);
+
+  /// Registers the full weight and bias, initialised as a Linear of these options.
+  ACCEL_DECL void reset() override;
+  ACCEL_DECL void pretty_print(std::ostream& stream) const override;
+  ACCEL_DECL torch::Tensor forward(const torch::Tensor& input);
+
+  /// Narrows the weight in place to this rank's columns; prepare() calls it. `path` names the
+  /// layer in errors (an in_features the group's size does not divide).
+  ACCEL_DECL void split(runtime::ProcessGroup& group, const std::string& path);
+  /// The full weight gathered from the group, and back to this rank's columns.
+  ACCEL_DECL void gather_full();
+  ACCEL_DECL void release_full();
+  /// Whether prepare() split it (false on one process and at TensorParallel<1>).
+  bool is_split() const { return place_.split(); }
+
+  /// The full layer's options: in_features and out_features are the whole layer's.
+  torch::nn::LinearOptions options;
+  /// This rank's columns of the weight once split; the bias is always whole.
+  torch::Tensor weight, bias;
+
+ private:
+  parallel::TensorParallelPlace place_;
+};
+TORCH_MODULE(RowParallelLinear);
+
+inline ColumnParallelLinearImpl::ColumnParallelLinearImpl(const torch::nn::LinearOptions& options_)
+    : options(options_) {
+  reset();
+}
+inline RowParallelLinearImpl::RowParallelLinearImpl(const torch::nn::LinearOptions& options_)
+    : options(options_) {
+  reset();
+}
+
+namespace parallel {
+
+// Splits every ColumnParallelLinear and RowParallelLinear of `module` (at any depth) across
+// `group`, and returns the parameters it split: the ones each rank holds a different part of.
+ACCEL_DECL std::vector<torch::Tensor> split_tensor_parallel_layers(torch::nn::Module& module,
+                                                                    runtime::ProcessGroup& group,
+                                                                    const std::string& label);
+// Every split layer's full parameters, and back to the slices (Strategy::gather_full).
+ACCEL_DECL void gather_tensor_parallel_layers(torch::nn::Module& module);
+ACCEL_DECL void release_tensor_parallel_layers(torch::nn::Module& module);
+
+}  // namespace parallel
+
+}  // namespace accel
+
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/tensor_parallel_linear.ipp"
+#endif

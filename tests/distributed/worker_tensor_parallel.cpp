@@ -1,0 +1,205 @@
+// Tensor parallelism (Parallel<Ddp, TensorParallel<2>>, docs/how-to/tensor-parallel.md) against
+// one process on the global batch: two column -> activation -> row pairs, a frozen Linear, a
+// LayerNorm and a plain head, trained with AdamW, GradAccum<2> and clip_grad_norm; on 2 ranks
+// (one tensor-parallel group) and on 4 (two groups, Ddp across them); under Bf16 within bf16's
+// tolerance. The refusals: a world size the degree does not divide, a layer it does not divide,
+// and checkpoints.
+#include <accel/checkpoints.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "single_process.hpp"
+
+// Everything below in a namespace of its own: the workers' scenarios compile as a unity build
+// (CMakeLists.txt), each program's main() calling its worker's run().
+namespace dist_worker_tensor_parallel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using TensorParallel2 =
+    accel::Accelerator<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>, accel::Fp32,
+                       accel::GradAccum<2>>;
+
+// A transformer block's shape in miniature: residual MLPs of a column and a row layer each.
+struct TinyImpl : torch::nn::Module {
+  TinyImpl()
+      : frozen(register_module("frozen", torch::nn::Linear(5, 8))),
+        norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({8})))),
+        up1(register_module("up1", accel::ColumnParallelLinear(8, 16))),
+        down1(register_module("down1", accel::RowParallelLinear(16, 8))),
+        up2(register_module("up2", accel::ColumnParallelLinear(
+                                       torch::nn::LinearOptions(8, 12).bias(false)))),
+        down2(register_module("down2", accel::RowParallelLinear(12, 8))),
+        head(register_module("head", torch::nn::Linear(8, 1))) {
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    // In fp32: libtorch 1.13's CPU LayerNorm refuses bf16 input beside fp32 weights (Bf16 below).
+    torch::Tensor h = norm(torch::tanh(frozen(x)).to(torch::kFloat));
+    h = h + down1(torch::tanh(up1(h)));
+    h = h + down2(torch::gelu(up2(h)));
+    return head(h);
+  }
+  torch::nn::Linear frozen;
+  torch::nn::LayerNorm norm;
+  accel::ColumnParallelLinear up1;
+  accel::RowParallelLinear down1;
+  accel::ColumnParallelLinear up2;
+  accel::RowParallelLinear down2;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(Tiny);
+
+// Unprepared, the layers are Linear: the same numbers from the same seed, the same output.
+void expect_linear_before_prepare() {
+  torch::manual_seed(3);
+  torch::nn::Linear linear(8, 12);
+  torch::manual_seed(3);
+  accel::ColumnParallelLinear column(8, 12);
+  torch::manual_seed(3);
+  accel::RowParallelLinear row(8, 12);
+  const torch::Tensor x = torch::randn({4, 8});
+  EXPECT(torch::equal(column->weight, linear->weight) && torch::equal(column->bias, linear->bias));
+  EXPECT(torch::equal(row->weight, linear->weight) && torch::equal(row->bias, linear->bias));
+  EXPECT(torch::equal(column(x), linear(x)) && torch::equal(row(x), linear(x)));
+  EXPECT(!column->is_split() && !row->is_split());
+}
+
+// 2 ranks: one tensor-parallel group; 4: two, Ddp across them. The loader deals a batch per
+// group; the reference takes every group's batch at once, in the same precision. Within
+// `tolerance` of it (relative, parameters and clipped norms alike), and the same on every rank.
+template <class Accel>
+void matches_one_process(double tolerance) {
+  expect_linear_before_prepare();
+  Accel acc(accel_test::test_options());
+  const int groups = acc.num_processes() / 2;
+  const std::int64_t per_group = 4;
+  // Different initial weights on each rank: prepare must start every rank from rank 0's.
+  torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
+  Tiny net;
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.01));
+  accel::DataLoader loader(accel_test::Regression(),
+                           {.batch_size = per_group, .shuffle = true, .seed = 5});
+  auto [model, optimizer, batches] = acc.prepare(net, adamw, loader);
+  EXPECT(net->up1->is_split() && net->down2->is_split());
+  EXPECT(net->up1->weight.size(0) == 8 && net->down1->weight.size(1) == 8);
+  EXPECT(net->up2->weight.size(0) == 6 && net->down2->bias.size(0) == 8);
+  std::vector<double> norms;
+  for (const auto& batch : batches) {
+    acc.backward(torch::mse_loss(model(batch.x), batch.y));
+    if (acc.sync_gradients()) norms.push_back(acc.clip_grad_norm(0.5));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+
+  torch::manual_seed(1);
+  Tiny reference;
+  torch::optim::AdamW reference_adamw(reference->parameters(),
+                                      torch::optim::AdamWOptions(0.01).weight_decay(0.01));
+  accel::DataLoader global(accel_test::Regression(),
+                           {.batch_size = per_group * groups, .shuffle = true, .seed = 5});
+  std::vector<double> reference_norms;
+  int micro = 0;
+  for (const auto& batch : global) {
+    torch::Tensor output;
+    {
+      // The one process computes as the Accelerator's precision does (Bf16: under autocast).
+      const accel::precision::Autocast<typename Accel::precision_policy> autocast(torch::kCPU);
+      output = accel::precision::outputs_to_fp32<typename Accel::precision_policy>(
+          reference(batch.x));
+    }
+    (torch::mse_loss(output, batch.y) / 2).backward();
+    if (++micro % 2 == 0) {
+      reference_norms.push_back(
+          torch::nn::utils::clip_grad_norm_(reference->parameters(), 0.5));
+      reference_adamw.step();
+      reference_adamw.zero_grad();
+    }
+  }
+  EXPECT(norms.size() == reference_norms.size() && !norms.empty());
+  double worst_norm = 0;
+  for (std::size_t i = 0; i < norms.size(); ++i)
+    worst_norm = std::max(worst_norm, std::abs(norms[i] - reference_norms[i]) / reference_norms[i]);
+  EXPECT(reference_norms.front() > 0.5);  // the clipping acted
+  {
+    const auto full = acc.full_parameters(net);
+    const double worst = accel_test::max_relative_difference(*net, *reference);
+    fmt::print("rank {}: max relative difference to one process {:.3g}, of the norms {:.3g}\n",
+               acc.process_index(), worst, worst_norm);
+    EXPECT(worst <= tolerance && worst_norm <= tolerance);
+    const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+    for (const auto& d : digests) EXPECT(d == digests.front());
+  }
+  // Back to the slices once the full parameters' scope ends.
+  EXPECT(net->up1->weight.size(0) == 8 && net->down1->weight.size(1) == 8);
+}
+
+void tensor_parallel_mlp() { matches_one_process<TensorParallel2>(1e-5); }
+
+void tensor_parallel_bf16() {
+  matches_one_process<accel::Accelerator<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>,
+                                         accel::Bf16, accel::GradAccum<2>>>(2e-2);
+}
+
+// 3 ranks do not split into groups of 2: every rank stops as the Accelerator is made.
+void tensor_parallel_world_not_divisible() {
+  accel_test::expect_error(
+      [] { TensorParallel2 acc(accel_test::test_options()); },
+      "Parallel<Ddp,TensorParallel<2>>: the world size 3 is not a multiple of the "
+      "tensor-parallel degree 2; start a multiple of 2 processes");
+}
+
+// A layer whose features the degree does not divide: prepare() names it on every rank.
+void tensor_parallel_indivisible_layer() {
+  TensorParallel2 acc(accel_test::test_options());
+  torch::nn::Sequential net(accel::ColumnParallelLinear(4, 5), accel::RowParallelLinear(5, 4));
+  accel_test::expect_error([&] { [[maybe_unused]] auto model = acc.prepare(net); },
+                           "ColumnParallelLinear 'prepared model #1 "
+                           "(torch::nn::SequentialImpl) 0' has out_features 5, which the "
+                           "tensor-parallel degree 2 does not divide; make out_features a "
+                           "multiple of 2");
+  acc.wait_for_everyone();
+}
+
+// Checkpoints are refused on every rank, before anything is written.
+void tensor_parallel_checkpoint_refused() {
+  const fs::path folder =
+      fs::temp_directory_path() / fmt::format("accel-tp-refused-{}", accel_test::this_rank());
+  fs::remove_all(folder);
+  TensorParallel2 acc(accel_test::test_options());
+  Tiny net;
+  [[maybe_unused]] auto model = acc.prepare(net);
+  const std::string expected = "tensor-parallel checkpoints are not supported yet";
+  accel_test::expect_error([&] { acc.save_state(folder); }, "save_state: " + expected);
+  accel_test::expect_error([&] { acc.save_model(net, folder); }, "save_model: " + expected);
+  accel_test::expect_error([&] { acc.load_state(folder); }, "load_state: " + expected);
+  EXPECT(!fs::exists(folder));
+  accel::Options periodic = accel_test::test_options();
+  periodic.checkpoints.directory = folder;
+  periodic.checkpoints.every_steps = 1;
+  accel_test::expect_error([&] { TensorParallel2 other(periodic); },
+                           "Options::checkpoints: " + expected);
+  EXPECT(!fs::exists(folder));
+  acc.wait_for_everyone();
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  const accel_test::Scenarios scenarios = {
+      {"tensor_parallel_mlp", tensor_parallel_mlp},
+      {"tensor_parallel_bf16", tensor_parallel_bf16},
+      {"tensor_parallel_world_not_divisible", tensor_parallel_world_not_divisible},
+      {"tensor_parallel_checkpoint_refused", tensor_parallel_checkpoint_refused},
+      {"tensor_parallel_indivisible_layer", tensor_parallel_indivisible_layer},
+  };
+  return accel_test::run_scenario(argc, argv, scenarios);
+}
+
+}  // namespace dist_worker_tensor_parallel
