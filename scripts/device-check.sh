@@ -142,6 +142,9 @@ step gpt_stream 90 "$build/examples/gpt/gpt" --precision bf16 --layers 2 --hidde
   --seq 256 --batch-size 8 --warmup 2 --steps 10 --stream "$repo/docs" --eval-every 0 \
   --eval-windows 16 --sample-tokens 0
 grep -h "^trained" "$out/gpt_stream.log" | sed 's/^/     /' | tee -a "$summary"
+# Tensor parallelism is not run here: NCCL takes one rank per GPU, so tp 2 needs two GPUs, and
+# tp 1 on one GPU is plain Ddp (the gpt steps above).
+note "tensor parallelism: not run (one GPU; tp 2 needs two, tp 1 is plain Ddp)"
 # CPU offload's memory table: peak device memory of Zero2 at world size 1 (one GPU: NCCL takes
 # one rank per GPU, and offload.parameters needs two ranks) without and with offload.optimizer.
 for offload in none optimizer; do
