@@ -203,6 +203,15 @@ int run(int argc, char** argv) {
          options.ddp.find_unused_parameters = true;
          routed_matches_single_process<accel::Accelerator<accel::Ddp>>(false, options);
        }},
+      // Gradients copied out of the buckets: a block this rank skips now had its slot filled
+      // by the last step's average, which must not be sent again.
+      {"routed_ddp_find_unused_copied",
+       [] {
+         accel::Options options = test_options();
+         options.ddp.find_unused_parameters = true;
+         options.ddp.gradients_as_bucket_views = false;
+         routed_matches_single_process<accel::Accelerator<accel::Ddp>>(false, options);
+       }},
       {"routed_ddp_accum_find_unused",
        [] {
          accel::Options options = test_options();

@@ -91,7 +91,7 @@ void Reducer<Hook>::finalize() {
         if (!averaged) sum.mul_(inverse_);
         if (!view) p.mutable_grad() = alias_of(bucket.flat, slot_[i].offset, p.sizes());
       } else if (!p.grad().defined()) {
-        p.mutable_grad() = averaged ? sum.clone() : sum * 1.0;
+        p.mutable_grad() = averaged ? sum.clone() : sum * inverse_;
       } else if (averaged) {
         p.mutable_grad().copy_(sum);
       } else {
