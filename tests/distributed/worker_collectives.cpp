@@ -15,8 +15,13 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
@@ -195,6 +200,61 @@ void gap_filling() {
   fmt::print("rank {}: native reduce_scatter {}, allgather {}, bf16 allreduce {}\n", r,
              accel::detail::gloo_has_reduce_scatter_base, accel::detail::gloo_has_allgather_base,
              accel::detail::gloo_has_bf16);
+}
+
+// The all-gather into a flat buffer and the reduce-scatter of a unit's size leave no temporary
+// of that size behind them, over Gloo (dist.gloo_no_temporaries: ACCEL_SHARED_MEMORY=0, as
+// between nodes) and through shared memory: under an mmap threshold below that size (Zero3's
+// default is 8 MiB) each such temporary would be mapped and faulted in again at every call,
+// thousands of page faults (docs/concepts/performance.md, "Two nodes over Gloo TCP"). The
+// results are checked too, the all-gather's input apart from the output and in its slot.
+void no_temporaries() {
+  Ddp acc(test_options());
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 8 << 20);  // after the Accelerator's own heap tuning (Ddp's: 32 MiB)
+#endif
+  auto& group = *acc.process_group();
+  const int r = acc.process_index(), w = acc.num_processes();
+  const std::int64_t per_rank = (std::int64_t{3} << 20) / w;  // 12 MiB of fp32 in all
+  const std::int64_t n = per_rank * w;
+  const auto expected_gather = torch::arange(n, torch::kFloat);
+  const auto shard = expected_gather.narrow(0, per_rank * r, per_rank).clone();
+  const auto gradient = torch::arange(n, torch::kFloat).remainder(97) * (r + 1);
+  const auto expected_chunk = torch::arange(per_rank * r, per_rank * (r + 1), torch::kFloat)
+                                  .remainder(97) * (w * (w + 1) / 2.0);
+  torch::Tensor flat = torch::empty({n});
+  const auto faults = [] {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_minflt);
+  };
+  const auto calls = [&] {
+    flat.fill_(-1);
+    group.allgather_into(flat, shard);
+    EXPECT(torch::equal(flat, expected_gather));
+    flat.narrow(0, per_rank * r, per_rank).copy_(shard);
+    auto gathering = group.allgather_into_async(flat, flat.narrow(0, per_rank * r, per_rank));
+    gathering.wait();
+    EXPECT(torch::equal(flat, expected_gather));
+    EXPECT(torch::equal(group.reduce_scatter(gradient), expected_chunk));
+    auto summing = group.reduce_scatter_async(gradient, accel::ReduceOp::mean);
+    summing.wait();
+    EXPECT(torch::allclose(summing.result, expected_chunk / w));
+  };
+  // The first calls make the buffers that stay (a collective's work may hold its buffer for a
+  // moment after wait() returns: one more of the size may be made then).
+  calls();
+  calls();
+  const double before = faults();
+  constexpr int repeats = 16;
+  for (int i = 0; i < repeats; ++i) calls();
+  // Four collectives a call; each temporary of the input's size would fault in its n * 4 / 4096
+  // pages. The chunk-sized results (below the threshold) come from the heap.
+  const double per_collective = (faults() - before) / (4 * repeats);
+  const double pages = static_cast<double>(n) * 4 / 4096;
+  fmt::print("rank {}: {:.0f} page faults per collective of {:.0f} pages\n", r, per_collective,
+             pages);
+  EXPECT(per_collective < pages / 8);
 }
 
 // Rank 0 and the others call different collectives: both fail naming both calls.
@@ -388,6 +448,7 @@ int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"collectives", collectives},
       {"gap_filling", gap_filling},
+      {"no_temporaries", no_temporaries},
       {"mismatch", mismatch},
       {"unchecked_mismatch", unchecked_mismatch},
       {"gloo_abort", gloo_abort},

@@ -2,7 +2,8 @@
 // where the ranks train on CUDA (nccl.hpp), Gloo's registered buffers for small all-reduces
 // (direct_gloo.hpp), and the stuck-collective watch over them (stuck_collective.hpp). Each
 // collective takes the backend's native op where it has one and the fallback where it does not
-// (wire_fallbacks.hpp); waiting on the work and naming its failures is here too, and so is the
+// (wire_fallbacks.hpp), and over Gloo the all-gather into a flat buffer and the reduce-scatter
+// take ops that write straight into accel's buffers (start_allgather_into); waiting on the work and naming its failures is here too, and so is the
 // teardown through the store that records which ranks have left the group. Which transport
 // carries a collective is the group's choice (process_group.hpp).
 #pragma once
@@ -18,16 +19,19 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
+#include "c10d_started.hpp"
 #include "collective_call.hpp"
 #include "direct_gloo.hpp"
 #include "error_line.hpp"
 #include "failure_record.hpp"
 #include "group_settings.hpp"
+#include "kept_buffers.hpp"
 #include "nccl.hpp"
 #include "reduce_op.hpp"
 #include "store_text.hpp"
@@ -89,15 +93,28 @@ class C10dTransport {
   ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op, const CollectiveCall& call);
   // Starts a sum all-reduce of `sent` (contiguous, of a dtype the wire carries): await() it.
   ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_allreduce(const torch::Tensor& sent);
-  // Start the native all-gather into `flat_output` of `input` (contiguous, 1-D) and the native
-  // sum reduce-scatter of `flat` into `result` (contiguous, one rank's chunk): await() them, with
-  // both tensors kept unchanged and alive until then. Only where the backend has the op for the
-  // dtype (natively_gathers, natively_reduce_scatters); otherwise the blocking calls above run
-  // their fallbacks.
-  ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_allgather_into(torch::Tensor& flat_output,
-                                                                 torch::Tensor& input);
-  ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_reduce_scatter(torch::Tensor& result,
-                                                                 torch::Tensor& flat);
+  // Whether start_allgather_into and start_reduce_scatter below take `t`: the wire carries its
+  // dtype and, for a reduce-scatter over Gloo, one rank's chunk is at most fallback_piece
+  // elements (its receive buffer is the whole input's size). Otherwise the blocking calls run a
+  // fallback of several steps (wire_fallbacks.hpp).
+  ACCEL_DECL bool starts_allgather(const torch::Tensor& input) const;
+  ACCEL_DECL bool starts_reduce_scatter(const torch::Tensor& flat) const;
+  // Start the all-gather into `flat_output` of `input` (contiguous, 1-D; this rank's slot of
+  // `flat_output` itself, or apart from it) and the sum (or mean) reduce-scatter of `flat` into
+  // `result` (contiguous, one rank's chunk, apart from `flat`): await() them, with both tensors
+  // kept unchanged and alive until then. NCCL runs its native ops. Over Gloo no temporary of the
+  // collective's size is allocated: c10d's Gloo all-gathers into a flat buffer of its own and
+  // copies it out, and its reduce-scatter (2.x) all-reduces a copy of the whole input, twice the
+  // bytes on the wire; on CPU, under Zero3's heap threshold, each such buffer is mapped and
+  // faulted in fresh at every collective (docs/concepts/performance.md, "Two nodes over Gloo
+  // TCP"). So the all-gather is a broadcast from each rank of its slot, in place, and the
+  // reduce-scatter an alltoall into a kept buffer (kept_buffers.hpp) summed into `result`.
+  ACCEL_DECL C10dStarted start_allgather_into(torch::Tensor& flat_output,
+                                              const torch::Tensor& input);
+  ACCEL_DECL C10dStarted start_reduce_scatter(torch::Tensor& result, const torch::Tensor& flat,
+                                              ReduceOp op);
+  // Waits for every work of `started`, watched as the await() above, then finishes it.
+  ACCEL_DECL void await(C10dStarted& started, const CollectiveCall& call);
 
   // Root's `tensor` (contiguous) on every rank, its bytes as they are: the layout check is the
   // caller's (a CPU broadcast's payload carries the root's layout; broadcast_checked() below).
@@ -165,6 +182,7 @@ class C10dTransport {
   c10::intrusive_ptr<detail::CommBackend> gloo_;  // CPU tensors
   c10::intrusive_ptr<detail::CommBackend> nccl_;  // CUDA tensors (training on CUDA)
   std::unique_ptr<DirectGloo> direct_;            // made by the first register_ring
+  KeptBuffers received_;                          // the reduce-scatters' over Gloo
   // Gloo and NCCL only (shared memory compares its calls itself); after store_: its thread
   // stops before the store goes.
   std::unique_ptr<StuckCollectiveWatch> stuck_watch_;

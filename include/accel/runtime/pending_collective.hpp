@@ -2,7 +2,7 @@
 // communication overlaps what the caller computes meanwhile: Ddp's bucket all-reduces
 // (PendingAllreduce, on c10d's work or the shared-memory path's thread), Zero2's reduce-scatter
 // of each gradient bucket and Zero3's prefetching all-gathers (PendingCollective, on the
-// shared-memory path's thread). wait() before reading the result or freeing the tensors; a
+// shared-memory path's thread or as c10d's work). wait() before reading the result or freeing the tensors; a
 // failure then names the collective as a blocking one's would (through the transport that
 // carried it). Collectives issued after one run after it, as always.
 #pragma once
@@ -38,9 +38,9 @@ struct PendingAllreduce {
   ACCEL_DECL void wait();
 };
 
-// A collective started on the shared-memory path's thread (allgather_into_async,
-// reduce_scatter_async). Where shared memory does not carry it, it ran here and now, and wait()
-// returns at once.
+// A collective started on the shared-memory path's thread or as c10d's work
+// (allgather_into_async, reduce_scatter_async). Where neither could start it (a fallback of
+// several steps over c10d: wire_fallbacks.hpp), it ran here and now, and wait() returns at once.
 struct PendingCollective {
   SharedMemoryPath* path = nullptr;
   const char* operation = "";

@@ -124,16 +124,16 @@ class ProcessGroup {
   // the whole. `input` may alias this rank's slot of `output`.
   ACCEL_DECL void allgather_into(torch::Tensor& output, const torch::Tensor& input);
 
-  // A collective started on the shared-memory path's thread, so that it overlaps what this
-  // thread computes next (Zero3's prefetch, Zero2's reduce-scatter of each gradient bucket during
-  // backward): pending_collective.hpp.
+  // A collective started on the shared-memory path's thread, or as c10d's work (Gloo's threads,
+  // NCCL's stream), so that it overlaps what this thread computes next (Zero3's prefetch, Zero2's
+  // reduce-scatter of each gradient bucket during backward): pending_collective.hpp.
   using PendingCollective = runtime::PendingCollective;
   ACCEL_DECL PendingCollective allgather_into_async(torch::Tensor output, torch::Tensor input);
-  // reduce_scatter (below), started on the shared-memory path's thread where it carries `input`;
-  // the chunk is `result` once wait() returns. `input` must stay unchanged until then. `into`,
-  // when given (contiguous, of the chunk's size and dtype), is where the shared-memory path puts
-  // the chunk, and may be this rank's chunk of `input` itself: a reduce-scatter in place,
-  // without a buffer of its own.
+  // reduce_scatter (below), started on the shared-memory path's thread where it carries `input`,
+  // else as c10d's work; the chunk is `result` once wait() returns. `input` must stay unchanged
+  // until then. `into`, when given (contiguous, of the chunk's size and dtype), is where the
+  // shared-memory path puts the chunk, and may be this rank's chunk of `input` itself: a
+  // reduce-scatter in place, without a buffer of its own.
   ACCEL_DECL PendingCollective reduce_scatter_async(const torch::Tensor& input,
                                                     ReduceOp op = ReduceOp::sum,
                                                     torch::Tensor into = {});

@@ -28,6 +28,7 @@
 #include "../detail/error.hpp"
 #include "../detail/separate_compilation.hpp"
 #include "../detail/torch_compat.hpp"
+#include "c10d_started.hpp"
 #include "collective_call.hpp"
 #include "failure_record.hpp"
 #include "shm/regions.hpp"
@@ -46,9 +47,8 @@ ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& 
 // divisor, applied to the result once it landed.
 struct Completion {
   std::shared_future<void> future;
-  C10dTransport* c10d = nullptr;
-  c10::intrusive_ptr<c10d::Work> work;
-  int divide_by = 1;
+  C10dTransport* c10d = nullptr;  // set where c10d carries it instead: `started`
+  C10dStarted started;
 };
 
 class SharedMemoryPath {

@@ -5,7 +5,10 @@
 //   - reduce-scatter as alltoall plus a local sum: each rank sends and receives (N-1)/N of the
 //     data, like a ring (PyTorch's own fallback, allreduce then slice, moves twice that).
 // NCCL has every op and dtype accel uses; C10dTransport (c10d_transport.hpp) takes the native op
-// where the backend has it and these where it does not.
+// where the backend has it and these where it does not. Over Gloo it starts the all-gather into
+// a flat buffer and the reduce-scatter of a chunk up to fallback_piece itself, as broadcasts and
+// one alltoall (C10dTransport::start_allgather_into): these below are then its blocking
+// fallbacks for bf16 on 1.13, larger gradients, and the *_portable collectives.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,9 +27,6 @@ inline bool wire_native(const torch::Tensor& t) {
 }
 inline bool has_allgather_base(const torch::Tensor& t) {
   return t.is_cuda() || detail::gloo_has_allgather_base;
-}
-inline bool has_reduce_scatter_base(const torch::Tensor& t) {
-  return t.is_cuda() || detail::gloo_has_reduce_scatter_base;
 }
 
 inline torch::Tensor to_wire(const torch::Tensor& t) {

@@ -136,16 +136,75 @@ ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_allreduce(
   return backend_for(sent).allreduce(list);
 }
 
-ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_allgather_into(
-    torch::Tensor& flat_output, torch::Tensor& input) {
-  return backend_for(input)._allgather_base(flat_output, input);
+ACCEL_DECL bool C10dTransport::starts_allgather(const torch::Tensor& input) const {
+  return wire_native(input);
 }
 
-ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_reduce_scatter(
-    torch::Tensor& result, torch::Tensor& flat) {
-  c10d::ReduceScatterOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
-  return backend_for(flat)._reduce_scatter_base(result, flat, options);
+ACCEL_DECL bool C10dTransport::starts_reduce_scatter(const torch::Tensor& flat) const {
+  return wire_native(flat) && (flat.is_cuda() || flat.numel() / size_ <= fallback_piece);
+}
+
+ACCEL_DECL C10dStarted C10dTransport::start_allgather_into(torch::Tensor& flat_output,
+                                                          const torch::Tensor& input) {
+  C10dStarted started;
+  if (input.is_cuda()) {
+    // A copy of the input: the native op may write this rank's slot while reading the input.
+    torch::Tensor in = input.reshape(-1).clone();
+    started.works.push_back(backend_for(in)._allgather_base(flat_output, in));
+    started.then = [in] {};  // keeps the copy until the work is done
+    return started;
+  }
+  const std::int64_t n = input.numel();
+  if (n == 0) return started;
+  torch::Tensor mine = flat_output.narrow(0, rank_ * n, n);
+  if (mine.data_ptr() != input.data_ptr()) mine.copy_(input.view(-1));
+  for (int root = 0; root < size_; ++root) {
+    std::vector<torch::Tensor> slot{flat_output.narrow(0, root * n, n)};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    started.works.push_back(gloo_->broadcast(slot, options));
+  }
+  return started;
+}
+
+ACCEL_DECL C10dStarted C10dTransport::start_reduce_scatter(torch::Tensor& result,
+                                                          const torch::Tensor& flat, ReduceOp op) {
+  C10dStarted started;
+  torch::Tensor in = flat;
+  const int divide_by = op == ReduceOp::mean ? size_ : 1;
+  if (flat.is_cuda()) {
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    started.works.push_back(backend_for(flat)._reduce_scatter_base(result, in, options));
+    started.then = [result, divide_by]() mutable {
+      if (divide_by > 1) result.div_(divide_by);
+    };
+    return started;
+  }
+  // alltoall: chunk j goes to rank j, so this rank receives every rank's chunk of its own, and
+  // sums them here (as reduce_scatter_by_alltoall, in one piece).
+  const std::int64_t chunk = flat.numel() / size_;
+  torch::Tensor received = received_.take(flat.numel(), flat.options());
+  std::vector<std::int64_t> equal_split;
+  started.works.push_back(gloo_->alltoall_base(received, in, equal_split, equal_split));
+  started.then = [result, received, chunk, size = size_, divide_by]() mutable {
+    const std::int64_t ranks = 0;  // the dimension summed over
+    at::sum_out(result, received.view({size, chunk}), at::IntArrayRef(&ranks, 1));
+    if (divide_by > 1) result.div_(divide_by);
+  };
+  return started;
+}
+
+ACCEL_DECL void C10dTransport::await(C10dStarted& started, const CollectiveCall& call) {
+  try {
+    const StuckCollectiveWatch::Waiting waiting(stuck_watch_.get(), call.sequence,
+                                                [&call] { return describe(call); });
+    for (const auto& work : started.works) work->wait();
+  } catch (const std::exception& error) {
+    failed(call, error);
+  }
+  started.works.clear();
+  if (const std::function<void()> then = std::exchange(started.then, {})) then();
 }
 
 ACCEL_DECL void C10dTransport::broadcast(torch::Tensor& tensor, int root,
@@ -184,23 +243,20 @@ ACCEL_DECL torch::Tensor C10dTransport::allgather(const torch::Tensor& input,
 ACCEL_DECL void C10dTransport::allgather_into(torch::Tensor& flat_output,
                                               const torch::Tensor& input,
                                               const CollectiveCall& call) {
-  if (!has_allgather_base(input) || !wire_native(input)) {
+  if (!starts_allgather(input)) {
     allgather_into_by_list(flat_output, input, call);
     return;
   }
-  // A copy of the input: the native op may write this rank's slot while reading the input.
-  torch::Tensor in = input.reshape(-1).clone();
-  await(start_allgather_into(flat_output, in), call);
+  C10dStarted started = start_allgather_into(flat_output, input.reshape(-1));
+  await(started, call);
 }
 
 ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter(const torch::Tensor& flat, ReduceOp op,
                                                        const CollectiveCall& call) {
-  if (!has_reduce_scatter_base(flat) || !wire_native(flat))
-    return reduce_scatter_by_alltoall(flat, op, call);
+  if (!starts_reduce_scatter(flat)) return reduce_scatter_by_alltoall(flat, op, call);
   torch::Tensor result = torch::empty({flat.numel() / size_}, flat.options());
-  torch::Tensor in = flat;
-  await(start_reduce_scatter(result, in), call);
-  if (op == ReduceOp::mean) result.div_(size_);
+  C10dStarted started = start_reduce_scatter(result, flat, op);
+  await(started, call);
   return result;
 }
 

@@ -32,9 +32,8 @@ ACCEL_DECL void PendingCollective::wait() {
                              static_cast<std::int64_t>(sequence),
                              input.defined() ? static_cast<std::int64_t>(input.nbytes()) : 0,
                              profiling::Part::wait);
-  if (finished->work) {
-    finished->c10d->await(finished->work, CollectiveCall{operation, sequence, input});
-    if (finished->divide_by > 1) result.div_(finished->divide_by);
+  if (finished->c10d) {
+    finished->c10d->await(finished->started, CollectiveCall{operation, sequence, input});
     return;
   }
   try {

@@ -231,7 +231,7 @@ ACCEL_DECL void ProcessGroup::allgather_into(torch::Tensor& output, const torch:
 ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::allgather_into_async(torch::Tensor output,
                                                                               torch::Tensor input) {
   const bool in_shared_memory = gathers_in_shared_memory(input);
-  if (!in_shared_memory && !(has_allgather_base(input) && wire_native(input))) {
+  if (!in_shared_memory && !c10d_->starts_allgather(input)) {
     allgather_into(output, input);  // a fallback of several steps: here and now
     return {};
   }
@@ -244,21 +244,18 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::allgather_into_async(to
     gathering.done = shm_->start_allgather(input, output);
     return gathering;
   }
-  // Over c10d a copy of the input, as the blocking call's: the op may write this rank's slot
-  // while reading it. The pending collective keeps it until wait().
-  gathering.input = input.reshape(-1).clone();
   torch::Tensor flat_output = output.view(-1);
   gathering.done = std::make_shared<Completion>();
   gathering.done->c10d = c10d_.get();
-  gathering.done->work = c10d_->start_allgather_into(flat_output, gathering.input);
+  gathering.done->started = c10d_->start_allgather_into(flat_output, input.reshape(-1));
   return gathering;
 }
 
 ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
     const torch::Tensor& input, ReduceOp op, torch::Tensor into) {
   const auto type = reducible_in_shared_memory(input);
-  const bool native = !type && has_reduce_scatter_base(input) && wire_native(input);
-  if ((!type && !native) || !input.is_contiguous()) {
+  const bool over_c10d = !type && c10d_->starts_reduce_scatter(input);
+  if ((!type && !over_c10d) || !input.is_contiguous()) {
     PendingCollective done{shm_.get(), "reduce_scatter", 0, {}, {}, {}};
     done.result = reduce_scatter(input, op);  // a fallback of several steps: here and now
     return done;
@@ -276,15 +273,14 @@ ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
                         c10::toString(flat.scalar_type()));
   // Over c10d a chunk of its own: `into` may be this rank's slice of the input, which the
   // backend reads while it writes.
-  pending.result = into.defined() && !native ? into : torch::empty({chunk}, flat.options());
+  pending.result = into.defined() && !over_c10d ? into : torch::empty({chunk}, flat.options());
   const auto span = collective_span("reduce_scatter", pending.sequence, input,
                                             profiling::Part::issue);
-  if (native) {
+  if (over_c10d) {
     pending.input = flat;
     pending.done = std::make_shared<Completion>();
     pending.done->c10d = c10d_.get();
-    pending.done->work = c10d_->start_reduce_scatter(pending.result, pending.input);
-    if (op == ReduceOp::mean) pending.done->divide_by = size_;
+    pending.done->started = c10d_->start_reduce_scatter(pending.result, flat, op);
     return pending;
   }
   pending.done = shm_->start_reduce_scatter(flat, pending.result, *type, shm_reduction(op));
