@@ -249,9 +249,8 @@ void memory() {
     optimizer.zero_grad();
     last_loss = loss.item<double>();
     if (++count % 128 == 0) {
-      const std::int64_t now = status_kib("VmRSS:");
-      (4 * count <= expected ? early_kib : late_kib) =
-          std::max(4 * count <= expected ? early_kib : late_kib, now);
+      std::int64_t& largest = 4 * count <= expected ? early_kib : late_kib;
+      largest = std::max(largest, status_kib("VmRSS:"));
     }
   }
   const std::int64_t growth_mib = (status_kib("VmHWM:") - before) / 1024;

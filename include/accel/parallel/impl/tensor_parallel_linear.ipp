@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "../../detail/error.hpp"
@@ -66,18 +67,26 @@ inline void register_linear_parameters(torch::nn::Module& layer,
                         : layer.register_parameter("bias", {}, /*requires_grad=*/false);
 }
 
-// This rank's `count` of `dim` of `tensor`, replacing its data in place (the optimizer holds the
-// Parameter, not its storage).
-inline void keep_slice(torch::Tensor& tensor, std::int64_t dim, int rank, std::int64_t count) {
+// Each defined tensor of a layer cut to this rank's share of `dim` (`features` long whole), in
+// place: the optimizer holds the Parameter, not its storage.
+inline void keep_shares(std::initializer_list<torch::Tensor*> tensors, std::int64_t dim,
+                        std::int64_t features, runtime::ProcessGroup& group) {
   torch::NoGradGuard no_grad;
-  tensor.set_data(tensor.detach().narrow(dim, rank * count, count).clone());
+  const std::int64_t count = features / group.size();
+  for (torch::Tensor* tensor : tensors)
+    if (tensor->defined())
+      tensor->set_data(tensor->detach().narrow(dim, group.rank() * count, count).clone());
 }
 
-// Every rank's slice of `tensor` along `dim`, joined in rank order, in place.
-inline void gather_slices(torch::Tensor& tensor, std::int64_t dim, runtime::ProcessGroup& group) {
+// Every rank's share of each defined tensor along `dim`, joined in rank order, in place.
+inline void gather_shares(std::initializer_list<torch::Tensor*> tensors, std::int64_t dim,
+                          runtime::ProcessGroup& group) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor mine = tensor.detach().transpose(0, dim).contiguous();
-  tensor.set_data(group.allgather(mine).transpose(0, dim).contiguous());
+  for (torch::Tensor* tensor : tensors)
+    if (tensor->defined()) {
+      const torch::Tensor mine = tensor->detach().transpose(0, dim).contiguous();
+      tensor->set_data(group.allgather(mine).transpose(0, dim).contiguous());
+    }
 }
 
 inline void check_divides(std::int64_t features, const char* which, const char* layer,
@@ -128,23 +137,17 @@ ACCEL_DECL void ColumnParallelLinearImpl::split(runtime::ProcessGroup& group,
   if (place_.split()) return;  // prepared before
   parallel::detail::check_divides(options.out_features(), "out_features", "ColumnParallelLinear",
                                   group, path);
-  const std::int64_t rows = options.out_features() / group.size();
-  parallel::detail::keep_slice(weight, 0, group.rank(), rows);
-  if (bias.defined()) parallel::detail::keep_slice(bias, 0, group.rank(), rows);
+  parallel::detail::keep_shares({&weight, &bias}, 0, options.out_features(), group);
   place_.group = &group;
 }
 
 ACCEL_DECL void ColumnParallelLinearImpl::gather_full() {
-  if (!place_.split()) return;
-  parallel::detail::gather_slices(weight, 0, *place_.group);
-  if (bias.defined()) parallel::detail::gather_slices(bias, 0, *place_.group);
+  if (place_.split()) parallel::detail::gather_shares({&weight, &bias}, 0, *place_.group);
 }
 
 ACCEL_DECL void ColumnParallelLinearImpl::release_full() {
   if (!place_.split() || weight.size(0) != options.out_features()) return;
-  const std::int64_t rows = options.out_features() / place_.group->size();
-  parallel::detail::keep_slice(weight, 0, place_.group->rank(), rows);
-  if (bias.defined()) parallel::detail::keep_slice(bias, 0, place_.group->rank(), rows);
+  parallel::detail::keep_shares({&weight, &bias}, 0, options.out_features(), *place_.group);
 }
 
 // --- RowParallelLinear -------------------------------------------------------------------------
@@ -175,18 +178,17 @@ ACCEL_DECL void RowParallelLinearImpl::split(runtime::ProcessGroup& group,
   if (place_.split()) return;
   parallel::detail::check_divides(options.in_features(), "in_features", "RowParallelLinear",
                                   group, path);
-  parallel::detail::keep_slice(weight, 1, group.rank(), options.in_features() / group.size());
+  parallel::detail::keep_shares({&weight}, 1, options.in_features(), group);
   place_.group = &group;
 }
 
 ACCEL_DECL void RowParallelLinearImpl::gather_full() {
-  if (place_.split()) parallel::detail::gather_slices(weight, 1, *place_.group);
+  if (place_.split()) parallel::detail::gather_shares({&weight}, 1, *place_.group);
 }
 
 ACCEL_DECL void RowParallelLinearImpl::release_full() {
   if (!place_.split() || weight.size(1) != options.in_features()) return;
-  parallel::detail::keep_slice(weight, 1, place_.group->rank(),
-                               options.in_features() / place_.group->size());
+  parallel::detail::keep_shares({&weight}, 1, options.in_features(), *place_.group);
 }
 
 // --- The whole model -----------------------------------------------------------------------------
