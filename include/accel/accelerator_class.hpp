@@ -47,6 +47,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -787,9 +788,11 @@ class Accelerator
     // gradients by a wrong count), and its error names every rank's count.
     const torch::Tensor mine = detail::one_value(gradients_.window_tokens(), torch::kLong);
     const torch::Tensor counts = group_ ? group_->allgather(mine) : mine.reshape({1});
-    const std::int64_t* count = counts.data_ptr<std::int64_t>();
-    const std::int64_t tokens = detail::GradientState::sum_of_rank_tokens(
-        std::vector<std::int64_t>(count, count + counts.numel()));
+    // A span over the tensor, not a vector copied from it: g++ 12 at -O3 reports a false
+    // -Wfree-nonheap-object on that copy's destructor, which -Werror builds turn into an error.
+    const std::span<const std::int64_t> count(counts.data_ptr<std::int64_t>(),
+                                              static_cast<std::size_t>(counts.numel()));
+    const std::int64_t tokens = detail::GradientState::sum_of_rank_tokens(count);
     if (tokens <= 0)
       detail::fail("backward(loss_sum, tokens): this accumulation window counted {} tokens on {} "
                    "rank(s) ({} here); its gradients are divided by that count, so at least one "

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,7 +112,7 @@ class GradientState {
 
   // The window's token count over the ranks, from each rank's count (rank order): the sum,
   // checked. An overflow fails naming the counts, on every rank alike (they all hold them).
-  static std::int64_t sum_of_rank_tokens(const std::vector<std::int64_t>& counts) {
+  static std::int64_t sum_of_rank_tokens(std::span<const std::int64_t> counts) {
     std::int64_t total = 0;
     bool overflow = false;
     for (const std::int64_t c : counts)
