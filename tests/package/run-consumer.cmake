@@ -1,5 +1,6 @@
 # Configures and builds tests/package/consumer against accel, either installed (find_package,
 # with the variants of tests/package/variants) or as a subdirectory, then runs the consumer.
+# COMPILES (ACCEL_PACKAGE_COMPILES): whether the installed consumer compiles accel's bodies.
 # Invoked by ctest with -P.
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(consumer_args -DACCEL_CONSUMER_MODE=${MODE})
@@ -10,10 +11,15 @@ if(MODE STREQUAL "find_package")
     message(FATAL_ERROR "install failed: ${rc}")
   endif()
   # Installed, the consumer is built in the separately compiled mode (accel::compiled from the
-  # installed src/accel.cpp), with its variants (package.variants runs them); through
-  # add_subdirectory, header-only.
-  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" -DACCEL_CONSUMER_COMPILED=ON
-       -DACCEL_CONSUMER_VARIANTS=ON)
+  # installed src/accel.cpp), with its variants (package.variants runs them); without COMPILES,
+  # the torch-free TU against the installed accel::accel. Through add_subdirectory, the
+  # torch-free TU.
+  list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
+  if(COMPILES)
+    list(APPEND consumer_args -DACCEL_CONSUMER_COMPILED=ON -DACCEL_CONSUMER_VARIANTS=ON)
+  else()
+    list(APPEND consumer_args -DACCEL_CONSUMER_TORCH_FREE=ON)
+  endif()
 else()
   list(APPEND consumer_args "-DACCEL_SOURCE_DIR=${SOURCE_DIR}")
 endif()
