@@ -35,7 +35,7 @@ echo "machine: $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git -C "$repo" rev-parse --short HEAD)"
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); command: bench/heap.sh $*"
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+trap 'rm -f "$raw" "$raw.err"' EXIT
 IFS=';' read -r -a config_list <<<"$configs"
 for turn in $(seq 1 "$turns"); do
   for config in "${config_list[@]}"; do
@@ -47,10 +47,11 @@ for turn in $(seq 1 "$turns"); do
       extra=()
       [ "$side" = untuned ] && extra=(--no-heap-tuning)
       # shellcheck disable=SC2086
-      line=$("$bench" --nproc 2 --pin $flags "${extra[@]}" | tail -n 1)
+      line=$("$bench" --nproc 2 --pin $flags "${extra[@]}" 2>"$raw.err" | tail -n 1)
       steps=$(sed -n 's/.*steps_per_s=\([0-9.]*\).*/\1/p' <<<"$line")
       rss=$(sed -n 's/.*rank_peak_rss_mb=\([0-9.,]*\).*/\1/p' <<<"$line")
-      [ -n "$steps" ] && [ -n "$rss" ] || { echo "heap.sh: no result from: $line" >&2; exit 1; }
+      [ -n "$steps" ] && [ -n "$rss" ] || {
+        cat "$raw.err" >&2; echo "heap.sh: no result from $name ($side): $line" >&2; exit 1; }
       echo "$turn|$name|$side|$steps|$rss" >>"$raw"
     done
   done
