@@ -3,9 +3,9 @@
 // LayerNorm and a plain head, trained with AdamW, GradAccum<2> and clip_grad_norm, the full
 // weights written through full_parameters() halfway; on 2 ranks (one tensor-parallel group) and
 // on 4 (two groups, the outer policy across them): Ddp, and the sharded outer policies (Zero2,
-// Zero3 and the Fsdp names), whose flat parameters are made of the slices; under Bf16 within
-// bf16's tolerance. The refusals: a world size the degree does not divide, a layer it does not
-// divide, and checkpoints.
+// Zero3 and the Fsdp names), whose flat parameters are made of the slices; under Bf16 (Ddp, and
+// Zero3 on 4) within bf16's tolerance. The refusals: a world size the degree does not divide, a
+// layer it does not divide, and checkpoints.
 #include <accel/checkpoints.hpp>
 
 #include <algorithm>
@@ -178,6 +178,10 @@ void tensor_parallel_shard_grad_op() {
   matches_one_process<Outer2<accel::Fsdp<accel::ShardGradOp>>>(1e-5);
 }
 void tensor_parallel_no_shard() { matches_one_process<Outer2<accel::Fsdp<accel::NoShard>>>(1e-5); }
+void tensor_parallel_zero3_bf16() {
+  matches_one_process<accel::Accelerator<accel::Parallel<accel::Zero3, accel::TensorParallel<2>>,
+                                         accel::Bf16, accel::GradAccum<2>>>(2e-2);
+}
 
 void tensor_parallel_bf16() {
   matches_one_process<accel::Accelerator<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>,
@@ -236,6 +240,7 @@ int run(int argc, char** argv) {
       {"tensor_parallel_full_shard", tensor_parallel_full_shard},
       {"tensor_parallel_shard_grad_op", tensor_parallel_shard_grad_op},
       {"tensor_parallel_no_shard", tensor_parallel_no_shard},
+      {"tensor_parallel_zero3_bf16", tensor_parallel_zero3_bf16},
       {"tensor_parallel_bf16", tensor_parallel_bf16},
       {"tensor_parallel_world_not_divisible", tensor_parallel_world_not_divisible},
       {"tensor_parallel_checkpoint_refused", tensor_parallel_checkpoint_refused},
