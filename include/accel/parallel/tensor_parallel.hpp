@@ -91,7 +91,8 @@ struct OuterStrategy<Fsdp<FullShard>> {
 template <class Outer, int N>
 struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Outer>::type {
   using Base = typename OuterStrategy<Outer>::type;
-  static constexpr std::string_view composed_name = policy::Composed<Outer, TensorParallel<N>>::name;
+  static constexpr std::string_view composed_name =
+      policy::Composed<Outer, TensorParallel<N>>::name;
 
   Strategy()
     requires std::constructible_from<Base, std::string_view>
@@ -135,8 +136,8 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
       detail::broadcast_from_root(*world_, module.buffers());
     }
     if (tensor_ != nullptr)
-      for (auto& p : split_tensor_parallel_layers(module, *tensor_, label))
-        split_.push_back(std::move(p));
+      for (const auto& p : split_tensor_parallel_layers(module, *tensor_, label))
+        split_.insert(p.unsafeGetTensorImpl());
     Base::prepare_model(module, label);
   }
 
@@ -146,7 +147,8 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
   std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const {
     if (tensor_ == nullptr) return Base::gradients_to_clip(parameters);
     std::vector<torch::Tensor> split, replicated;
-    for (const auto& p : parameters) (is_split(p) ? split : replicated).push_back(p);
+    for (const auto& p : parameters)
+      (split_.count(p.unsafeGetTensorImpl()) != 0 ? split : replicated).push_back(p);
     std::vector<torch::Tensor> grads = Base::gradients_to_clip(split);
     split_gradients_.clear();
     for (const auto& g : grads) split_gradients_.insert(g.unsafeGetTensorImpl());
@@ -155,7 +157,8 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
   }
 
   // clip_grad_norm (detail/clip.hpp): the share of a gradient's |g|^p this rank adds before
-  // reduce_norm sums over the tensor-parallel group: all of a slice's, 1/N of a replicated one's.
+  // reduce_norm sums over the data-parallel group (the outer strategy's, where it sums) and the
+  // tensor-parallel group: all of a slice's, 1/N of a replicated one's.
   double norm_share(const torch::Tensor& gradient) const {
     if (tensor_ == nullptr) return 1.0;
     return split_gradients_.count(gradient.unsafeGetTensorImpl()) != 0 ? 1.0 : 1.0 / N;
@@ -181,15 +184,11 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
   const runtime::ProcessGroup* tensor_parallel_group() const { return tensor_.get(); }
 
  private:
-  bool is_split(const torch::Tensor& parameter) const {
-    for (const auto& p : split_)
-      if (p.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return true;
-    return false;
-  }
-
   runtime::ProcessGroup* world_ = nullptr;
   std::unique_ptr<runtime::ProcessGroup> tensor_, data_;
-  std::vector<torch::Tensor> split_;  // the parameters each rank of a group holds part of
+  // The parameters each rank of a group holds part of (the prepared models' own tensors, which
+  // live as long as the Accelerator uses them).
+  std::unordered_set<const void*> split_;
   // The split parameters' gradients the last gradients_to_clip handed over.
   mutable std::unordered_set<const void*> split_gradients_;
 };
