@@ -1,9 +1,11 @@
-// Tensor parallelism (Parallel<Ddp, TensorParallel<2>>, docs/how-to/tensor-parallel.md) against
+// Tensor parallelism (Parallel<P, TensorParallel<2>>, docs/how-to/tensor-parallel.md) against
 // one process on the global batch: two column -> activation -> row pairs, a frozen Linear, a
-// LayerNorm and a plain head, trained with AdamW, GradAccum<2> and clip_grad_norm; on 2 ranks
-// (one tensor-parallel group) and on 4 (two groups, Ddp across them); under Bf16 within bf16's
-// tolerance. The refusals: a world size the degree does not divide, a layer it does not divide,
-// and checkpoints.
+// LayerNorm and a plain head, trained with AdamW, GradAccum<2> and clip_grad_norm, the full
+// weights written through full_parameters() halfway; on 2 ranks (one tensor-parallel group) and
+// on 4 (two groups, the outer policy across them): Ddp, and the sharded outer policies (Zero2,
+// Zero3 and the Fsdp names), whose flat parameters are made of the slices; under Bf16 (Ddp, and
+// Zero3 on 4) within bf16's tolerance. The refusals: a world size the degree does not divide, a
+// layer it does not divide, and checkpoints.
 #include <accel/checkpoints.hpp>
 
 #include <algorithm>
@@ -79,7 +81,8 @@ void matches_one_process(double tolerance) {
   expect_linear_before_prepare();
   Accel acc(accel_test::test_options());
   const int groups = acc.num_processes() / 2;
-  const std::int64_t per_group = 4;
+  // 24 micro-batches of 96 samples, 12 steps, whatever the number of groups.
+  const std::int64_t per_group = 4 / groups;
   // Different initial weights on each rank: prepare must start every rank from rank 0's.
   torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
   Tiny net;
@@ -87,15 +90,30 @@ void matches_one_process(double tolerance) {
   accel::DataLoader loader(accel_test::Regression(),
                            {.batch_size = per_group, .shuffle = true, .seed = 5});
   auto [model, optimizer, batches] = acc.prepare(net, adamw, loader);
+  // Under Zero3 and Fsdp<FullShard> the parameters are zero-element at rest: the slices' shapes
+  // are read inside full_parameters() below.
+  constexpr bool at_rest_empty = accel::shards_parameters_v<typename Accel::parallelism_policy>;
   EXPECT(net->up1->is_split() && net->down2->is_split());
-  EXPECT(net->up1->weight.size(0) == 8 && net->down1->weight.size(1) == 8);
-  EXPECT(net->up2->weight.size(0) == 6 && net->down2->bias.size(0) == 8);
+  if constexpr (!at_rest_empty) {
+    EXPECT(net->up1->weight.size(0) == 8 && net->down1->weight.size(1) == 8);
+    EXPECT(net->up2->weight.size(0) == 6 && net->down2->bias.size(0) == 8);
+  } else if (acc.num_processes() > 2) {
+    EXPECT(net->up1->weight.numel() == 0);
+  }
   std::vector<double> norms;
   for (const auto& batch : batches) {
     acc.backward(torch::mse_loss(model(batch.x), batch.y));
     if (acc.sync_gradients()) norms.push_back(acc.clip_grad_norm(0.5));
     optimizer.step();
     optimizer.zero_grad();
+    if (acc.sync_gradients() && norms.size() == 2) {
+      // Written through the full weights, which training must then go on from.
+      const auto full = acc.full_parameters(net);
+      EXPECT(net->up1->weight.size(0) == 16 && net->down1->weight.size(1) == 16);
+      torch::NoGradGuard no_grad;
+      net->up1->weight.mul_(0.5);
+      net->down1->weight.mul_(0.5);
+    }
   }
 
   torch::manual_seed(1);
@@ -120,6 +138,11 @@ void matches_one_process(double tolerance) {
           torch::nn::utils::clip_grad_norm_(reference->parameters(), 0.5));
       reference_adamw.step();
       reference_adamw.zero_grad();
+      if (reference_norms.size() == 2) {
+        torch::NoGradGuard no_grad;
+        reference->up1->weight.mul_(0.5);
+        reference->down1->weight.mul_(0.5);
+      }
     }
   }
   EXPECT(norms.size() == reference_norms.size() && !norms.empty());
@@ -137,10 +160,28 @@ void matches_one_process(double tolerance) {
     for (const auto& d : digests) EXPECT(d == digests.front());
   }
   // Back to the slices once the full parameters' scope ends.
-  EXPECT(net->up1->weight.size(0) == 8 && net->down1->weight.size(1) == 8);
+  if constexpr (!at_rest_empty)
+    EXPECT(net->up1->weight.size(0) == 8 && net->down1->weight.size(1) == 8);
 }
 
+template <class Outer>
+using Outer2 = accel::Accelerator<accel::Parallel<Outer, accel::TensorParallel<2>>, accel::Fp32,
+                                  accel::GradAccum<2>>;
+
 void tensor_parallel_mlp() { matches_one_process<TensorParallel2>(1e-5); }
+void tensor_parallel_zero3() { matches_one_process<Outer2<accel::Zero3>>(1e-5); }
+void tensor_parallel_zero2() { matches_one_process<Outer2<accel::Zero2>>(1e-5); }
+void tensor_parallel_full_shard() {
+  matches_one_process<Outer2<accel::Fsdp<accel::FullShard>>>(1e-5);
+}
+void tensor_parallel_shard_grad_op() {
+  matches_one_process<Outer2<accel::Fsdp<accel::ShardGradOp>>>(1e-5);
+}
+void tensor_parallel_no_shard() { matches_one_process<Outer2<accel::Fsdp<accel::NoShard>>>(1e-5); }
+void tensor_parallel_zero3_bf16() {
+  matches_one_process<accel::Accelerator<accel::Parallel<accel::Zero3, accel::TensorParallel<2>>,
+                                         accel::Bf16, accel::GradAccum<2>>>(2e-2);
+}
 
 void tensor_parallel_bf16() {
   matches_one_process<accel::Accelerator<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>,
@@ -194,6 +235,12 @@ void tensor_parallel_checkpoint_refused() {
 int run(int argc, char** argv) {
   const accel_test::Scenarios scenarios = {
       {"tensor_parallel_mlp", tensor_parallel_mlp},
+      {"tensor_parallel_zero3", tensor_parallel_zero3},
+      {"tensor_parallel_zero2", tensor_parallel_zero2},
+      {"tensor_parallel_full_shard", tensor_parallel_full_shard},
+      {"tensor_parallel_shard_grad_op", tensor_parallel_shard_grad_op},
+      {"tensor_parallel_no_shard", tensor_parallel_no_shard},
+      {"tensor_parallel_zero3_bf16", tensor_parallel_zero3_bf16},
       {"tensor_parallel_bf16", tensor_parallel_bf16},
       {"tensor_parallel_world_not_divisible", tensor_parallel_world_not_divisible},
       {"tensor_parallel_checkpoint_refused", tensor_parallel_checkpoint_refused},

@@ -24,15 +24,24 @@ static_assert(meets_strategy_contract<accel::Fsdp<accel::NoShard>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::ShardGradOp>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::FullShard>>);
 static_assert(meets_strategy_contract<accel::Fsdp<accel::HybridShard>>);
-static_assert(
-    meets_strategy_contract<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>>);
+template <class Outer>
+using TensorParallel2 = accel::Parallel<Outer, accel::TensorParallel<2>>;
+static_assert(meets_strategy_contract<TensorParallel2<accel::Ddp>>);
+static_assert(meets_strategy_contract<TensorParallel2<accel::Zero2>>);
+static_assert(meets_strategy_contract<TensorParallel2<accel::Zero3>>);
+static_assert(meets_strategy_contract<TensorParallel2<accel::Fsdp<accel::NoShard>>>);
+static_assert(meets_strategy_contract<TensorParallel2<accel::Fsdp<accel::ShardGradOp>>>);
+static_assert(meets_strategy_contract<TensorParallel2<accel::Fsdp<accel::FullShard>>>);
 // clip_grad_norm finds norm_share by its presence (parallel/detail/clip.hpp): a misspelling
 // would count every replicated gradient N times without a word, so its presence is held here.
-static_assert(requires(
-    const accel::parallel::Strategy<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>>& s,
-    const torch::Tensor& gradient) {
-  { s.norm_share(gradient) } -> std::same_as<double>;
-});
+template <class Outer>
+inline constexpr bool has_norm_share =
+    requires(const accel::parallel::Strategy<TensorParallel2<Outer>>& s,
+             const torch::Tensor& gradient) {
+      { s.norm_share(gradient) } -> std::same_as<double>;
+    };
+static_assert(has_norm_share<accel::Ddp> && has_norm_share<accel::Zero2> &&
+              has_norm_share<accel::Zero3> && has_norm_share<accel::Fsdp<accel::FullShard>>);
 
 template <class Prec>
 inline constexpr bool meets_precision_contract =

@@ -111,6 +111,13 @@ static_assert(TensorParallel2::name == std::string_view("Parallel<Ddp,TensorPara
 static_assert(Parallel<Ddp, TensorParallel<16>>::name ==
               std::string_view("Parallel<Ddp,TensorParallel<16>>"));
 static_assert(tensor_parallel_degree_v<TensorParallel2> == 2 && tensor_parallel_degree_v<Ddp> == 0);
+// The outer policy's sharding is the composition's, and its name is in the full name.
+static_assert(shards_parameters_v<Parallel<Zero3, TensorParallel<2>>> &&
+              !shards_parameters_v<Parallel<Zero2, TensorParallel<2>>> &&
+              shards_gradients_v<Parallel<Zero2, TensorParallel<2>>>);
+static_assert(Parallel<Fsdp<FullShard>, TensorParallel<2>>::name ==
+              std::string_view("Parallel<Fsdp<FullShard>,TensorParallel<2>>"));
+static_assert(policy::Checked<Parallel<Zero3, TensorParallel<2>>, Fp32, GradAccum<2>>::value);
 static_assert(!shards_parameters_v<TensorParallel2> && !shards_gradients_v<TensorParallel2>);
 static_assert(policy::Checked<TensorParallel2, Bf16, GradAccum<2>>::value);
 static_assert(std::is_same_v<policy::Checked<TensorParallel2, Fp32, GradAccum<1>>::parallelism,

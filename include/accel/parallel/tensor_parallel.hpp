@@ -1,24 +1,34 @@
-// Parallel<Ddp, TensorParallel<N>>: Megatron-LM's tensor parallelism inside groups of N
-// consecutive ranks, Ddp across the groups. Ranks 0..N-1 form tensor-parallel group 0, N..2N-1
-// group 1, and so on (Megatron's order, and torch's DeviceMesh with dimensions ("dp", "tp")); the
-// ranks of the same place in every group form a data-parallel group. The subgroups are made as
-// Fsdp<HybridShard> makes its own (runtime::ProcessGroup::split).
+// Parallel<Outer, TensorParallel<N>>: Megatron-LM's tensor parallelism inside groups of N
+// consecutive ranks, the outer policy (Ddp, Zero2, Zero3, Fsdp<FullShard|ShardGradOp>) across
+// the groups. Ranks 0..N-1 form tensor-parallel group 0, N..2N-1 group 1, and so on (Megatron's
+// order, and torch's DeviceMesh with dimensions ("dp", "tp")); the ranks of the same place in
+// every group form a data-parallel group. The subgroups are made as Fsdp<HybridShard> makes its
+// own (runtime::ProcessGroup::split), and the outer strategy is attached to the data-parallel
+// group alone: it sees a world of world / N ranks, each holding its group's slices.
 //
-//   prepare_model   rank 0's full model on every rank (as Ddp), then every ColumnParallelLinear
-//                   and RowParallelLinear narrowed to this rank's slice
-//                   (tensor_parallel_linear.hpp), then Ddp over the data-parallel group: its
-//                   replicas hold the same slices
-//   gradients       the split layers' collectives run inside their forward and backward; Ddp
-//                   averages every gradient over the data-parallel group only (with one group
-//                   there is nothing to average). A replicated parameter (a LayerNorm, an
-//                   embedding, a frozen or plain Linear) has the same gradient on every rank of a
-//                   tensor-parallel group, because everything outside the split layers computes
-//                   the same numbers there: each rank's batch is its group's batch, a column
-//                   layer's input gradient is summed over the group, and a row layer's output is
-//                   summed before anything else sees it. So they stay equal without a collective.
-//   clip_grad_norm  each rank adds its slices' share of the norm and 1/N of each replicated
-//                   gradient's, summed over the tensor-parallel group: every element counted once
-//   full_parameters the split layers' slices gathered into the full weights, and back after
+//   prepare_model   rank 0's full model on every rank, then every ColumnParallelLinear and
+//                   RowParallelLinear narrowed to this rank's slice (tensor_parallel_linear.hpp),
+//                   then the outer strategy's prepare over the data-parallel group: Ddp's
+//                   replicas, or Zero2's and Zero3's flat parameters, are made of the slices
+//   gradients       the split layers' collectives run inside their forward and backward; the
+//                   outer strategy averages (Ddp) or reduce-scatters (Zero2, Zero3) every
+//                   gradient over the data-parallel group only (with one group there is nothing
+//                   to average: the outer strategy runs as on one process). A replicated
+//                   parameter (a LayerNorm, an embedding, a frozen or plain Linear) has the same
+//                   gradient on every rank of a tensor-parallel group, because everything outside
+//                   the split layers computes the same numbers there: each rank's batch is its
+//                   group's batch, a column layer's input gradient is summed over the group, and
+//                   a row layer's output is summed before anything else sees it. So they stay
+//                   equal without a collective.
+//   clip_grad_norm  each rank adds its part of each gradient the outer strategy hands over (the
+//                   whole gradient, or this rank's shard of it): all of a slice's, 1/N of a
+//                   replicated one's; the outer strategy sums over the data-parallel group (the
+//                   sharded ones, once the gradients are in shards), then the sum goes over the
+//                   tensor-parallel group. Each element is counted once: the N data-parallel
+//                   groups each hold every replicated element once, and each slice's element once
+//   full_parameters the outer strategy's full parameters (Zero3 gathers its shards), then the
+//                   split layers' slices gathered into the full weights; after, the slices
+//                   written back into the outer strategy's tensors, then its release
 //
 // The loaders deal batches by data-parallel rank (the Accelerator reads the degree: every rank of
 // a tensor-parallel group gets the same batch). Checkpoints are refused (state/checkpoint_io.hpp).
@@ -26,16 +36,22 @@
 
 #include <torch/torch.h>
 
+#include <concepts>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "../detail/error.hpp"
 #include "../policy/tensor_parallel.hpp"
 #include "../runtime/process_group.hpp"
 #include "ddp.hpp"
+#include "fsdp.hpp"
 #include "detail/broadcast.hpp"
 #include "tensor_parallel_linear.hpp"
+#include "zero2.hpp"
+#include "zero3.hpp"
 
 namespace accel::parallel {
 
@@ -49,12 +65,52 @@ inline void check_tensor_parallel_world(int world, int degree, std::string_view 
                         policy, world, degree, degree, world);
 }
 
-template <int N>
-struct Strategy<policy::Composed<Ddp, TensorParallel<N>>> : Strategy<Ddp> {
-  Strategy() { name_ = policy::Composed<Ddp, TensorParallel<N>>::name; }
+// The class each outer policy's strategy is made of: the sharded ones take their name (the
+// composed one, for their errors) as they are built; Ddp's is set after.
+template <class Outer>
+struct OuterStrategy {
+  using type = Strategy<Outer>;
+};
+template <>
+struct OuterStrategy<Zero2> {
+  using type = ShardedGradientStrategy;
+};
+template <>
+struct OuterStrategy<Fsdp<ShardGradOp>> {
+  using type = ShardedGradientStrategy;
+};
+template <>
+struct OuterStrategy<Zero3> {
+  using type = FullyShardedStrategy;
+};
+template <>
+struct OuterStrategy<Fsdp<FullShard>> {
+  using type = FullyShardedStrategy;
+};
+
+template <class Outer, int N>
+struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Outer>::type {
+  using Base = typename OuterStrategy<Outer>::type;
+  static constexpr std::string_view composed_name =
+      policy::Composed<Outer, TensorParallel<N>>::name;
+
+  Strategy()
+    requires std::constructible_from<Base, std::string_view>
+      : Base(composed_name) {}
+  Strategy()
+    requires(!std::constructible_from<Base, std::string_view>)
+  {
+    this->name_ = composed_name;
+  }
+
+  // An empty build (accel::deferred_init) is materialized whole before prepare_model: the layers
+  // are narrowed from the full weights, before the outer strategy flattens anything.
+  static constexpr bool deferred_models = false;
+  template <class... Arguments>
+  void prepare_deferred_model(Arguments&&...) = delete;  // hides the sharded strategies' own
 
   void attach(runtime::ProcessGroup* group, const Options& options) {
-    check_tensor_parallel_world(group == nullptr ? 1 : group->size(), N, name_);
+    check_tensor_parallel_world(group == nullptr ? 1 : group->size(), N, composed_name);
     world_ = group;
     runtime::ProcessGroup* data = group;
     if (group != nullptr) {
@@ -69,7 +125,7 @@ struct Strategy<policy::Composed<Ddp, TensorParallel<N>>> : Strategy<Ddp> {
         data = nullptr;  // one tensor-parallel group: no replica to average with
       }
     }
-    Strategy<Ddp>::attach(data, options);
+    Base::attach(data, options);
   }
 
   void prepare_model(torch::nn::Module& module, const std::string& label) {
@@ -80,28 +136,48 @@ struct Strategy<policy::Composed<Ddp, TensorParallel<N>>> : Strategy<Ddp> {
       detail::broadcast_from_root(*world_, module.buffers());
     }
     if (tensor_ != nullptr)
-      for (auto& p : split_tensor_parallel_layers(module, *tensor_, label))
-        split_.push_back(std::move(p));
-    Strategy<Ddp>::prepare_model(module, label);
+      for (const auto& p : split_tensor_parallel_layers(module, *tensor_, label))
+        split_.insert(p.unsafeGetTensorImpl());
+    Base::prepare_model(module, label);
+  }
+
+  // What clip_grad_norm measures and scales: the outer strategy's gradients of the split
+  // parameters, then of the others. Those of the first kind are noted for norm_share: a sharded
+  // strategy hands over pieces of its shard gradients, which are not any parameter's .grad.
+  std::vector<torch::Tensor> gradients_to_clip(const std::vector<torch::Tensor>& parameters) const {
+    if (tensor_ == nullptr) return Base::gradients_to_clip(parameters);
+    std::vector<torch::Tensor> split, replicated;
+    for (const auto& p : parameters)
+      (split_.count(p.unsafeGetTensorImpl()) != 0 ? split : replicated).push_back(p);
+    std::vector<torch::Tensor> grads = Base::gradients_to_clip(split);
+    split_gradients_.clear();
+    for (const auto& g : grads) split_gradients_.insert(g.unsafeGetTensorImpl());
+    for (auto& g : Base::gradients_to_clip(replicated)) grads.push_back(std::move(g));
+    return grads;
   }
 
   // clip_grad_norm (detail/clip.hpp): the share of a gradient's |g|^p this rank adds before
-  // reduce_norm sums over the tensor-parallel group: all of a slice's, 1/N of a replicated one's.
+  // reduce_norm sums over the data-parallel group (the outer strategy's, where it sums) and the
+  // tensor-parallel group: all of a slice's, 1/N of a replicated one's.
   double norm_share(const torch::Tensor& gradient) const {
     if (tensor_ == nullptr) return 1.0;
-    for (const auto& p : split_)
-      if (p.grad().defined() && p.grad().unsafeGetTensorImpl() == gradient.unsafeGetTensorImpl())
-        return 1.0;
-    return 1.0 / N;
+    return split_gradients_.count(gradient.unsafeGetTensorImpl()) != 0 ? 1.0 : 1.0 / N;
   }
   torch::Tensor reduce_norm(torch::Tensor local, bool is_max) {
+    local = Base::reduce_norm(std::move(local), is_max);
     if (tensor_ != nullptr)
       tensor_->allreduce(local, is_max ? runtime::ReduceOp::max : runtime::ReduceOp::sum);
     return local;
   }
 
-  void gather_full(torch::nn::Module& module) { gather_tensor_parallel_layers(module); }
-  void release_full(torch::nn::Module& module) { release_tensor_parallel_layers(module); }
+  void gather_full(torch::nn::Module& module) {
+    Base::gather_full(module);
+    gather_tensor_parallel_layers(module);
+  }
+  void release_full(torch::nn::Module& module) {
+    release_tensor_parallel_layers(module);
+    Base::release_full(module);
+  }
 
   // The ranks this rank's layers are split across (null on one process and at
   // TensorParallel<1>).
@@ -110,7 +186,11 @@ struct Strategy<policy::Composed<Ddp, TensorParallel<N>>> : Strategy<Ddp> {
  private:
   runtime::ProcessGroup* world_ = nullptr;
   std::unique_ptr<runtime::ProcessGroup> tensor_, data_;
-  std::vector<torch::Tensor> split_;  // the parameters each rank of a group holds part of
+  // The parameters each rank of a group holds part of (the prepared models' own tensors, which
+  // live as long as the Accelerator uses them).
+  std::unordered_set<const void*> split_;
+  // The split parameters' gradients the last gradients_to_clip handed over.
+  mutable std::unordered_set<const void*> split_gradients_;
 };
 
 }  // namespace accel::parallel

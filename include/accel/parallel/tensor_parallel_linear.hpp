@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "../detail/separate_compilation.hpp"
 #include "../runtime/process_group.hpp"
@@ -51,6 +52,10 @@ ACCEL_DECL torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& input,
 // What a split layer knows of its tensor-parallel group; a layer that is not split has none.
 struct TensorParallelPlace {
   runtime::ProcessGroup* group = nullptr;
+  // While gather_full() holds the full tensors: the slices' own tensors, which release_full()
+  // writes back into and restores. Their storage is the outer strategy's (a view into Zero2's
+  // or Zero3's flat buffer), so a write to the full weights reaches what trains.
+  std::vector<torch::Tensor> held;
   bool split() const { return group != nullptr; }
 };
 

@@ -103,11 +103,27 @@ consteval bool ddp_compression_ok() {
   }
 }
 
-// --- Rule: Parallel<P, D> is Parallel<Ddp, TensorParallel<N>> --------------------------------
+// --- Rule: Parallel<P, D> is Parallel<P, TensorParallel<N>>, P one tensor parallelism runs under
 // Tensor parallelism splits the marked layers across a group of ranks and runs the outer policy
-// across the groups. Ddp's replicas of each slice work; the sharded strategies would flatten the
-// slices and clip their norms without the tensor-parallel group, so they are refused by name
-// until they are taught it.
+// across the groups, over the data-parallel group alone. Ddp, Zero2, Zero3 and the Fsdp names of
+// their strategies work so; Fsdp<HybridShard> cuts its own groups by node, which would cross the
+// tensor-parallel groups, and DdpWith's compressed all-reduce is untried there: both are refused
+// by name until they are taught it.
+template <class P>
+inline constexpr bool tensor_parallel_outer = false;
+template <>
+inline constexpr bool tensor_parallel_outer<Ddp> = true;
+template <>
+inline constexpr bool tensor_parallel_outer<Zero2> = true;
+template <>
+inline constexpr bool tensor_parallel_outer<Zero3> = true;
+template <>
+inline constexpr bool tensor_parallel_outer<Fsdp<NoShard>> = true;
+template <>
+inline constexpr bool tensor_parallel_outer<Fsdp<ShardGradOp>> = true;
+template <>
+inline constexpr bool tensor_parallel_outer<Fsdp<FullShard>> = true;
+
 template <class T>
 inline constexpr bool is_composed = false;
 template <class Outer, class Dimension>
@@ -124,11 +140,13 @@ consteval bool tensor_parallel_ok() {
     return false;
   } else if constexpr (Par::dimension::degree < 1) {
     return false;  // TensorParallel<N>'s own assertion has said so
-  } else if constexpr (!std::is_same_v<typename Par::outer, Ddp>) {
+  } else if constexpr (!tensor_parallel_outer<typename Par::outer>) {
     static_assert(never<Par>,
-                  "accel: tensor parallelism works with Ddp across the tensor-parallel groups so "
-                  "far; Zero2, Zero3, Fsdp<...> and DdpWith<...> with TensorParallel are not "
-                  "supported yet: write Parallel<Ddp, TensorParallel<N>>");
+                  "accel: tensor parallelism works with Ddp, Zero2, Zero3 and Fsdp<NoShard|"
+                  "ShardGradOp|FullShard> across the tensor-parallel groups; Fsdp<HybridShard> "
+                  "and DdpWith<...> with TensorParallel are not supported yet: write "
+                  "Parallel<Zero3, TensorParallel<N>> for sharding, or Parallel<Ddp, "
+                  "TensorParallel<N>>");
     return false;
   } else {
     return true;

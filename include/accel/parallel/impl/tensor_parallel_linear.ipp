@@ -78,15 +78,36 @@ inline void keep_shares(std::initializer_list<torch::Tensor*> tensors, std::int6
       tensor->set_data(tensor->detach().narrow(dim, group.rank() * count, count).clone());
 }
 
-// Every rank's share of each defined tensor along `dim`, joined in rank order, in place.
+// Every rank's share of each defined tensor along `dim`, joined in rank order, in place; each
+// slice's own tensor kept in `held` (gathered already: nothing to do).
 inline void gather_shares(std::initializer_list<torch::Tensor*> tensors, std::int64_t dim,
-                          runtime::ProcessGroup& group) {
+                          TensorParallelPlace& place) {
+  if (!place.held.empty()) return;
   torch::NoGradGuard no_grad;
   for (torch::Tensor* tensor : tensors)
     if (tensor->defined()) {
+      place.held.push_back(tensor->detach());
       const torch::Tensor mine = tensor->detach().transpose(0, dim).contiguous();
-      tensor->set_data(group.allgather(mine).transpose(0, dim).contiguous());
+      tensor->set_data(place.group->allgather(mine).transpose(0, dim).contiguous());
     }
+}
+
+// The full tensors' share of this rank written into the slices' own tensors, which the
+// parameters become again: set_data to a copy would leave a flat buffer (Zero2, Zero3) that the
+// parameters no longer view.
+inline void return_shares(std::initializer_list<torch::Tensor*> tensors, std::int64_t dim,
+                          TensorParallelPlace& place) {
+  if (place.held.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::size_t k = 0;
+  for (torch::Tensor* tensor : tensors)
+    if (tensor->defined()) {
+      torch::Tensor& slice = place.held[k++];
+      slice.copy_(tensor->detach().narrow(dim, place.group->rank() * slice.size(dim),
+                                          slice.size(dim)));
+      tensor->set_data(slice);
+    }
+  place.held.clear();
 }
 
 inline void check_divides(std::int64_t features, const char* which, const char* layer,
@@ -142,12 +163,11 @@ ACCEL_DECL void ColumnParallelLinearImpl::split(runtime::ProcessGroup& group,
 }
 
 ACCEL_DECL void ColumnParallelLinearImpl::gather_full() {
-  if (place_.split()) parallel::detail::gather_shares({&weight, &bias}, 0, *place_.group);
+  if (place_.split()) parallel::detail::gather_shares({&weight, &bias}, 0, place_);
 }
 
 ACCEL_DECL void ColumnParallelLinearImpl::release_full() {
-  if (!place_.split() || weight.size(0) != options.out_features()) return;
-  parallel::detail::keep_shares({&weight, &bias}, 0, options.out_features(), *place_.group);
+  if (place_.split()) parallel::detail::return_shares({&weight, &bias}, 0, place_);
 }
 
 // --- RowParallelLinear -------------------------------------------------------------------------
@@ -183,12 +203,11 @@ ACCEL_DECL void RowParallelLinearImpl::split(runtime::ProcessGroup& group,
 }
 
 ACCEL_DECL void RowParallelLinearImpl::gather_full() {
-  if (place_.split()) parallel::detail::gather_shares({&weight}, 1, *place_.group);
+  if (place_.split()) parallel::detail::gather_shares({&weight}, 1, place_);
 }
 
 ACCEL_DECL void RowParallelLinearImpl::release_full() {
-  if (!place_.split() || weight.size(1) != options.in_features()) return;
-  parallel::detail::keep_shares({&weight}, 1, options.in_features(), *place_.group);
+  if (place_.split()) parallel::detail::return_shares({&weight}, 1, place_);
 }
 
 // --- The whole model -----------------------------------------------------------------------------
