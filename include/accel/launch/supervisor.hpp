@@ -33,6 +33,7 @@
 #include "error.hpp"
 #include "file_descriptor.hpp"
 #include "free_port.hpp"
+#include "node_rendezvous.hpp"
 #include "options.hpp"
 #include "output.hpp"
 #include "private_directory.hpp"

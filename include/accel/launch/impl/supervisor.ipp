@@ -403,14 +403,42 @@ ACCEL_DECL int launch_workers(const LaunchOptions& options, const std::string& p
     for (const std::string& line : report.summary())
       std::fprintf(stderr, "accel-launch: %s\n", line.c_str());
   };
+  // On several nodes the launchers meet before each start; a start may then have fewer nodes.
+  std::optional<launcher::NodeRendezvous> nodes;
+  if (launcher::nodes_meet(options)) nodes.emplace(options);
+  LaunchOptions current = options;
   for (int restart = 0;; ++restart) {
+    if (nodes) {
+      launcher::Membership place;
+      try {
+        place = nodes->meet(restart);
+      } catch (const LaunchError&) {
+        summarize();  // what the starts before cost, then the reason this one cannot be made
+        throw;
+      }
+      if (place.nnodes != current.nnodes) {
+        const int before = launcher::world_size(current);
+        std::fprintf(stderr,
+                     "accel-launch: node%s %s did not come to start %d within "
+                     "--rendezvous-deadline %s: the world shrinks from %d to %d ranks "
+                     "(%d node%s; this node is node %d now)\n",
+                     place.lost.size() == 1 ? "" : "s",
+                     launcher::node_meeting::node_list(place.lost).c_str(), restart + 1,
+                     launcher::format_seconds(options.rendezvous_deadline).c_str(), before,
+                     options.nproc * place.nnodes, place.nnodes, place.nnodes == 1 ? "" : "s",
+                     place.node_rank);
+      }
+      current.node_rank = place.node_rank;
+      current.nnodes = place.nnodes;
+    }
     // Every start meets afresh: a new private folder (on one node, the store's), a new free
     // port, a new run id.
     const launcher::PrivateDirectory folder = launcher::PrivateDirectory::create();
-    const launcher::Rendezvous rendezvous = launcher::resolve_rendezvous(options, folder.path());
-    launcher::Supervisor supervisor(options, rendezvous, restart);
+    const launcher::Rendezvous rendezvous = launcher::resolve_rendezvous(current, folder.path());
+    launcher::Supervisor supervisor(current, rendezvous, restart);
     const int status = supervisor.run(program, arguments);
-    report.add_start(supervisor.failed_worker(), runtime::read_progress(rendezvous.progress_file));
+    report.add_start(supervisor.failed_worker(), runtime::read_progress(rendezvous.progress_file),
+                     launcher::world_size(current), current.nnodes);
     if (status == 0 || !supervisor.restartable() || options.max_restarts == 0) {
       summarize();
       return status;
