@@ -45,6 +45,10 @@ class NodeRendezvous {
   // LaunchError when the group cannot start (below MIN, node 0 gone, this node left out).
   ACCEL_DECL Membership meet(int start);
 
+  // meet(start), then `current` set to this node's place in it (node rank, nodes), and a line
+  // on stderr when the start has fewer nodes than the one before.
+  ACCEL_DECL void enter_start(int start, LaunchOptions& current);
+
   [[nodiscard]] int port() const { return port_; }
 
  private:

@@ -229,11 +229,6 @@ class Supervisor {
   FlagsByPid leftovers_;  // the processes, other than workers, found among the children
 };
 
-// MASTER_ADDR, MASTER_PORT, the folder for the workers' failure notes (`private_dir`, empty
-// for none) and, on one node, the private rendezvous folder (the same) and a random run id.
-ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
-                                         const std::string& private_dir);
-
 }  // namespace launcher
 
 // Starts `program` (a path, or a name looked up in PATH) as options.nproc workers with argv

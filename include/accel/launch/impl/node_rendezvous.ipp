@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -120,6 +121,21 @@ ACCEL_DECL NodeRendezvous::NodeRendezvous(const LaunchOptions& options)
 
 ACCEL_DECL Membership NodeRendezvous::meet(int start) {
   return options_.node_rank == 0 ? host(start) : join(start);
+}
+
+ACCEL_DECL void NodeRendezvous::enter_start(int start, LaunchOptions& current) {
+  const Membership place = meet(start);
+  if (place.nnodes != current.nnodes)
+    std::fprintf(stderr,
+                 "accel-launch: node%s %s did not come to start %d within --rendezvous-deadline "
+                 "%s: the world shrinks from %d to %d ranks (%d node%s; this node is node %d "
+                 "now)\n",
+                 place.lost.size() == 1 ? "" : "s", node_meeting::node_list(place.lost).c_str(),
+                 start + 1, format_seconds(options_.rendezvous_deadline).c_str(),
+                 world_size(current), current.nproc * place.nnodes, place.nnodes,
+                 place.nnodes == 1 ? "" : "s", place.node_rank);
+  current.node_rank = place.node_rank;
+  current.nnodes = place.nnodes;
 }
 
 ACCEL_DECL Membership NodeRendezvous::host(int start) {

@@ -372,22 +372,6 @@ ACCEL_DECL int Supervisor::exit_status() const {
   return 0;
 }
 
-ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
-                                         const std::string& private_dir) {
-  Rendezvous rendezvous;
-  rendezvous.master_addr = options.master_addr.empty() ? loopback_address : options.master_addr;
-  const int port = options.master_port.value_or(options.nnodes == 1 ? 0 : default_multi_node_port);
-  rendezvous.master_port = port == 0 ? pick_free_port() : port;
-  rendezvous.error_dir = private_dir;
-  if (!private_dir.empty()) rendezvous.progress_file = private_dir + "/progress";
-  if (options.nnodes == 1) {
-    rendezvous.store_dir = private_dir;
-    // 128 random bits: no other job's ranks carry it (runtime/run_identity.hpp).
-    rendezvous.run_id = detail::random_hex(16);
-  }
-  return rendezvous;
-}
-
 }  // namespace accel::launcher
 
 namespace accel {
@@ -403,33 +387,17 @@ ACCEL_DECL int launch_workers(const LaunchOptions& options, const std::string& p
     for (const std::string& line : report.summary())
       std::fprintf(stderr, "accel-launch: %s\n", line.c_str());
   };
-  // On several nodes the launchers meet before each start; a start may then have fewer nodes.
-  std::optional<launcher::NodeRendezvous> nodes;
+  std::optional<launcher::NodeRendezvous> nodes;  // several nodes meet before each start
   if (launcher::nodes_meet(options)) nodes.emplace(options);
   LaunchOptions current = options;
   for (int restart = 0;; ++restart) {
     if (nodes) {
-      launcher::Membership place;
       try {
-        place = nodes->meet(restart);
+        nodes->enter_start(restart, current);
       } catch (const LaunchError&) {
         summarize();  // what the starts before cost, then the reason this one cannot be made
         throw;
       }
-      if (place.nnodes != current.nnodes) {
-        const int before = launcher::world_size(current);
-        std::fprintf(stderr,
-                     "accel-launch: node%s %s did not come to start %d within "
-                     "--rendezvous-deadline %s: the world shrinks from %d to %d ranks "
-                     "(%d node%s; this node is node %d now)\n",
-                     place.lost.size() == 1 ? "" : "s",
-                     launcher::node_meeting::node_list(place.lost).c_str(), restart + 1,
-                     launcher::format_seconds(options.rendezvous_deadline).c_str(), before,
-                     options.nproc * place.nnodes, place.nnodes, place.nnodes == 1 ? "" : "s",
-                     place.node_rank);
-      }
-      current.node_rank = place.node_rank;
-      current.nnodes = place.nnodes;
     }
     // Every start meets afresh: a new private folder (on one node, the store's), a new free
     // port, a new run id.
