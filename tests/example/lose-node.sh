@@ -41,7 +41,7 @@ steps=8
 
 ck="$dir/ck"
 common=(--nnodes 1:2 --nproc 1 --master-addr 10.232.0.1 --master-port 29541 --max-restarts 1
-        --rendezvous-deadline 3 --grace 2)
+        --rendezvous-deadline 5 --grace 2)
 program=("$gpt" --steps $steps --checkpoint-dir "$ck" --checkpoint-every 2 --resume
          --keep-global-batch 2 "$@")
 in_a env GLOO_SOCKET_IFNAME="la$$" ACCEL_RENDEZVOUS_TIMEOUT=30 \
@@ -56,7 +56,7 @@ show() { echo "--- node 0"; cat "$dir/node0.log"; echo "--- node 1"; cat "$dir/n
 [ "$first" = 0 ] || { show; fail "node 0 exited $first"; }
 grep -q "resumed from $ck/checkpoint_1 at step 4$" "$dir/node0.log" ||
   { show; fail "node 0 did not resume from step 4"; }
-grep -qF "accel-launch: node 1 did not come to start 2 within --rendezvous-deadline 3: the world shrinks from 2 to 1 ranks (1 node; this node is node 0 now)" "$dir/node0.log" &&
+grep -qF "accel-launch: node 1 did not come to start 2 within --rendezvous-deadline 5: the world shrinks from 2 to 1 ranks (1 node; this node is node 0 now)" "$dir/node0.log" &&
   grep -qF "accel-launch: start 2 ran on 1 rank (1 node): the world shrank from 2 ranks (2 nodes) to 1" "$dir/node0.log" ||
   { show; fail "the launcher did not say that the world shrank"; }
 grep '^accel-launch' "$dir/node0.log"
