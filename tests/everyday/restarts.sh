@@ -104,4 +104,24 @@ two_nodes 1:2 0 1
   grep -qF "accel: node 0's launcher, which hosts the nodes' rendezvous at 127.0.0.1:" err &&
   grep -qF "did not answer node 1 before start 2 within 2 x --rendezvous-deadline + --grace; a job that loses node 0 cannot go on" err ||
   fail "--nnodes 1:2 without node 0: status $status: $(cat out err)"
+# A node whose launcher joins the next start and is killed while it waits for node 0 (node 0's
+# rank still runs): node 0 finds its connection closed and goes on without it.
+port=$((20000 + RANDOM % 20000))
+waiting_worker='echo "rank $RANK of $WORLD_SIZE start $ACCEL_RESTART_COUNT"
+if [ "$ACCEL_RESTART_COUNT" = 0 ]; then
+  if [ "$GROUP_RANK" = 1 ]; then exit 1; fi
+  sleep 2; exit 1
+fi'
+common=(--nnodes 1:2 --nproc 1 --master-addr 127.0.0.1 --master-port "$port" --max-restarts 1
+        --rendezvous-deadline 2 --grace 0)
+"$launch" "${common[@]}" --node-rank 0 -- sh -c "$waiting_worker" >out 2>err &
+survivor=$!
+"$launch" "${common[@]}" --node-rank 1 -- sh -c "$waiting_worker" >out1 2>err1 &
+lost=$!
+sleep 1
+kill -9 "$lost"
+status=0
+wait "$survivor" || status=$?
+[ "$status" = 0 ] && grep -qx "rank 0 of 1 start 1" out && grep -q "the world shrinks from 2 to 1" err ||
+  fail "node 1 gone while it waited: status $status: $(cat out err)"
 echo "restarts: ok"

@@ -88,6 +88,13 @@ inline FileDescriptor connect_before(const std::string& host, int port,
   return FileDescriptor();
 }
 
+// Whether the peer has closed its end: a launcher killed after it sent its join line, while it
+// waited in the listen queue for node 0's answer.
+inline bool peer_gone(const FileDescriptor& socket) {
+  pollfd entry{socket.get(), POLLRDHUP, 0};
+  return ::poll(&entry, 1, 0) > 0 && (entry.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 inline std::string node_list(const std::vector<int>& nodes) {
   std::string text;
   for (const int node : nodes) text += (text.empty() ? "" : ", ") + std::to_string(node);
@@ -176,6 +183,8 @@ ACCEL_DECL Membership NodeRendezvous::host(int start) {
     }
     joined.emplace_back(node, std::move(peer));
   }
+  // A node that joined and then went is lost as well: it would never start its workers.
+  std::erase_if(joined, [](const auto& entry) { return peer_gone(entry.second); });
   std::sort(joined.begin(), joined.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   Membership place;
