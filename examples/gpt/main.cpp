@@ -100,6 +100,9 @@ struct Args {
   std::int64_t checkpoint_every = 0;       // optimizer steps between checkpoints; 0: at the end
   bool async_checkpoint = false;           // those saves written in the background
   bool resume = false;                     // from the newest checkpoint under checkpoint_dir
+  // --keep-global-batch W: --accum is for W processes; on P processes the run takes
+  // W * accum / P micro-batches per step, so a restart on fewer processes keeps the global batch.
+  std::optional<int> keep_global_batch;
   bool profile = false;  // the step timeline in the run's metrics, a trace per rank of steps 3-5
   bool help = false;
 };
@@ -187,7 +190,10 @@ std::string usage_text() {
       "  --resume             continue from the newest checkpoint of this run in\n"
       "                       --checkpoint-dir when it holds one, start afresh when it holds\n"
       "                       none (one command line for the first start and every restart);\n"
-      "                       --steps stays the run's total\n",
+      "                       --steps stays the run's total\n"
+      "  --keep-global-batch W  --accum is for W processes: on P processes, run W x accum / P\n"
+      "                       micro-batches per step (refused unless a whole number this build\n"
+      "                       compiled), so a restart on fewer processes keeps the global batch\n",
       examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
       examples::joined(examples::accumulation_values()), d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
       kDefaultWarmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
@@ -235,6 +241,8 @@ Args parse(int argc, char** argv) {
     else if (flag == "--peak-tflops") args.peak_tflops = real_number(flag, value());
     else if (flag == "--threads") args.threads = whole_number(flag, value(), 1, kMaxThreads);
     else if (flag == "--profile") args.profile = args.tracking = true;
+    else if (flag == "--keep-global-batch")
+      args.keep_global_batch = whole_number(flag, value(), 1, 1'000'000);
     else throw BadArgument(fmt::format("unknown flag '{}'", flag));
   }
   if (args.help) return args;
@@ -637,6 +645,34 @@ int train(const Args& args, const gpt::Corpus& corpus) {
 
 // CPU threads: --threads, else OMP_NUM_THREADS (accel::launch sets it to cores / processes for
 // each worker it starts, as torchrun does), else one. One, because this model's operations are
+// --keep-global-batch W: the accumulation that makes this run's global batch that of W processes
+// with --accum, from the processes the launcher started (WORLD_SIZE; 1 without a launcher). The
+// same command line then serves every start of an elastic job (accel-launch --nnodes MIN:MAX).
+int accumulation_for_world(const Args& args) {
+  if (!args.keep_global_batch) return args.accum;
+  const int intended = *args.keep_global_batch;
+  const char* world = std::getenv("WORLD_SIZE");
+  const int processes = world != nullptr && *world != '\0' ? std::max(1, std::atoi(world)) : 1;
+  const std::int64_t micro_batches = std::int64_t{intended} * args.accum;
+  if (micro_batches % processes != 0)
+    throw FlagConflict(fmt::format(
+        "accel: --keep-global-batch {} with --accum {} makes {} micro-batch{} per optimizer step, "
+        "which {} processes cannot share evenly; run on a number of processes that divides {}, "
+        "or leave out --keep-global-batch to go on with another global batch",
+        intended, args.accum, micro_batches, micro_batches == 1 ? "" : "es", processes,
+        micro_batches));
+  const auto accum = static_cast<int>(micro_batches / processes);
+  const auto compiled = examples::accumulation_values();
+  if (std::find(compiled.begin(), compiled.end(), accum) == compiled.end())
+    throw FlagConflict(fmt::format(
+        "accel: --keep-global-batch {} with --accum {} needs --accum {} on {} process{}, and this "
+        "build compiled {} only; run on more processes, or build the examples with "
+        "-DACCEL_ALL_VARIANTS=ON",
+        intended, args.accum, accum, processes, processes == 1 ? "" : "es",
+        examples::joined(compiled)));
+  return accum;
+}
+
 // small: more threads made a step slower on the development machine, each small parallel
 // operation waiting for a descheduled thread (measured in docs/gpt.md, "Training", under
 // "Threads"). OpenBLAS, which computes Debian libtorch's matrix products, keeps a pool
@@ -662,11 +698,12 @@ int set_threads(std::optional<int> requested) {
 
 int run(int argc, char** argv) {
   try {
-    const Args args = parse(argc, argv);
+    Args args = parse(argc, argv);
     if (args.help) {
       fmt::print("{}", usage_text());
       return 0;
     }
+    args.accum = accumulation_for_world(args);
     set_threads(args.threads);
     // Read and checked before anything is created: a missing or empty text stops here.
     const gpt::Corpus corpus = args.stream ? gpt::load_stream_corpus(*args.stream, args.seq)

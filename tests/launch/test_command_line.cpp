@@ -136,6 +136,46 @@ TEST_CASE("command line: every mistake gets an accel: message naming the value")
   check({"--", "true"}, {"ACCEL_NPROC=0", "at least 1"});
 }
 
+TEST_CASE("command line: --nnodes MIN:MAX, --min-nodes and --rendezvous-deadline") {
+  const UnsetNproc clean;
+  auto line = parse({"--nnodes", "1:3", "--node-rank", "2", "--master-addr", "h",
+                     "--max-restarts", "2", "--rendezvous-deadline", "2.5", "--", "true"});
+  CHECK(line.options.nnodes == 3);
+  CHECK(line.options.min_nodes == 1);
+  CHECK(line.options.rendezvous_deadline == std::chrono::milliseconds(2500));
+  CHECK(accel::launcher::fewest_nodes(line.options) == 1);
+  CHECK(accel::launcher::nodes_meet(line.options));
+  line = parse({"--nnodes", "3", "--min-nodes", "2", "--master-addr", "h", "--", "true"});
+  CHECK(line.options.nnodes == 3);
+  CHECK(accel::launcher::fewest_nodes(line.options) == 2);
+  // Fixed nodes meet only to restart; one node never does.
+  line = parse({"--nnodes", "2", "--master-addr", "h", "--", "true"});
+  CHECK(accel::launcher::fewest_nodes(line.options) == 2);
+  CHECK_FALSE(accel::launcher::nodes_meet(line.options));
+  CHECK(accel::launcher::nodes_meet(
+      parse({"--nnodes", "2", "--master-addr", "h", "--max-restarts", "1", "--", "true"}).options));
+  CHECK_FALSE(accel::launcher::nodes_meet(parse({"--max-restarts", "1", "--", "true"}).options));
+  CHECK(parse({"--", "true"}).options.rendezvous_deadline == std::chrono::seconds(30));
+
+  const auto check = [](std::initializer_list<const char*> words,
+                        std::initializer_list<const char*> parts) {
+    const std::string message = error_of(words);
+    INFO("message: " << message);
+    CHECK(message.rfind("accel: ", 0) == 0);
+    for (const char* part : parts) CHECK(launch_test::contains(message, part));
+  };
+  check({"--nnodes", "3:2", "--master-addr", "h", "--", "true"}, {"--nnodes 3:2", "MIN <= MAX"});
+  check({"--nnodes", "0:2", "--master-addr", "h", "--", "true"}, {"--nnodes 0:2", "1:2"});
+  check({"--nnodes", "1:x", "--master-addr", "h", "--", "true"}, {"'1:x'", "--nnodes 1:2"});
+  check({"--min-nodes", "2", "--", "true"}, {"--min-nodes 2", "--nnodes 1"});
+  check({"--min-nodes", "0", "--", "true"}, {"--min-nodes 0", "at least 1"});
+  check({"--rendezvous-deadline", "0", "--", "true"}, {"--rendezvous-deadline 0", "e.g."});
+  check({"--rendezvous-deadline", "-2", "--", "true"}, {"--rendezvous-deadline -2", "negative"});
+  check({"--rendezvous-deadline", "soon", "--", "true"}, {"--rendezvous-deadline 'soon'"});
+  check({"--nnodes", "1:2", "--master-addr", "h", "--master-port", "65535", "--", "true"},
+        {"--master-port 65535", "--master-port + 1"});
+}
+
 TEST_CASE("config file: a folder is refused, not read (it aborted the launcher)") {
   const launch_test::TestDir dir;
   launch_test::Process launcher({ACCEL_TEST_LAUNCHER, "--config", dir.path(), "--", "true"}, dir);

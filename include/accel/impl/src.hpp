@@ -21,6 +21,7 @@
 #include "../launch/impl/environment.ipp"
 #include "../launch/impl/file_descriptor.ipp"
 #include "../launch/impl/free_port.ipp"
+#include "../launch/impl/node_rendezvous.ipp"
 #include "../launch/impl/options.ipp"
 #include "../launch/impl/output.ipp"
 #include "../launch/impl/private_directory.ipp"

@@ -27,11 +27,14 @@ inline constexpr std::string_view launch_usage =
     "\n"
     "  --nproc N          worker processes on this node (default: ACCEL_NPROC, else 1)\n"
     "  --nnodes M         nodes in the job, each running accel-launch (default 1)\n"
+    "  --nnodes MIN:MAX   elastic: a restart goes on with the nodes that come back, if >= MIN\n"
+    "  --min-nodes MIN    the same as --nnodes MIN:M\n"
     "  --node-rank K      this node's index, 0 .. M-1 (default 0)\n"
     "  --master-addr H    address of node 0 (default 127.0.0.1; required with --nnodes > 1)\n"
     "  --master-port P    port on node 0 (default: a free port on one node, 29500 on several)\n"
     "  --grace S          seconds between SIGTERM and SIGKILL (default 5)\n"
     "  --max-restarts K   when a worker fails, start the whole group again, up to K times\n"
+    "  --rendezvous-deadline S  seconds node 0 waits for the other nodes at a start (default 30)\n"
     "  --rank-prefix      prefix every output line of a worker with \"[rank R] \"\n"
     "  --config FILE      settings from a YAML file (accel-launch config writes one); flags win\n"
     "  --threads-per-process T  OMP_NUM_THREADS in every worker (default: cores / nproc)\n"
@@ -56,7 +59,12 @@ namespace launcher {
 ACCEL_DECL int parse_whole_number(std::string_view text, const std::string& shown,
                                   const std::string& fix);
 
-ACCEL_DECL std::chrono::milliseconds parse_seconds(std::string_view text);
+// `flag` names the option in the messages.
+ACCEL_DECL std::chrono::milliseconds parse_seconds(std::string_view text,
+                                                   std::string_view flag = "--grace");
+
+// `--nnodes M` or `--nnodes MIN:MAX` into options.nnodes and options.min_nodes.
+ACCEL_DECL void parse_nnodes(std::string_view text, LaunchOptions& options);
 
 inline int parse_nproc_flag(std::string_view text) {
   return parse_whole_number(text, "--nproc '" + std::string(text) + "'",

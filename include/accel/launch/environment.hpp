@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/random_hex.hpp"
 #include "../detail/separate_compilation.hpp"
+#include "free_port.hpp"
 #include "options.hpp"
 
 extern "C" char** environ;  // NOLINT: POSIX declares it nowhere in a header
@@ -56,6 +58,11 @@ struct Rendezvous {
   // group; empty: none.
   std::string progress_file;
 };
+
+// MASTER_ADDR, MASTER_PORT, the folder for the workers' failure notes (`private_dir`, empty
+// for none) and, on one node, the private rendezvous folder (the same) and a random run id.
+ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
+                                         const std::string& private_dir);
 
 // Where worker `rank` notes that its failure followed a peer's.
 inline std::string error_file(const Rendezvous& rendezvous, int rank) {

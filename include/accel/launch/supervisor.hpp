@@ -33,6 +33,7 @@
 #include "error.hpp"
 #include "file_descriptor.hpp"
 #include "free_port.hpp"
+#include "node_rendezvous.hpp"
 #include "options.hpp"
 #include "output.hpp"
 #include "private_directory.hpp"
@@ -227,11 +228,6 @@ class Supervisor {
   FlagsByPid signaled_pids_;
   FlagsByPid leftovers_;  // the processes, other than workers, found among the children
 };
-
-// MASTER_ADDR, MASTER_PORT, the folder for the workers' failure notes (`private_dir`, empty
-// for none) and, on one node, the private rendezvous folder (the same) and a random run id.
-ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
-                                         const std::string& private_dir);
 
 }  // namespace launcher
 

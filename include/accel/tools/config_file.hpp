@@ -62,6 +62,8 @@ inline constexpr ConfigKey config_keys[] = {
     {"grace", ConfigType::seconds, "grace: 5"},
     {"rank-prefix", ConfigType::flag, "rank-prefix: true"},
     {"max-restarts", ConfigType::whole_number, "max-restarts: 3"},
+    {"min-nodes", ConfigType::whole_number, "min-nodes: 1"},
+    {"rendezvous-deadline", ConfigType::seconds, "rendezvous-deadline: 30"},
     {"threads-per-process", ConfigType::whole_number, "threads-per-process: 8"},
     {"env", ConfigType::environment, "env: {NCCL_DEBUG: INFO}"},
 };
@@ -299,7 +301,7 @@ inline ConfiguredLine apply_launch_config(int argc, const char* const* argv) {
   std::optional<int> threads_flag;
   static constexpr std::string_view with_value[] = {
       "--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--grace",
-      "--max-restarts"};
+      "--max-restarts", "--min-nodes", "--rendezvous-deadline"};
   int i = 1;
   for (; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -408,7 +410,7 @@ inline int write_launch_config(int argc, const char* const* argv) {
       if (known->type == ConfigType::whole_number)
         (void)parse_whole_number(text, std::string(arg) + " '" + text + "'",
                                  "give a whole number, e.g. " + std::string(arg) + " 4");
-      if (known->type == ConfigType::seconds) (void)parse_seconds(text);
+      if (known->type == ConfigType::seconds) (void)parse_seconds(text, arg);
       yaml << YAML::Key << key << YAML::Value;
       if (known->type == ConfigType::whole_number) yaml << std::stoi(text);
       else yaml << text;

@@ -14,17 +14,37 @@ ACCEL_DECL int parse_whole_number(std::string_view text, const std::string& show
   return value;
 }
 
-ACCEL_DECL std::chrono::milliseconds parse_seconds(std::string_view text) {
+ACCEL_DECL std::chrono::milliseconds parse_seconds(std::string_view text, std::string_view flag) {
+  const std::string name(flag);
+  const std::string example = flag == "--grace" ? " 5" : " 30";
   double seconds = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
   if (text.empty() || error != std::errc{} || end != text.data() + text.size() ||
       !(seconds >= -1e6 && seconds <= 1e6))  // also false for nan and infinities
-    fail("--grace '" + std::string(text) +
-         "' is not a number of seconds; give one such as --grace 5 or --grace 0.5");
+    fail(name + " '" + std::string(text) + "' is not a number of seconds; give one such as " +
+         name + example + " or " + name + " 0.5");
   if (seconds < 0)
-    fail("--grace " + std::string(text) +
-         " is negative; give the seconds between SIGTERM and SIGKILL, e.g. --grace 5");
+    fail(name + " " + std::string(text) + " is negative; give " +
+         (flag == "--grace" ? "the seconds between SIGTERM and SIGKILL"
+                            : "the seconds node 0 waits for the other nodes at a start") +
+         ", e.g. " + name + example);
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
+}
+
+ACCEL_DECL void parse_nnodes(std::string_view text, LaunchOptions& options) {
+  const auto colon = text.find(':');
+  const std::string shown = "--nnodes '" + std::string(text) + "'";
+  const std::string fix = "give the number of nodes, e.g. --nnodes 2, or the fewest and the most "
+                          "a restart may go on with, e.g. --nnodes 1:2";
+  if (colon == std::string_view::npos) {
+    options.nnodes = parse_whole_number(text, shown, fix);
+    return;
+  }
+  options.min_nodes = parse_whole_number(text.substr(0, colon), shown, fix);
+  options.nnodes = parse_whole_number(text.substr(colon + 1), shown, fix);
+  if (options.min_nodes < 1)
+    fail("--nnodes " + std::string(text) + " is out of range; give MIN:MAX with 1 <= MIN <= MAX, "
+         "e.g. --nnodes 1:2");
 }
 
 ACCEL_DECL int nproc_from_environment(int fallback) {
@@ -95,8 +115,9 @@ ACCEL_DECL LaunchCommandLine parse_launch_command_line(int argc, const char* con
       options.rank_prefix = true;
       continue;
     }
-    const auto known = {"--nproc",       "--nnodes",      "--node-rank",
-                        "--master-addr", "--master-port", "--grace", "--max-restarts"};
+    const auto known = {"--nproc",       "--nnodes",      "--node-rank",    "--master-addr",
+                        "--master-port", "--grace",       "--max-restarts", "--min-nodes",
+                        "--rendezvous-deadline"};
     bool is_known = false;
     for (const std::string_view option : known) is_known = is_known || name == option;
     if (!is_known)
@@ -113,8 +134,15 @@ ACCEL_DECL LaunchCommandLine parse_launch_command_line(int argc, const char* con
     if (name == "--nproc") {
       nproc = launcher::parse_nproc_flag(value);
     } else if (name == "--nnodes") {
-      options.nnodes = launcher::parse_whole_number(
-          value, shown, "give the number of nodes in the job, e.g. --nnodes 2");
+      launcher::parse_nnodes(value, options);
+    } else if (name == "--min-nodes") {
+      options.min_nodes = launcher::parse_whole_number(
+          value, shown, "give the fewest nodes a restart may go on with, e.g. --min-nodes 1");
+      if (options.min_nodes < 1)
+        fail("--min-nodes " + std::to_string(options.min_nodes) +
+             " is out of range; give at least 1, e.g. --min-nodes 1");
+    } else if (name == "--rendezvous-deadline") {
+      options.rendezvous_deadline = launcher::parse_seconds(value, "--rendezvous-deadline");
     } else if (name == "--node-rank") {
       options.node_rank = launcher::parse_whole_number(
           value, shown, "give this node's index counted from 0, e.g. --node-rank 1");

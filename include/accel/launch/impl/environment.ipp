@@ -32,6 +32,22 @@ ACCEL_DECL Variables worker_variables(const LaunchOptions& options, const Rendez
   return variables;
 }
 
+ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
+                                         const std::string& private_dir) {
+  Rendezvous rendezvous;
+  rendezvous.master_addr = options.master_addr.empty() ? loopback_address : options.master_addr;
+  const int port = options.master_port.value_or(options.nnodes == 1 ? 0 : default_multi_node_port);
+  rendezvous.master_port = port == 0 ? pick_free_port() : port;
+  rendezvous.error_dir = private_dir;
+  if (!private_dir.empty()) rendezvous.progress_file = private_dir + "/progress";
+  if (options.nnodes == 1) {
+    rendezvous.store_dir = private_dir;
+    // 128 random bits: no other job's ranks carry it (runtime/run_identity.hpp).
+    rendezvous.run_id = detail::random_hex(16);
+  }
+  return rendezvous;
+}
+
 ACCEL_DECL bool is_launcher_variable(std::string_view entry) {
   const std::string_view name = entry.substr(0, entry.find('='));
   for (const std::string_view variable : launcher_variables)

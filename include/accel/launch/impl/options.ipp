@@ -49,11 +49,19 @@ ACCEL_DECL void validate(const LaunchOptions& options) {
     fail("--max-restarts " + std::to_string(options.max_restarts) +
          " is out of range; give how many times a failed group may be started again, e.g. "
          "--max-restarts 3 (0: never)");
-  if (options.max_restarts > 0 && options.nnodes > 1)
-    fail("--max-restarts " + std::to_string(options.max_restarts) + " with --nnodes " +
+  if (options.min_nodes < 0 || options.min_nodes > options.nnodes)
+    fail("--nnodes " + std::to_string(options.min_nodes) + ":" + std::to_string(options.nnodes) +
+         " (or --min-nodes " + std::to_string(options.min_nodes) + " with --nnodes " +
          std::to_string(options.nnodes) +
-         ": restarts are for one node in this version (the nodes would have to agree on each "
-         "restart); restart the job from your scheduler instead");
+         ") is out of range; give MIN:MAX with 1 <= MIN <= MAX, e.g. --nnodes 1:2 (a restart "
+         "may go on with 1 node of 2)");
+  if (nodes_meet(options) && options.master_port && *options.master_port == 65535)
+    fail("--master-port 65535 leaves no port for the launchers' rendezvous, which listens on "
+         "--master-port + 1 on node 0; give a lower port, e.g. --master-port 29500");
+  if (options.rendezvous_deadline.count() <= 0)
+    fail("--rendezvous-deadline " + format_seconds(options.rendezvous_deadline) +
+         " is out of range; give the seconds node 0 waits for the other nodes at a start, e.g. "
+         "--rendezvous-deadline 30");
   if (options.grace.count() < 0)
     fail("--grace " + format_seconds(options.grace) +
          " is negative; give the seconds between SIGTERM and SIGKILL, e.g. --grace 5");

@@ -12,9 +12,15 @@ inline std::string steps_text(std::int64_t steps) {
   return std::to_string(steps) + (steps == 1 ? " step" : " steps");
 }
 
+inline std::string ranks_text(int count, int nodes) {
+  return std::to_string(count) + (count == 1 ? " rank (" : " ranks (") + std::to_string(nodes) +
+         (nodes == 1 ? " node)" : " nodes)");
+}
+
 ACCEL_DECL void RestartReport::add_start(std::string failed_worker,
-                                         std::optional<runtime::Progress> progress) {
-  starts_.push_back({std::move(failed_worker), std::move(progress)});
+                                         std::optional<runtime::Progress> progress, int ranks,
+                                         int nodes) {
+  starts_.push_back({std::move(failed_worker), std::move(progress), ranks, nodes});
 }
 
 ACCEL_DECL std::pair<std::int64_t, std::string> RestartReport::newest_checkpoint(
@@ -46,7 +52,19 @@ ACCEL_DECL std::vector<std::string> RestartReport::summary() const {
   std::vector<std::string> lines;
   bool any_progress = false;
   for (const Start& start : starts_) any_progress = any_progress || start.progress.has_value();
-  if (starts_.size() < 2 || !any_progress) return lines;
+  if (starts_.size() < 2) return lines;
+  if (any_progress) progress_lines(lines);
+  for (std::size_t i = 1; i < starts_.size(); ++i)
+    if (starts_[i].ranks != starts_[i - 1].ranks)
+      lines.push_back("start " + std::to_string(i + 1) + " ran on " +
+                      ranks_text(starts_[i].ranks, starts_[i].nodes) +
+                      ": the world shrank from " +
+                      ranks_text(starts_[i - 1].ranks, starts_[i - 1].nodes) + " to " +
+                      std::to_string(starts_[i].ranks));
+  return lines;
+}
+
+ACCEL_DECL void RestartReport::progress_lines(std::vector<std::string>& lines) const {
   std::int64_t redone_in_all = 0;
   bool all_known = true;
   for (std::size_t i = 0; i + 1 < starts_.size(); ++i) {
@@ -74,7 +92,6 @@ ACCEL_DECL std::vector<std::string> RestartReport::summary() const {
   lines.push_back(std::to_string(restarts) + (restarts == 1 ? " restart, " : " restarts, ") +
                   (all_known ? steps_text(redone_in_all) + " redone in all"
                              : "at least " + steps_text(redone_in_all) + " redone in all"));
-  return lines;
 }
 
 }  // namespace accel::launcher

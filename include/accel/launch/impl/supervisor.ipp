@@ -372,22 +372,6 @@ ACCEL_DECL int Supervisor::exit_status() const {
   return 0;
 }
 
-ACCEL_DECL Rendezvous resolve_rendezvous(const LaunchOptions& options,
-                                         const std::string& private_dir) {
-  Rendezvous rendezvous;
-  rendezvous.master_addr = options.master_addr.empty() ? loopback_address : options.master_addr;
-  const int port = options.master_port.value_or(options.nnodes == 1 ? 0 : default_multi_node_port);
-  rendezvous.master_port = port == 0 ? pick_free_port() : port;
-  rendezvous.error_dir = private_dir;
-  if (!private_dir.empty()) rendezvous.progress_file = private_dir + "/progress";
-  if (options.nnodes == 1) {
-    rendezvous.store_dir = private_dir;
-    // 128 random bits: no other job's ranks carry it (runtime/run_identity.hpp).
-    rendezvous.run_id = detail::random_hex(16);
-  }
-  return rendezvous;
-}
-
 }  // namespace accel::launcher
 
 namespace accel {
@@ -403,14 +387,26 @@ ACCEL_DECL int launch_workers(const LaunchOptions& options, const std::string& p
     for (const std::string& line : report.summary())
       std::fprintf(stderr, "accel-launch: %s\n", line.c_str());
   };
+  std::optional<launcher::NodeRendezvous> nodes;  // several nodes meet before each start
+  if (launcher::nodes_meet(options)) nodes.emplace(options);
+  LaunchOptions current = options;
   for (int restart = 0;; ++restart) {
+    if (nodes) {
+      try {
+        nodes->enter_start(restart, current);
+      } catch (const LaunchError&) {
+        summarize();  // what the starts before cost, then the reason this one cannot be made
+        throw;
+      }
+    }
     // Every start meets afresh: a new private folder (on one node, the store's), a new free
     // port, a new run id.
     const launcher::PrivateDirectory folder = launcher::PrivateDirectory::create();
-    const launcher::Rendezvous rendezvous = launcher::resolve_rendezvous(options, folder.path());
-    launcher::Supervisor supervisor(options, rendezvous, restart);
+    const launcher::Rendezvous rendezvous = launcher::resolve_rendezvous(current, folder.path());
+    launcher::Supervisor supervisor(current, rendezvous, restart);
     const int status = supervisor.run(program, arguments);
-    report.add_start(supervisor.failed_worker(), runtime::read_progress(rendezvous.progress_file));
+    report.add_start(supervisor.failed_worker(), runtime::read_progress(rendezvous.progress_file),
+                     launcher::world_size(current), current.nnodes);
     if (status == 0 || !supervisor.restartable() || options.max_restarts == 0) {
       summarize();
       return status;
