@@ -7,6 +7,9 @@
 #   0:7  rank 0, just after the save of step 6 began: the same on the main process
 #   0:3  rank 0, just after the first save began: the restart may find nothing committed, and
 #        then starts afresh
+# and two kills drawn from fixed seeds (bash's RANDOM: a rank, and a step from 2 to 8), printed,
+# so that a failure reproduces. From step 5 on a commit exists (the save of step 4 or later
+# waited for step 2's), so the restart must resume from one.
 # The launcher starts both ranks again, they resume from the newest committed checkpoint, and the
 # run ends with the param_digest of the uninterrupted run; no staging folder is left and every
 # checkpoint_<n> is committed.
@@ -22,14 +25,18 @@ straight=$("$launcher" --nproc 2 -- "$gpt" --steps $steps "$@" 2>&1) || {
   printf '%s\n' "$straight"; fail "the uninterrupted run failed"; }
 want=$(digest "$straight")
 [ -n "$want" ] || { printf '%s\n' "$straight"; fail "no param_digest in the uninterrupted run"; }
-for kill in 1:5 0:7 0:3; do
+for kill in 1:5 0:7 0:3 seed:1 seed:8; do
+  if [ "${kill%%:*}" = seed ]; then
+    RANDOM=${kill#seed:}
+    kill="$((RANDOM % 2)):$((2 + RANDOM % (steps - 1)))"
+  fi
   ck="$dir/ck-${kill/:/-}"
   out=$(ACCEL_EXAMPLE_KILL_AT=$kill "$launcher" --nproc 2 --max-restarts 1 -- "$gpt" \
           --steps $steps --checkpoint-dir "$ck" --checkpoint-every 2 --async-checkpoint --resume \
           "$@" 2>&1) || { printf '%s\n' "$out"; fail "the run killed at $kill did not complete"; }
   printf -- '--- rank:step %s killed\n%s\n' "$kill" "$out"
   grep -q "restart 1 of 1" <<<"$out" || fail "$kill: the launcher did not restart the group"
-  if [ "$kill" != 0:3 ]; then
+  if [ "${kill#*:}" -ge 5 ]; then
     grep -Eq "resumed from $ck/checkpoint_[0-9]+ at step [2-6]$" <<<"$out" ||
       fail "$kill: the restarted run did not resume from a committed checkpoint"
   fi
