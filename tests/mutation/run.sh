@@ -278,11 +278,15 @@ test_numbers() {  # ctest's numbers of the tests matching regex $1
 # The baseline: the selected mutations' tests, built and run on the unmutated code.
 if [ $baseline -eq 1 ]; then
   # One ctest run of them all, by number (-I): CMake's regexes take at most 9 groups.
+  # The targets first: finding them can build a doctest program, whose tests then join the
+  # list and renumber the tests after them, so the numbers are read once every one is known.
   numbers=() all_targets=()
   for i in "${selected[@]}"; do
-    while read -r n; do numbers+=("$n"); done < <(test_numbers "${tests[i]}")
     found=$(targets_for "$i") || die "${ids[i]}: no test matches '${tests[i]}' (ctest -N -R)"
     while read -r t; do all_targets+=("$t"); done <<<"$found"
+  done
+  for i in "${selected[@]}"; do
+    while read -r n; do numbers+=("$n"); done < <(test_numbers "${tests[i]}")
   done
   mapfile -t all_targets < <(printf '%s\n' "${all_targets[@]}" | sort -u)
   echo "mutation: baseline: building ${#all_targets[@]} program(s)"
