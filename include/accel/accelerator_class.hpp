@@ -23,14 +23,15 @@
 //
 // The class is the training step's orchestration: prepare, backward and the gradient window,
 // clipping, and the private handle protocol core/prepared.hpp's handles call (forward,
-// optimizer_step, optimizer_zero_grad); the longer members are defined in core/accelerator_step.hpp
-// and core/accelerator_prepare.hpp, included at the end. The rest of its surface comes from bases
-// of one idea each, as the trackers do: core/collective_calls.hpp, state/accelerator_checkpoints.hpp,
-// tracking/accelerator_tracking.hpp, core/main_process_calls.hpp, memory/release_memory.hpp and
-// core/deprecated_members.hpp. Its state, and what does not depend on the policies, is its
-// private base core/accelerator_core.hpp; tests and tools reach the strategy, the precision and
-// the process group through accel::testing::internals (core/internals.hpp). What it asks of its
-// strategy and precision is written down in parallel/contract.hpp and precision/contract.hpp.
+// optimizer_step, optimizer_zero_grad); its longer members are defined in
+// core/accelerator_step.hpp and core/accelerator_prepare.hpp, included at the end. The rest of
+// its surface comes from bases of one idea each, as the trackers do: core/collective_calls.hpp,
+// state/accelerator_checkpoints.hpp, tracking/accelerator_tracking.hpp,
+// core/main_process_calls.hpp, memory/release_memory.hpp and core/deprecated_members.hpp. Its
+// state, and what does not depend on the policies, is its private base
+// core/accelerator_core.hpp; tests and tools reach the strategy, the precision and the process
+// group through accel::testing::internals (core/internals.hpp). What it asks of its strategy and
+// precision is written down in parallel/contract.hpp and precision/contract.hpp.
 #pragma once
 
 #include <torch/torch.h>
@@ -321,7 +322,7 @@ class Accelerator
   MemoryUse memory_use() const;
 
  private:
-  // --- Called by the prepared handles (core/prepared.hpp) and nothing else ---------------------------
+  // --- Called by the prepared handles (core/prepared.hpp), the bases and nothing else ------------
   template <class, class>
   friend class PreparedModel;
   template <class, class>
@@ -336,36 +337,32 @@ class Accelerator
   template <class>
   friend class testing::Internals;  // the strategy, the precision, the group, for tests
 
+  // The handle protocol and the training step's checks, each described where it is defined
+  // (core/accelerator_step.hpp).
   template <class Holder, class... Args>
   auto forward(Holder& module, Args&&... args);
-
   template <class Optimizer>
   void optimizer_step(Optimizer& optimizer);
-
-  void log_timeline();
-
   template <class Optimizer>
   void optimizer_zero_grad(Optimizer& optimizer);
-
+  void log_timeline();
   void check_last_window_used() const;
+  void divide_by_window_tokens();
 
+  // The prepare path (core/accelerator_prepare.hpp).
   template <class T>
   auto prepare_one(T&& object);
-
+  void register_model(const std::shared_ptr<torch::nn::Module>& module);
   static Options without_tensor_parallel_checkpoints(Options options);
-
   // Where batches are dealt: every rank of a tensor-parallel group (N consecutive ranks) takes
   // its group's batch; without tensor parallelism each rank is its own.
   static constexpr int ranks_per_batch = std::max(1, tensor_parallel_degree_v<parallelism_policy>);
   int data_rank() const { return process_.rank / ranks_per_batch; }
   int data_ranks() const { return process_.world_size / ranks_per_batch; }
 
-  void register_model(const std::shared_ptr<torch::nn::Module>& module);
-
-  void divide_by_window_tokens();
-
-  // What the checkpoint calls above hand to state::CheckpointIO (state/checkpoint_view.hpp): the
-  // references a checkpoint reads and sets, and nothing else of this class's private state.
+  // What the checkpoint calls (state/accelerator_checkpoints.hpp) hand to state::CheckpointIO
+  // (state/checkpoint_view.hpp): the references a checkpoint reads and sets, and nothing else of
+  // this class's private state.
   state::CheckpointView<parallel::Strategy<parallelism_policy>> checkpoint_view() {
     return {.group = group_.get(),
             .rank = process_.rank,

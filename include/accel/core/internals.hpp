@@ -1,7 +1,7 @@
 // accel::testing::internals(accelerator): what an Accelerator keeps that a training loop has no
 // use for (its strategy, its precision's behaviour and state, its process group, the environment
-// it read, the run's trackers), for accel's tests, benchmarks and tools (accel-launch test),
-// which check what the policies hold. It is no part of the Accelerator's public surface
+// it read, the run's trackers, the core the loaders talk to), for accel's tests, benchmarks and
+// tools (accel-launch test), which check what the policies hold. It is no part of the Accelerator's public surface
 // (docs/reference/accelerator.md): what it returns changes with the policies' implementation.
 //
 //   const auto& flats = accel::testing::internals(acc).strategy().flat_parameters();
@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "../runtime/environment.hpp"
+#include "accelerator_core.hpp"
 #include "../runtime/process_group.hpp"
 #include "../tracking/tracker.hpp"
 
@@ -42,6 +43,9 @@ class Internals {
   }
   /// The run's trackers (tracking/tracker.hpp): is_open(), run_dir().
   const tracking::Tracker& tracker() const { return accelerator_.run_tracker(); }
+  /// The policy-independent core the prepared loaders talk to (core/accelerator_core.hpp), for
+  /// a test that makes a PreparedLoader over a shard of its own.
+  detail::AcceleratorCore* core() const { return &accelerator_; }
 
  private:
   Accel& accelerator_;
