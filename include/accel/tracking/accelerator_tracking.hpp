@@ -60,8 +60,8 @@ class WithTrackers {
 
  protected:
   WithTrackers() = default;
-  // The run's trackers, for the Accelerator (profile(), the timeline) and
-  // accel::testing::internals (core/internals.hpp).
+  /// The run's trackers, for the Accelerator (profile(), the timeline) and
+  /// accel::testing::internals (core/internals.hpp).
   const Tracker& run_tracker() const { return tracker_; }
   // Lines logged after the Accelerator is gone no longer go to its run's log.txt.
   ~WithTrackers() {
