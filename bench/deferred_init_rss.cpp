@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   const std::string built = megabytes(accel::memory::resident_bytes());
   auto model = acc.prepare(gpt);
   fmt::print("rank {} {} {:.1f}M parameters, {} units: after build {}; after prepare {}; peak {}\n",
-             acc.process_index(), mode, count / 1e6, acc.strategy().unit_count(), built,
+             acc.process_index(), mode, count / 1e6, accel::testing::internals(acc).strategy().unit_count(), built,
              megabytes(accel::memory::resident_bytes()),
              megabytes(accel::memory::peak_resident_bytes()));
   return 0;

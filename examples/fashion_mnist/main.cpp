@@ -420,7 +420,7 @@ int train(const Args& args, const fs::path& data_dir) {
   // Fp16's loss scaler: where the scale ended and how many steps it skipped on inf/nan.
   if constexpr (Strategy::precision_policy::loss_scaling)
     accelerator.print("loss_scale={} skipped_steps={}", accelerator.loss_scale(),
-                      accelerator.precision().skipped_steps());
+                      accelerator.skipped_steps());
   accelerator.print("test_accuracy={:.4f}", static_cast<double>(correct) / static_cast<double>(seen));
   // Zero3 and Fsdp<FullShard> keep only shards between steps: every rank gathers them to read
   // the parameters whole.
@@ -430,8 +430,8 @@ int train(const Args& args, const fs::path& data_dir) {
     accelerator.log({{"test_accuracy", static_cast<double>(correct) / static_cast<double>(seen)}},
                     step);
     accelerator.print("metrics in {} (charts: accel-plot {})",
-                      accelerator.tracker().run_dir().string(),
-                      accelerator.tracker().run_dir().parent_path().string());
+                      accelerator.run_dir().string(),
+                      accelerator.run_dir().parent_path().string());
     accelerator.end_training();
   }
   return 0;

@@ -426,13 +426,6 @@ int train(const Args& args, const gpt::Corpus& corpus) {
                         ? std::string()
                         : fmt::format(" (a tenth of the {}-step schedule, at most {})",
                                       args.decay_steps.value_or(args.steps), kDefaultWarmup));
-  // Zero3 and Fsdp<FullShard|HybridShard>: each accel::Sharded block is a unit of its own.
-  if constexpr (requires { accelerator.strategy().unit_count(); })
-    if (accelerator.strategy().unit_count() > 0)
-      accelerator.print("{}: the model is cut into {} units, gathered one at a time: the {} "
-                        "blocks and the root (embeddings, final LayerNorm, head)",
-                        Strategy::parallelism_policy::name, accelerator.strategy().unit_count(),
-                        args.layers);
 
   if (args.tracking)
     accelerator.init_trackers(
@@ -578,7 +571,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
     const fs::path trace = profile->file();
     profile.reset();  // writes it
     accelerator.print("profile: {} (and one per other rank); the timeline: accel-plot {}",
-                      trace.string(), accelerator.tracker().run_dir().string());
+                      trace.string(), accelerator.run_dir().string());
   }
   checkpoint();
 
@@ -594,7 +587,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
                     peak_tflops, processes, evaluation_seconds);
   if constexpr (Strategy::precision_policy::loss_scaling)
     accelerator.print("loss_scale={} skipped_steps={}", accelerator.loss_scale(),
-                      accelerator.precision().skipped_steps());
+                      accelerator.skipped_steps());
   accelerator.print("val_loss={:.4f}", val_loss);
   accelerator.print("val_bpb={:.4f}", val_loss * nats_to_bits);
   {
@@ -608,8 +601,8 @@ int train(const Args& args, const gpt::Corpus& corpus) {
                      {"tokens_per_second", tokens_per_second}, {"mfu", mfu}},
                     step);
     accelerator.print("metrics in {} (charts: accel-plot {})",
-                      accelerator.tracker().run_dir().string(),
-                      accelerator.tracker().run_dir().parent_path().string());
+                      accelerator.run_dir().string(),
+                      accelerator.run_dir().parent_path().string());
     accelerator.end_training();
   }
 

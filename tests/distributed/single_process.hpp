@@ -219,7 +219,7 @@ void gan_accumulation() {
     const torch::optim::Optimizer* holder = &adam;
     if constexpr (Par::shards_optimizer_state) {
       EXPECT(adam.state().empty());
-      holder = acc.strategy().shard_optimizer(adam);
+      holder = accel::testing::internals(acc).strategy().shard_optimizer(adam);
       EXPECT(holder != nullptr);
     }
     EXPECT(!holder->state().empty());

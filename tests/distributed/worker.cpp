@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
 namespace dist_worker {
@@ -44,7 +46,7 @@ void ddp_no_sync() {
   auto net = regression_model();
   auto model = acc.prepare(net);
   const Regression data;
-  auto& group = *acc.process_group();
+  auto& group = *internals(acc).process_group();
   std::vector<std::uint64_t> issued;
   for (int micro = 0; micro < 3; ++micro) {
     const auto before = group.collectives_issued();

@@ -48,6 +48,8 @@
 #include <string>
 #include <vector>
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
 namespace dist_worker_checkpoint {
@@ -410,7 +412,7 @@ void grouped_run(bool save) {
   expect_matches_one_process(program);
   // The optimizer over this rank's shard: the user's two groups, each with its options, each
   // piece in its parameter's group (the ranks' pieces of a group add up to the group's size).
-  const auto* shard = program.acc.strategy().shard_optimizer(program.adamw);
+  const auto* shard = internals(program.acc).strategy().shard_optimizer(program.adamw);
   EXPECT(shard != nullptr);
   EXPECT(shard->param_groups().size() == 2);
   for (std::size_t g = 0; g < 2; ++g) {

@@ -23,6 +23,8 @@
 #include <malloc.h>
 #endif
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
 namespace dist_worker_collectives {
@@ -50,7 +52,7 @@ void collectives() {
     const char* value = std::getenv(name);
     return std::string(value == nullptr ? "" : value);
   };
-  EXPECT(acc.process_group()->uses_shared_memory() ==
+  EXPECT(internals(acc).process_group()->uses_shared_memory() ==
          (variable("ACCEL_SHARED_MEMORY") != "0" &&
           variable("LOCAL_WORLD_SIZE") == variable("WORLD_SIZE")));
 
@@ -152,7 +154,7 @@ void collectives() {
 // The collective gap-fillers give the native ops' numbers; bf16 through the fp32 wire too.
 void gap_filling() {
   Ddp acc(test_options());
-  auto& group = *acc.process_group();
+  auto& group = *internals(acc).process_group();
   const int r = acc.process_index(), w = acc.num_processes();
   const auto input = torch::arange(4 * w, torch::kFloat) * (r + 1);
   const auto chunk = torch::arange(4 * r, 4 * r + 4, torch::kFloat) * (w * (w + 1) / 2.0);
@@ -213,7 +215,7 @@ void no_temporaries() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 8 << 20);  // after the Accelerator's own heap tuning (Ddp's: 32 MiB)
 #endif
-  auto& group = *acc.process_group();
+  auto& group = *internals(acc).process_group();
   const int r = acc.process_index(), w = acc.num_processes();
   const std::int64_t per_rank = (std::int64_t{3} << 20) / w;  // 12 MiB of fp32 in all
   const std::int64_t n = per_rank * w;

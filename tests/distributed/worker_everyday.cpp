@@ -14,6 +14,8 @@
 
 #include "scenario.hpp"
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
 namespace dist_worker_everyday {
@@ -61,7 +63,7 @@ void tracking_main_only() {
 
   if (accelerator.is_main_process()) {
     const fs::path run = logs / "dist" / "r";
-    EXPECT(accelerator.tracker().run_dir() == run);
+    EXPECT(internals(accelerator).tracker().run_dir() == run);
     std::size_t runs = 0;
     for (const auto& entry : fs::directory_iterator(logs / "dist")) runs += entry.is_directory();
     EXPECT(runs == 1);  // no other rank made a folder of its own
@@ -78,7 +80,7 @@ void tracking_main_only() {
     const double expected = 3.0 + (world - 1) / 2.0;
     EXPECT(last.substr(last.rfind(',') + 1) == fmt::format("{}", expected));
   } else {
-    EXPECT(accelerator.tracker().run_dir().empty());
+    EXPECT(internals(accelerator).tracker().run_dir().empty());
   }
   accelerator.wait_for_everyone();
   if (accelerator.is_main_process()) fs::remove_all(logs);

@@ -163,7 +163,7 @@ void executable_batch_size_agrees() {
         auto t = torch::empty({size, size > fits ? (std::int64_t{1} << 38) : 8});
         return t.size(0);
       },
-      acc.process_group());
+      acc);
   EXPECT(used == 4);
   EXPECT((tried == std::vector<std::int64_t>{64, 32, 16, 8, 4}));
 }

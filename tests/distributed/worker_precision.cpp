@@ -16,6 +16,8 @@
 
 #include "../loss_scaled_fp32.hpp"
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
 namespace dist_worker_precision {
@@ -280,9 +282,9 @@ void scaler_agreement() {
       const float bad = step == 2 ? std::numeric_limits<float>::infinity()
                                   : std::numeric_limits<float>::quiet_NaN();
       torch::NoGradGuard no_grad;
-      if constexpr (requires { accelerator.strategy().flat_parameters(); }) {
+      if constexpr (requires { internals(accelerator).strategy().flat_parameters(); }) {
         // This rank's shard of the averaged gradients (what its optimizer steps with).
-        accelerator.strategy().flat_parameters().front()->shard_gradient()[0] = bad;
+        internals(accelerator).strategy().flat_parameters().front()->shard_gradient()[0] = bad;
       } else {
         net->parameters().front().mutable_grad()[0][0] = bad;
       }
@@ -305,11 +307,11 @@ void scaler_agreement() {
   }
   EXPECT((skipped == std::vector<int>{2, 4}));
   // 1024, grown to 2048 after two clean steps, backed off at 2 and 4: 512, one clean step since.
-  EXPECT((accelerator.precision_state() == accel::precision::LossScaleState{512.0f, 1}));
-  EXPECT(accelerator.precision().skipped_steps() == 2);
+  EXPECT((internals(accelerator).precision_state() == accel::precision::LossScaleState{512.0f, 1}));
+  EXPECT(internals(accelerator).precision().skipped_steps() == 2);
   const auto digests = accelerator.gather_object(digest());
   for (const auto d : digests) EXPECT(d == digests.front());
-  const auto scales = accelerator.gather_object(accelerator.precision_state().scale);
+  const auto scales = accelerator.gather_object(internals(accelerator).precision_state().scale);
   for (const auto s : scales) EXPECT(s == scales.front());
 }
 

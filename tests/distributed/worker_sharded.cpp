@@ -23,6 +23,8 @@
 #include <tuple>
 #include <vector>
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
 // (CMakeLists.txt), each program's main() calling its worker's run().
 namespace dist_worker_sharded {
@@ -53,8 +55,8 @@ using Hybrid = accel::Accelerator<accel::Fsdp<accel::HybridShard>>;
 // How many ranks split each shard: a node's under Fsdp<HybridShard> on several nodes, else all.
 template <class Accel>
 int shard_ranks(const Accel& acc) {
-  if constexpr (requires { acc.strategy().node_group(); })
-    if (const auto* node = acc.strategy().node_group()) return node->size();
+  if constexpr (requires { internals(acc).strategy().node_group(); })
+    if (const auto* node = internals(acc).strategy().node_group()) return node->size();
   return acc.num_processes();
 }
 
@@ -208,7 +210,7 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   // Optimizer state: the user's optimizer holds none; the shard optimizer's covers this rank's
   // shard, and the ranks' together cover every trainable element once.
   EXPECT(user_optimizer.state().empty());
-  const auto* shard = acc.strategy().shard_optimizer(user_optimizer);
+  const auto* shard = internals(acc).strategy().shard_optimizer(user_optimizer);
   EXPECT(shard != nullptr);
   const std::int64_t mine = state_numel(*shard);
   // One flat parameter per bucket (Zero2: the model is one bucket, unless a bucket per
@@ -216,7 +218,7 @@ void sharded_matches_single_process(MakeOptimizer make_optimizer, ShardedRun run
   // the world size.
   // Fsdp<HybridShard> on several nodes: padded to a multiple of a node's ranks, each node
   // holding one copy of the shards.
-  const auto& flats = acc.strategy().flat_parameters();
+  const auto& flats = internals(acc).strategy().flat_parameters();
   const std::size_t trainable_tensors = net->parameters().size() - (run.frozen_bias ? 1 : 0);
   EXPECT(flats.size() == (Sharding<typename Accel::parallelism_policy>::shards_parameters ? 2
                           : run.bucket_per_parameter                                      ? trainable_tensors
@@ -296,7 +298,7 @@ void zero3_root_warning() {
   torch::nn::Sequential blocks(torch::nn::Linear(1024, 1024), torch::nn::Linear(1024, 1024));
   torch::nn::Linear flat(1100, 1000);
   auto [prepared_blocks, prepared_flat] = acc.prepare(blocks, flat);
-  EXPECT(acc.strategy().unit_count() >= 3);
+  EXPECT(internals(acc).strategy().unit_count() >= 3);
 }
 
 // Two windows of 3 micro-steps: no communication before a window's last micro-step, then one
@@ -311,7 +313,7 @@ void zero2_no_sync() {
   torch::optim::Adam adam(net->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(net, adam);
   const Regression data;
-  auto& group = *acc.process_group();
+  auto& group = *internals(acc).process_group();
   const torch::Tensor weight = net->parameters()[0];
   for (int window = 0; window < 2; ++window) {
     std::vector<std::uint64_t> issued;
@@ -365,11 +367,11 @@ void zero2_overlap() {
   const torch::Tensor unused = net->register_parameter("unused", torch::ones({3}));
   torch::optim::Adam adam(net->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(net, adam);
-  const auto& strategy = acc.strategy();
+  const auto& strategy = internals(acc).strategy();
   const auto& flats = strategy.flat_parameters();
   EXPECT(flats.size() == 9);
   EXPECT(flats.back()->parameters().front().is_same(unused));  // the last bucket
-  auto& group = *acc.process_group();
+  auto& group = *internals(acc).process_group();
   std::uint64_t before = 0, at_probe = 0;
   std::size_t holding = 0, in_flight = 0;
   probe->probe = [&] {
@@ -453,7 +455,7 @@ void zero2_refusals() {
   acc.backward(torch::mse_loss(third_model(data.inputs), data.targets));
   third_optimizer.step();
   third_optimizer.zero_grad();
-  const auto* shard = acc.strategy().shard_optimizer(adam);
+  const auto* shard = internals(acc).strategy().shard_optimizer(adam);
   EXPECT(shard != nullptr && shard->param_groups().size() == 2);
   adam.add_param_group(torch::optim::OptimizerParamGroup(std::vector<torch::Tensor>{}));
   acc.backward(torch::mse_loss(third_model(data.inputs), data.targets));
@@ -539,8 +541,8 @@ void sharded_blocks_residency() {
   auto net = list_model();
   torch::optim::Adam adam(net->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(net, adam);
-  const auto& flats = acc.strategy().flat_parameters();
-  EXPECT(acc.strategy().unit_count() == 4);  // three blocks, then the root
+  const auto& flats = internals(acc).strategy().flat_parameters();
+  EXPECT(internals(acc).strategy().unit_count() == 4);  // three blocks, then the root
   EXPECT(flats.size() == 4);
   for (std::size_t b = 0; b < 3; ++b) EXPECT(flats[b]->layout().numel == 6 * 6 + 6 + 6 + 6);
   const torch::Tensor loss = model(torch::randn({4, 5})).pow(2).mean();
@@ -584,7 +586,7 @@ void zero3_reuses_unit_buffers() {
   EXPECT(after.reused_blocks - warmed.reused_blocks >= 3 * 12);
   // At most what one step had lent at once: a block and its gradient for each unit.
   std::size_t unit_bytes = 0;
-  for (const auto& flat : acc.strategy().flat_parameters())
+  for (const auto& flat : internals(acc).strategy().flat_parameters())
     unit_bytes += static_cast<std::size_t>(flat->layout().padded_numel) * sizeof(float);
   EXPECT(after.kept_bytes <= 2 * unit_bytes);
   { const auto full = acc.full_parameters(net); }
@@ -616,7 +618,7 @@ void narrow_communication(accel::ShardedCommunicationOptions communication,
   auto [model, optimizer] = acc.prepare(net, sgd);
   const std::int64_t rows = 4;
   const torch::Tensor x = torch::randn({rows * w, 5}), y = torch::randn({rows * w, 1});
-  const auto& flats = acc.strategy().flat_parameters();
+  const auto& flats = internals(acc).strategy().flat_parameters();
   const auto exact_in = [](const torch::Tensor& t, torch::Dtype wire) {
     return torch::equal(t, t.to(wire).to(t.scalar_type()));
   };
@@ -697,9 +699,9 @@ void zero3_residency() {
   auto net = units_model();
   torch::optim::Adam adam(net->parameters(), 0.01);
   auto [model, optimizer] = acc.prepare(net, adam);
-  const auto& flats = acc.strategy().flat_parameters();
+  const auto& flats = internals(acc).strategy().flat_parameters();
   // body.0 (its bias; its weight is shared with the root), body.2, then the root.
-  EXPECT(acc.strategy().unit_count() == 3);
+  EXPECT(internals(acc).strategy().unit_count() == 3);
   EXPECT(flats.size() == 3);
   EXPECT(flats[0]->layout().numel == 7);
   EXPECT(flats[1]->layout().numel == 7 * 7 + 7);
@@ -766,13 +768,13 @@ void raw_optimizer_zero3() {
 void hybrid_layout() {
   Hybrid acc(test_options());
   const int w = acc.num_processes(), s = shard_ranks(acc);
-  const auto* node = acc.strategy().node_group();
+  const auto* node = internals(acc).strategy().node_group();
   EXPECT((node == nullptr) == (acc.num_processes() == s));
   if (node != nullptr) {
     EXPECT(node->uses_shared_memory());  // a node's ranks share a host
     EXPECT(node->rank() == acc.local_process_index());
-    EXPECT(acc.strategy().replica_group()->size() == w / s);
-    EXPECT(acc.strategy().replica_group()->rank() == acc.process_index() / s);
+    EXPECT(internals(acc).strategy().replica_group()->size() == w / s);
+    EXPECT(internals(acc).strategy().replica_group()->rank() == acc.process_index() / s);
   }
   torch::manual_seed(1);
   auto net = units_model();
@@ -789,7 +791,7 @@ void hybrid_layout() {
     optimizer.zero_grad();
   }
   std::string shards;
-  for (const auto& flat : acc.strategy().flat_parameters()) {
+  for (const auto& flat : internals(acc).strategy().flat_parameters()) {
     EXPECT(!flat->materialized());
     EXPECT(flat->shard().numel() == flat->layout().padded_numel / s);
     shards += fmt::format("{:a} ", flat->shard().sum().item<double>());
@@ -829,9 +831,9 @@ void zero3_prefetch() {
       torch::NoGradGuard no_grad;  // an evaluation between steps
       model(x);
     }
-    for (const auto& flat : acc.strategy().flat_parameters()) EXPECT(!flat->materialized());
-    const std::uint64_t issued = acc.process_group()->collectives_issued();
-    const std::size_t prefetched = acc.strategy().prefetches();
+    for (const auto& flat : internals(acc).strategy().flat_parameters()) EXPECT(!flat->materialized());
+    const std::uint64_t issued = internals(acc).process_group()->collectives_issued();
+    const std::size_t prefetched = internals(acc).strategy().prefetches();
     const auto full = acc.full_parameters(net);
     return std::tuple{accel::state::parameter_digest(*net), issued, prefetched};
   };

@@ -59,7 +59,7 @@ clean; writable include; writable tools; writable examples
 printf '%s\n' '#include <cstdlib>' 'inline bool knob() { return std::getenv("ACCEL_NEW_KNOB"); }' \
   >"$work/tree/examples/new_knob.hpp"
 sed -i 's/^    --logy) logy=1; shift ;;/    --logy|--log-base) logy=1; shift ;;/' "$work/tree/tools/accel-plot"
-sed -i 's/^  void set_trigger() {/  void lower_trigger() { trigger_ = false; }\n  void set_trigger() {/' \
+sed -i 's/^  void set_seed(std::uint64_t seed) {/  void lower_trigger() {}\n  void set_seed(std::uint64_t seed) {/' \
   "$work/tree/include/accel/accelerator_class.hpp"
 sed -i 's/^  bool even_batches = true;/  bool drop_uneven = false;\n  bool even_batches = true;/' \
   "$work/tree/include/accel/options.hpp"
@@ -67,6 +67,12 @@ printf '%s\n' '#include <accel/error.hpp>' 'int main() { throw accel::Error("acc
   >"$work/tree/tools/refusal.cpp"
 expect fail "undocumented additions to the code" "\`ACCEL_NEW_KNOB\`" "flag \`--log-base\`" \
   "\`lower_trigger\`" "\`drop_uneven\`" "\`tools/refusal.cpp\`"
+
+# The class grows past 40 public member functions of its own (here 35 + 6, all documented).
+clean; writable include
+sed -i 's/^  void set_seed(std::uint64_t seed) {/  void set_trigger(int) {}\n  void set_trigger(long) {}\n  void set_trigger(char) {}\n  void set_trigger(short) {}\n  void set_trigger(bool) {}\n  void set_trigger(float) {}\n  void set_seed(std::uint64_t seed) {/' \
+  "$work/tree/include/accel/accelerator_class.hpp"
+expect fail "a class of more than 40 public member functions" "declares 41 public member functions"
 
 # An extraction that matches nothing fails rather than passing on nothing.
 clean; writable include

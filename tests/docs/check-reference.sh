@@ -11,9 +11,14 @@
 #                   constant; a `for (const char* name : {...})` list; a worker's variables)
 #   cli.md          every --flag a parser there compares (a "--flag" string literal, accel-plot's
 #                   case patterns) and every subcommand (`subcommand == "env"`, ...)
-#   accelerator.md  every public member of accel::Accelerator, of its base AcceleratorCore and
-#                   of its bases tracking::WithTrackers, detail::WithMainProcessCalls and
-#                   detail::WithReleaseMemory (a public line at the class's own indentation)
+#   accelerator.md  every public member of accel::Accelerator (a using-declaration of its private
+#                   base AcceleratorCore's names that member) and of its public bases
+#                   tracking::WithTrackers, detail::WithCollectives, state::WithCheckpoints,
+#                   detail::WithMainProcessCalls, detail::WithReleaseMemory and
+#                   detail::WithDeprecatedMembers (a public line at the class's own indentation);
+#                   and the class itself declares at most 40 public member functions (each
+#                   overload, constructor and using-declaration of a function counted), the rest of
+#                   its surface coming from those bases
 #   options.md      every field of accel::Options and of the option structs it holds, a nested
 #                   one as `ddp.bucket_mb` (or `.bucket_mb` on a line that names `ddp.`)
 #   errors.md       every file under include/ and tools/ with a run-time error site (fail(),
@@ -112,42 +117,56 @@ require "subcommand" "$ref/cli.md" < <(
     sed -E 's/.*"([a-z-]+)"$/\1/')
 
 # --- The Accelerator's public members -----------------------------------------------------------
-# public_members FILE CLASS: the names declared at two spaces' indentation in CLASS's public
-# parts (functions, nested types, aliases, constants); deleted members and templates' heads aside.
+# public_members FILE CLASS [functions]: the names declared at two spaces' indentation in CLASS's
+# public parts (functions, nested types, aliases, constants); deleted members, templates' heads
+# and attributes on lines of their own ([[deprecated("...")]]) aside. With `functions`: the
+# functions only, one line per declaration (each overload; `using Base::name;` counts as one).
 public_members() {
-  LC_ALL=C awk -v class="$2" '
+  LC_ALL=C awk -v class="$2" -v functions_only="${3:-}" '
     $0 ~ "^(class|struct) " class "([ :<{]|$)" { inside = 1; public = ($1 == "struct"); next }
     inside && /^};/ { inside = 0; next }
     !inside { next }
     /^ public:/ { public = 1; next }
     /^ (private|protected):/ { public = 0; next }
     !public || !/^  [^ \/#}]/ || /= delete;/ || /^  template/ || /^  (friend|static_assert)/ { next }
+    /^  \[\[[a-z_]+\(/ { next }
     {
       line = $0
       sub(/^  /, "", line)
       gsub(/\[\[[a-z_]+\]\] /, "", line)
-      if (match(line, /^using [A-Za-z_][A-Za-z0-9_]*/)) {
+      function_line = 0
+      if (match(line, /^using [A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*;/)) {
+        name = substr(line, 1, RLENGTH - 1); sub(/^.*::/, "", name); function_line = 1
+      } else if (match(line, /^using [A-Za-z_][A-Za-z0-9_]*/)) {
         name = substr(line, 7, RLENGTH - 6)
       } else if (match(line, /^(class|struct) [A-Za-z_][A-Za-z0-9_]*/)) {
         name = substr(line, RSTART, RLENGTH); sub(/^(class|struct) /, "", name)
       } else if (index(line, "(")) {
         line = substr(line, 1, index(line, "(") - 1)
         if (!match(line, /[A-Za-z_][A-Za-z0-9_]*$/)) next
-        name = substr(line, RSTART, RLENGTH)
+        name = substr(line, RSTART, RLENGTH); function_line = 1
       } else if (match(line, /[A-Za-z_][A-Za-z0-9_]*( = [^;]*)?;/)) {
         line = substr(line, RSTART); sub(/( = [^;]*)?;.*$/, "", line)
         name = line
       } else next
+      if (functions_only != "" && !function_line) next
       if (name !~ /^operator/) print name
     }' "$1"
 }
 require "public member of the Accelerator" "$ref/accelerator.md" < <(
   public_members include/accel/accelerator_class.hpp Accelerator
-  public_members include/accel/core/accelerator_core.hpp AcceleratorCore | grep -vx AcceleratorCore
   public_members include/accel/tracking/accelerator_tracking.hpp WithTrackers
+  public_members include/accel/core/collective_calls.hpp WithCollectives
+  public_members include/accel/state/accelerator_checkpoints.hpp WithCheckpoints
   public_members include/accel/core/main_process_calls.hpp WithMainProcessCalls
   public_members include/accel/memory/release_memory.hpp WithReleaseMemory
+  public_members include/accel/core/deprecated_members.hpp WithDeprecatedMembers
 )
+# The class's own public functions: a narrow class, whose other members come from its bases.
+own=$(public_members include/accel/accelerator_class.hpp Accelerator functions | wc -l)
+[ "$own" -gt 0 ] || fail "found no public member function of accel::Accelerator in include/accel/accelerator_class.hpp"
+[ "$own" -le 40 ] ||
+  fail "accel::Accelerator declares $own public member functions (include/accel/accelerator_class.hpp); at most 40: move a group of them into a base of its own, as the trackers and the collectives are (docs/dev/architecture.md)"
 
 # --- Options' fields ----------------------------------------------------------------------------
 # fields FILE STRUCT [PREFIX]: the data members of STRUCT, one per line (functions aside), each

@@ -2,9 +2,14 @@
 // defines meets its contract (parallel/contract.hpp, precision/contract.hpp) role by role, and
 // so do its trackers (tracking/tracker_contract.hpp), so that the contract is what the library
 // itself is held to, not only users' policies and trackers. A policy or tracker added to accel
-// belongs here too. At its end, what a training TU does not parse in the separately compiled mode.
+// belongs here too. Then the Accelerator's narrow surface; at its end, what a training TU does
+// not parse in the separately compiled mode.
 #include <accel/accelerator.hpp>
 #include <accel/parallel/strategies.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
 
 #include "../loss_scaled_fp32.hpp"
 
@@ -67,6 +72,26 @@ static_assert(!accel::tracking::TakesBackLastCall<accel::tracking::CsvWriter>);
 static_assert(accel::parallel::GradientAccess<accel::parallel::ReplicatedGradients>);
 static_assert(!accel::parallel::TrainingStep<accel::parallel::ReplicatedGradients>);
 static_assert(!accel::precision::PrecisionSetup<accel::precision::WithoutLossScaling>);
+
+// The Accelerator's surface (docs/reference/accelerator.md): its state is a private base, not a
+// public one a caller could convert to and read; the strategy, the precision and the process
+// group are reached through accel::testing::internals, and the collectives and checkpoints'
+// entry points come from bases of their own.
+using Zero3Accelerator = accel::Accelerator<accel::Zero3, accel::Fp16>;
+static_assert(!std::is_convertible_v<Zero3Accelerator*, accel::detail::AcceleratorCore*>);
+static_assert(!std::is_convertible_v<accel::Accelerator<>*, accel::detail::AcceleratorCore*>);
+static_assert(requires(Zero3Accelerator& acc) {
+  accel::testing::internals(acc).strategy().unit_count();
+  accel::testing::internals(acc).precision().skipped_steps();
+  accel::testing::internals(acc).process_group();
+  accel::testing::internals(acc).environment();
+  accel::testing::internals(acc).tracker();
+  { acc.skipped_steps() } -> std::same_as<std::int64_t>;
+  acc.run_dir();
+});
+static_assert(
+    std::is_base_of_v<accel::detail::WithCollectives<Zero3Accelerator>, Zero3Accelerator>);
+static_assert(std::is_base_of_v<accel::state::WithCheckpoints<Zero3Accelerator>, Zero3Accelerator>);
 
 }  // namespace
 

@@ -22,6 +22,8 @@
 #include "../unit/helpers.hpp"
 #include "files.hpp"
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the test binaries compile as unity builds
 // (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
 namespace tracking_tracking {
@@ -49,7 +51,7 @@ TEST_CASE("a run folder holds config.json, run.json and the metrics, written as 
                              {"shuffle", true}, {"note", "a \"quoted\"\nline"}},
                             {.log_dir = logs.path(), .run_name = "first"});
   const fs::path run = logs.path() / "regression" / "first";
-  CHECK(accelerator.tracker().run_dir() == run);
+  CHECK(internals(accelerator).tracker().run_dir() == run);
   CHECK(read_text(run / "config.json") ==
         "{\n  \"lr\": 0.001,\n  \"batch_size\": 64,\n  \"strategy\": \"ddp\",\n"
         "  \"shuffle\": true,\n  \"note\": \"a \\\"quoted\\\"\\nline\"\n}\n");
@@ -143,10 +145,10 @@ TEST_CASE("each run gets a folder of its own: a name taken gets -2, the default 
   accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "same"});
   accelerator.end_training();
   accelerator.init_trackers("p", {}, {.log_dir = logs.path(), .run_name = "same"});
-  CHECK(accelerator.tracker().run_dir() == logs.path() / "p" / "same-2");
+  CHECK(internals(accelerator).tracker().run_dir() == logs.path() / "p" / "same-2");
   accelerator.end_training();
   accelerator.init_trackers("q", {}, {.log_dir = logs.path()});
-  const std::string name = accelerator.tracker().run_dir().filename();
+  const std::string name = internals(accelerator).tracker().run_dir().filename();
   CHECK(std::regex_match(name, std::regex(R"(20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2})")));
   accelerator.end_training();
 }
@@ -558,7 +560,7 @@ TEST_CASE("a tracker that throws: the error names the tracker and the call") {
         "accel: init_trackers(\"p\"): the tracker 'flaky' failed in start(): quota exceeded",
         accel::Error);
     CHECK(before->calls.back() == "finish");
-    CHECK_FALSE(accelerator.tracker().is_open());
+    CHECK_FALSE(internals(accelerator).tracker().is_open());
     CHECK_THROWS_WITH_AS(accelerator.log({{"loss", 1}}),
                          doctest::Contains("init_trackers() was not called"), accel::Error);
   }
@@ -574,7 +576,7 @@ TEST_CASE("a tracker that throws: the error names the tracker and the call") {
                          "exceeded; the run is ended for every tracker",
                          accel::Error);
     CHECK(after->calls.back() == "finish");
-    CHECK_FALSE(accelerator.tracker().is_open());
+    CHECK_FALSE(internals(accelerator).tracker().is_open());
     CHECK(read_text(logs.path() / "p" / "r" / "run.json").find("\"status\": \"finished\"") !=
           std::string::npos);
   }

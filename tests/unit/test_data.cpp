@@ -286,8 +286,8 @@ TEST_CASE("a prepared loader with workers serves the same batches, sharded and r
        {accel::data::Shard{.rank = 1, .world = 3},
         accel::data::Shard{.rank = 1, .world = 3, .split_batches = true}}) {
     CAPTURE(shard.split_batches);
-    Prepared plain_shard(&accelerator, &plain, 0, shard);
-    Prepared threaded_shard(&accelerator, &threaded, 1, shard);
+    Prepared plain_shard(accel::testing::internals(accelerator).core(), &plain, 0, shard);
+    Prepared threaded_shard(accel::testing::internals(accelerator).core(), &threaded, 1, shard);
     const auto expected = served(plain_shard);
     CHECK(expected.size() == static_cast<std::size_t>(plain_shard.size()));
     CHECK(served(threaded_shard) == expected);

@@ -15,6 +15,8 @@
 #include "../skip.hpp"
 #include "helpers.hpp"
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the test binaries compile as unity builds
 // (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
 namespace unit_fp8_training {
@@ -197,15 +199,15 @@ TEST_CASE("Fp8: prepare() reroutes the Linear layers it can, lists the others, k
   Mixed net;
   const auto names_before = parameter_names(*net);
   auto model = accelerator.prepare(net);
-  CHECK(accelerator.precision().fp8_layers() == std::vector<std::string>{"declared", "head.0"});
+  CHECK(internals(accelerator).precision().fp8_layers() == std::vector<std::string>{"declared", "head.0"});
   CHECK(net->declared->computes_in_fp8());
   CHECK(parameter_names(*net) == names_before);
   const torch::Tensor x = torch::randn({4, 32});
   const torch::Tensor out = model(x);
   CHECK(accel_test::dtype_name(out) == "Float");
   // Each fp8 layer saw its input (recorded: the forward builds a graph).
-  CHECK(accelerator.precision().scaling(0).input.step_amax() == amax_of(x));
-  CHECK(accelerator.precision().scaling(1).input.step_amax() > 0.0f);
+  CHECK(internals(accelerator).precision().scaling(0).input.step_amax() == amax_of(x));
+  CHECK(internals(accelerator).precision().scaling(1).input.step_amax() > 0.0f);
 
   // Outside an Fp8 Accelerator, accel::Fp8Linear is torch's Linear.
   accel::Fp8Linear plain(8, 16);
@@ -220,7 +222,7 @@ TEST_CASE("Fp8: the scales move once per window, after its step, to FP8_MAX / am
   torch::optim::SGD sgd(net->parameters(), 0.05);
   accel::DataLoader loader(accel_test::Regression(64, 16), {.batch_size = 8});
   auto [model, optimizer, batches] = accelerator.prepare(net, sgd, loader);
-  const auto& precision = accelerator.precision();
+  const auto& precision = internals(accelerator).precision();
   REQUIRE(precision.fp8_layers() == std::vector<std::string>{"0", "2"});
   auto it = batches.begin();
   for (int micro = 0; micro < 2; ++micro, ++it) {
@@ -268,7 +270,7 @@ TEST_CASE("Fp8: the scales are state, saved and loaded with a checkpoint, refuse
   Training training(first);
   training.run(3);
   first.save_state(folder / "fp8");
-  const auto saved = first.precision_state();
+  const auto saved = internals(first).precision_state();
   REQUIRE(saved.layers.size() == 2);
   CHECK(saved.layers[1].layer == "2");
   CHECK(saved.layers[0].weight.amax_history.size() == 8);
@@ -276,9 +278,9 @@ TEST_CASE("Fp8: the scales are state, saved and loaded with a checkpoint, refuse
   accel::Accelerator<accel::Ddp, accel::Fp8> second(history_of(8));
   Training resumed(second);
   resumed.run(0);
-  CHECK(second.precision().scaling(0).weight.scale() != saved.layers[0].weight.scale);
+  CHECK(internals(second).precision().scaling(0).weight.scale() != saved.layers[0].weight.scale);
   second.load_state(folder / "fp8");
-  const auto loaded = second.precision_state();
+  const auto loaded = internals(second).precision_state();
   CHECK(loaded.layers[0].weight.scale == saved.layers[0].weight.scale);
   CHECK(loaded.layers[1].grad_output.amax_history == saved.layers[1].grad_output.amax_history);
 
@@ -288,7 +290,7 @@ TEST_CASE("Fp8: the scales are state, saved and loaded with a checkpoint, refuse
   CHECK_THROWS_WITH_AS(shorter_history.load_state(folder / "fp8"),
                        doctest::Contains("amax history of 8 steps"), accel::Error);
   accel::Accelerator<accel::Ddp, accel::Fp8> no_layers;
-  CHECK_THROWS_WITH_AS(no_layers.load_precision_state(saved),
+  CHECK_THROWS_WITH_AS(internals(no_layers).load_precision_state(saved),
                        doctest::Contains("fp8 scaling state for the layers [0, 2]"), accel::Error);
   accel::Accelerator<accel::Ddp, accel::Bf16> bf16_accelerator;
   Training bf16(bf16_accelerator);

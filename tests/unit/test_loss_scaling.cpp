@@ -14,6 +14,8 @@
 #include "../loss_scaled_fp32.hpp"
 #include "helpers.hpp"
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the test binaries compile as unity builds
 // (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
 namespace unit_loss_scaling {
@@ -86,7 +88,7 @@ TEST_CASE("loss scaling defaults are PyTorch's GradScaler's") {
   CHECK(defaults.growth_interval == 2000);
   accel::Accelerator<accel::Ddp, accel_test::LossScaledFp32> accelerator;
   CHECK(accelerator.loss_scale() == 65536.0);
-  CHECK(accelerator.precision_state() == LossScaleState{65536.0f, 0});
+  CHECK(internals(accelerator).precision_state() == LossScaleState{65536.0f, 0});
 }
 
 TEST_CASE("the scale backs off on inf/nan, grows after growth_interval clean steps, never to inf") {
@@ -181,7 +183,7 @@ TEST_CASE("loss scaling options are checked at construction, naming the value") 
                        doctest::Contains("growth_interval is 0; it must be at least 1"),
                        accel::Error);
   Accel fine;
-  CHECK_THROWS_WITH_AS(fine.load_precision_state({-1.0f, 0}),
+  CHECK_THROWS_WITH_AS(internals(fine).load_precision_state({-1.0f, 0}),
                        doctest::Contains("accel: loss scale state {scale -1, growth_tracker 0}"),
                        accel::Error);
 }
@@ -326,8 +328,8 @@ TEST_CASE("a step whose gradients hold inf or nan is skipped: parameters, state 
     CHECK(all_equal(values_of(*net), before));
     CHECK(all_equal(adam_state(adam), state));
     CHECK(counting.steps == 1);  // held back with the step
-    CHECK(accelerator.precision_state() == LossScaleState{128.0f, 0});
-    CHECK(accelerator.precision().skipped_steps() == 1);
+    CHECK(internals(accelerator).precision_state() == LossScaleState{128.0f, 0});
+    CHECK(internals(accelerator).precision().skipped_steps() == 1);
 
     train_step(false);  // the next clean step runs at the lower scale
     CHECK(accelerator.loss_scale() == 128.0);
@@ -354,12 +356,12 @@ TEST_CASE("the scale grows after growth_interval clean steps and is saved and re
     optimizer.zero_grad();
   }
   CHECK(scales == std::vector<double>{4, 4, 4, 8, 8, 8, 16});
-  CHECK(accelerator.precision_state() == LossScaleState{16.0f, 1});
+  CHECK(internals(accelerator).precision_state() == LossScaleState{16.0f, 1});
 
   accel::Accelerator<accel::Ddp, accel_test::LossScaledFp32> resumed(options);
-  resumed.load_precision_state(accelerator.precision_state());
+  internals(resumed).load_precision_state(internals(accelerator).precision_state());
   CHECK(resumed.loss_scale() == 16.0);
-  CHECK(resumed.precision_state() == LossScaleState{16.0f, 1});
+  CHECK(internals(resumed).precision_state() == LossScaleState{16.0f, 1});
 }
 
 TEST_CASE("under GradAccum the scale is constant within a window and changes between windows") {
@@ -413,7 +415,7 @@ TEST_CASE("two optimizers in one micro-step: each unscaled once, one scale updat
     opt_b.zero_grad();
   }
   // 32 -> 64 after the clean window (one growth, not one per optimizer), then back to 32.
-  CHECK(accelerator.precision_state() == LossScaleState{32.0f, 0});
+  CHECK(internals(accelerator).precision_state() == LossScaleState{32.0f, 0});
 }
 
 }  // namespace unit_loss_scaling

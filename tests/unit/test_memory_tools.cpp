@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the test binaries compile as unity builds
 // (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
 namespace unit_memory_tools {
@@ -185,7 +187,7 @@ TEST_CASE("offload on one process: the optimizer steps CPU copies, refused where
   CHECK(use.optimizer_state == 0);
   // The copies and their gradients, and Adam's two moments over them.
   CHECK(use.offloaded == 4 * parameter_bytes);
-  const auto* shard = acc.strategy().shard_optimizer(adam);
+  const auto* shard = internals(acc).strategy().shard_optimizer(adam);
   REQUIRE(shard != nullptr);
   const auto& copies = shard->param_groups()[0].params();
   REQUIRE(copies.size() == net->parameters().size());

@@ -8,6 +8,8 @@
 
 #include "helpers.hpp"
 
+using accel::testing::internals;
+
 // Everything below in a namespace of its own: the test binaries compile as unity builds
 // (tests/CMakeLists.txt), where two files' helpers of the same name would collide.
 namespace unit_precision {
@@ -222,7 +224,7 @@ TEST_CASE("Fp8: what is not an fp8 Linear runs under bf16 autocast, outputs come
   Probe probe;  // its Linear is called by its forward itself, and 4 x 3 besides: not fp8
   auto model = accelerator.prepare(probe);
   const auto out = model(torch::randn({2, 4}));
-  CHECK(accelerator.precision().fp8_layers().empty());
+  CHECK(internals(accelerator).precision().fp8_layers().empty());
   CHECK(accel_test::dtype_name(probe->inner_dtype) == "BFloat16");
   CHECK(probe->autocast_on);
   CHECK(accel_test::dtype_name(out) == "Float");

@@ -1,6 +1,8 @@
 // What every Accelerator holds whatever its policies: where this process stands in the run, its
-// process group, the objects prepare() registered, and the loop's counters. Its constructor and
-// destructor are compiled once in the separately compiled mode (impl/accelerator_core.ipp);
+// process group, the objects prepare() registered, and the loop's counters. The Accelerator
+// derives from it privately: its state is the class's own, not part of its surface, and the
+// class names the three members it hands on (print, to_device, start_timeline). Its constructor
+// and destructor are compiled once in the separately compiled mode (impl/accelerator_core.ipp);
 // Accelerator<Par, Prec, Acc> (accelerator_class.hpp) adds the policies' behaviour and is what
 // each variant instantiates, so that a variant compiles only what depends on its policies. What
 // else does not depend on them is here too: print and to_device, the prepared loaders' protocol
@@ -167,7 +169,6 @@ class AcceleratorCore {
   std::vector<torch::optim::LRScheduler*> schedulers_;
   bool end_of_data_ = false;
   std::int64_t real_in_final_round_ = -1;
-  bool trigger_ = false;
   std::vector<state::LoaderPosition> loaders_;  // per prepared loader, in preparation order
   std::vector<state::CustomObject> custom_objects_;
   // Called with the checkpoint folder before save_state() writes and load_state() reads, in

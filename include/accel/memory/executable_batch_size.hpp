@@ -6,7 +6,7 @@
 // memory of a failed try is freed when its tensors go out of scope, which is why the work lives
 // inside fn).
 //
-// Across processes (group = accelerator.process_group()) the ranks agree after every try: if
+// Across processes (the accelerator as the last argument) the ranks agree after every try: if
 // any rank ran out of memory, every rank halves and tries again, so all run the smallest size
 // any rank could run, and a rank never trains with another batch size than its peers. Each try
 // must then reach that agreement on every rank: an out-of-memory error should come before fn's
@@ -19,6 +19,7 @@
 #include <malloc.h>
 #include <torch/torch.h>
 
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <new>
@@ -91,6 +92,17 @@ auto find_executable_batch_size(std::int64_t start, Fn&& fn, runtime::ProcessGro
           "large)",
           failed ? "" : " on another rank", failed ? what : "see that rank's output");
   }
+}
+
+/// The same across the ranks of `accelerator` (an accel::Accelerator): every rank calls it, and
+/// all of them agree after every try. The group comes from the Accelerator's collectives
+/// (core/collective_calls.hpp), found by argument-dependent lookup.
+template <class Fn, class Accelerator>
+  requires requires(const Accelerator& accelerator) {
+    { collective_group(accelerator) } -> std::same_as<runtime::ProcessGroup*>;
+  }
+auto find_executable_batch_size(std::int64_t start, Fn&& fn, const Accelerator& accelerator) {
+  return find_executable_batch_size(start, std::forward<Fn>(fn), collective_group(accelerator));
 }
 
 }  // namespace accel::memory

@@ -62,3 +62,4 @@ inline std::vector<TensorDifference> diff_checkpoints(const std::filesystem::pat
 
 // Header-only in both modes: the tools compile it themselves (accel::compiled has no tools).
 #include "impl/checkpoint_tool.ipp"
+#include "impl/checkpoint_merge_diff.ipp"

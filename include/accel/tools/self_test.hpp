@@ -116,7 +116,7 @@ inline int self_test(std::FILE* out = stdout) {
   using self_check::compare;
   Accelerator<Ddp> accelerator(
       {.device = torch::Device(torch::kCPU), .timeout = std::chrono::seconds(60)});
-  runtime::ProcessGroup* group = accelerator.process_group();
+  runtime::ProcessGroup* group = accel::testing::internals(accelerator).process_group();
   const std::int64_t rank = accelerator.process_index(), world = accelerator.num_processes();
   const bool main = accelerator.is_main_process();
   int failed = 0;
@@ -265,7 +265,7 @@ inline int self_test(std::FILE* out = stdout) {
             runtime::GroupSettings settings = runtime::with_environment(
                 {.timeout = std::chrono::seconds(60), .rendezvous_timeout = std::chrono::seconds(60)});
             settings.cuda_device = local;
-            runtime::ProcessGroup nccl(accelerator.environment(), settings);
+            runtime::ProcessGroup nccl(accel::testing::internals(accelerator).environment(), settings);
             for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
               const std::string kind(c10::toString(dtype));
               torch::Tensor sum = (base + r).to(cuda, dtype);

@@ -54,11 +54,15 @@ class WithTrackers {
     tracker_.finish();
   }
 
-  /// The run's trackers.
-  const Tracker& tracker() const { return tracker_; }
+  /// The run's folder `<log_dir>/<project>/<run>` on the main process while a run is open or
+  /// after it ended; empty on the other processes and before init_trackers().
+  const std::filesystem::path& run_dir() const { return tracker_.run_dir(); }
 
  protected:
   WithTrackers() = default;
+  /// The run's trackers, for the Accelerator (profile(), the timeline) and
+  /// accel::testing::internals (core/internals.hpp).
+  const Tracker& run_tracker() const { return tracker_; }
   // Lines logged after the Accelerator is gone no longer go to its run's log.txt.
   ~WithTrackers() {
     if (tracker_.is_open() && !tracker_.run_dir().empty()) logging::close_run_log(run_log());
