@@ -278,20 +278,20 @@ test_numbers() {  # ctest's numbers of the tests matching regex $1
 # The baseline: the selected mutations' tests, built and run on the unmutated code.
 if [ $baseline -eq 1 ]; then
   # One ctest run of them all, by number (-I): CMake's regexes take at most 9 groups.
-  # The targets first: finding them can build a doctest program, whose tests then join the
-  # list and renumber the tests after them, so the numbers are read once every one is known.
+  # The numbers are read after the build: building a doctest program (to find the targets, or
+  # rebuilt here from changed sources) adds its tests to the list and renumbers those after them.
   numbers=() all_targets=()
   for i in "${selected[@]}"; do
     found=$(targets_for "$i") || die "${ids[i]}: no test matches '${tests[i]}' (ctest -N -R)"
     while read -r t; do all_targets+=("$t"); done <<<"$found"
   done
-  for i in "${selected[@]}"; do
-    while read -r n; do numbers+=("$n"); done < <(test_numbers "${tests[i]}")
-  done
   mapfile -t all_targets < <(printf '%s\n' "${all_targets[@]}" | sort -u)
   echo "mutation: baseline: building ${#all_targets[@]} program(s)"
   build_targets "$logs/baseline.build.log" "${all_targets[@]}" ||
     die "the unmutated build failed: $logs/baseline.build.log"
+  for i in "${selected[@]}"; do
+    while read -r n; do numbers+=("$n"); done < <(test_numbers "${tests[i]}")
+  done
   start=$SECONDS
   echo "mutation: baseline: running the tests unmutated"
   union=$(printf '%s\n' "${numbers[@]}" | sort -un | paste -sd,)
