@@ -16,22 +16,11 @@ launch="$1"; gpt="$2"; shift 2
 skip() { echo "lose-node.sh: SKIPPED: $*"; exit 77; }
 fail() { echo "lose-node.sh: $*" >&2; exit 1; }
 
-command -v ip >/dev/null || skip "the ip command (iproute2) is missing"
-command -v nsenter >/dev/null || skip "nsenter (util-linux) is missing"
-[ "$(id -u)" = 0 ] || skip "making network namespaces needs root"
+# shellcheck source=../two-netns-nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../two-netns-nodes.sh"
 dir=$(mktemp -d)
-a="accel-lose0-$$"; b="accel-lose1-$$"
-cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-why="$(ip netns add "$a" 2>&1 && ip netns add "$b" 2>&1)" || skip "cannot make network namespaces: $why"
-why="$(ip link add "la$$" type veth peer name "lb$$" 2>&1)" || skip "cannot make a veth pair: $why"
-ip link set "la$$" netns "$a" && ip link set "lb$$" netns "$b" || fail "cannot move the veth ends"
-# nsenter rather than `ip -n` / `ip netns exec`, which remount /sys and fail inside a chroot.
-in_a() { nsenter --net="/run/netns/$a" "$@"; }
-in_b() { nsenter --net="/run/netns/$b" "$@"; }
-in_a ip addr add 10.232.0.1/24 dev "la$$" && in_b ip addr add 10.232.0.2/24 dev "lb$$" &&
-  in_a ip link set "la$$" up && in_b ip link set "lb$$" up &&
-  in_a ip link set lo up && in_b ip link set lo up || fail "cannot configure the link"
+trap 'remove_two_nodes; rm -rf "$dir"' EXIT
+make_two_nodes lose 232
 
 loss() { grep -o 'val_loss=[0-9.]*' "$1" | cut -d= -f2; }
 digest() { grep -o 'param_digest=[0-9a-f]*' "$1" | cut -d= -f2; }
@@ -44,10 +33,10 @@ common=(--nnodes 1:2 --nproc 1 --master-addr 10.232.0.1 --master-port 29541 --ma
         --rendezvous-deadline 5 --grace 2)
 program=("$gpt" --steps $steps --checkpoint-dir "$ck" --checkpoint-every 2 --resume
          --keep-global-batch 2 "$@")
-in_a env GLOO_SOCKET_IFNAME="la$$" ACCEL_RENDEZVOUS_TIMEOUT=30 \
+in_a env GLOO_SOCKET_IFNAME="$end_a" ACCEL_RENDEZVOUS_TIMEOUT=30 \
   "$launch" "${common[@]}" --node-rank 0 -- "${program[@]}" >"$dir/node0.log" 2>&1 &
 first=$!
-in_b env GLOO_SOCKET_IFNAME="lb$$" ACCEL_RENDEZVOUS_TIMEOUT=30 ACCEL_EXAMPLE_KILL_AT=1:5:node \
+in_b env GLOO_SOCKET_IFNAME="$end_b" ACCEL_RENDEZVOUS_TIMEOUT=30 ACCEL_EXAMPLE_KILL_AT=1:5:node \
   "$launch" "${common[@]}" --node-rank 1 -- "${program[@]}" >"$dir/node1.log" 2>&1
 second=$?
 wait "$first"; first=$?
