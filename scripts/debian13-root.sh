@@ -31,7 +31,7 @@ packages=(
   gnuplot-nox           # accel-plot draws the trackers' charts with it
   libpng-dev            # the accel-plot test decodes the charts it draws
   libyaml-cpp-dev       # accel-launch --config reads launch settings from YAML
-  iproute2              # dist.two_nodes_netns: two network namespaces joined by a veth pair
+  iproute2              # dist.two_nodes_netns, example.gpt.lose_node: network namespaces joined by a veth pair
   nlohmann-json3-dev    # JSON: safetensors headers, the weights' index file, checkpoint manifests
   libxxhash-dev         # xxHash, header-only (XXH_INLINE_ALL): checkpoint file checksums
   doxygen               # the API reference from the public headers (ctest docs.api_reference)
