@@ -641,6 +641,24 @@ void narrow_communication(accel::ShardedCommunicationOptions communication,
     bool master = false;
     for (const auto& flat : flats) master |= !exact_in(flat->shard(), *communication.parameters);
     EXPECT(master);
+    // A forward leaves the root unit gathered through the narrow wire until its backward; full
+    // parameters taken then must be the fp32 master (gathered again at full width), not the
+    // rounded copy, and releasing them must not write the rounded values into the shards.
+    const auto snapshot = [&] {
+      std::vector<torch::Tensor> values;
+      const auto full = acc.full_parameters(net);
+      for (const auto& p : net->parameters()) values.push_back(p.detach().clone());
+      return values;
+    };
+    const auto at_rest = snapshot();
+    const torch::Tensor held = model(x.narrow(0, r * rows, rows));
+    EXPECT(flats.back()->materialized());
+    EXPECT(exact_in(flats.back()->flat(), *communication.parameters));
+    const auto while_held = snapshot(), after = snapshot();
+    for (std::size_t i = 0; i < at_rest.size(); ++i) {
+      EXPECT(torch::equal(at_rest[i], while_held[i]));
+      EXPECT(torch::equal(at_rest[i], after[i]));
+    }
   }
   const auto full = acc.full_parameters(net);
   const auto mine = net->parameters(), theirs = reference->parameters();
@@ -808,6 +826,42 @@ void hybrid_layout() {
   }
   fmt::print("rank {}: hybrid layout: {} ranks per shard, {} cop{} of the shards\n",
              acc.process_index(), s, w / s, w / s == 1 ? "y" : "ies");
+}
+
+// A model that takes no part in a window (a GAN's generator during the discriminator's step) sends
+// nothing: its units hold no gradient, so reduce-scattering them would only cost collectives.
+// A backward through one of two prepared models issues as many collectives as through the same
+// model prepared alone.
+void zero3_idle_model_sends_nothing() {
+  const auto backward_collectives = [](bool beside_another) {
+    Zero3 acc(test_options());
+    torch::manual_seed(1);
+    auto net = units_model(), idle_net = units_model();
+    torch::optim::SGD sgd(net->parameters(), 0.1), idle_sgd(idle_net->parameters(), 0.1);
+    const auto& group = *internals(acc).process_group();
+    const torch::Tensor x = torch::randn({6, 5}), y = torch::randn({6, 1});
+    const auto issued_in_backward = [&](auto& model, const auto& optimizers) {
+      const torch::Tensor loss = torch::mse_loss(model(x), y);
+      const std::uint64_t before = group.collectives_issued();
+      acc.backward(loss);
+      const std::uint64_t issued = group.collectives_issued() - before;
+      for (auto* optimizer : optimizers) {
+        optimizer->step();
+        optimizer->zero_grad();
+      }
+      return issued;
+    };
+    if (!beside_another) {
+      auto [model, optimizer] = acc.prepare(net, sgd);
+      return issued_in_backward(model, std::array{&optimizer});
+    }
+    auto [model, idle, optimizer, idle_optimizer] = acc.prepare(net, idle_net, sgd, idle_sgd);
+    return issued_in_backward(model, std::array{&optimizer, &idle_optimizer});
+  };
+  const auto alone = backward_collectives(false), beside = backward_collectives(true);
+  fmt::print("zero3: {} collectives in a backward through a model prepared alone, {} beside an "
+             "idle one\n", alone, beside);
+  EXPECT(alone == beside);
 }
 
 // Zero3's prefetch (Options::prefetch_units): the next unit gathered while one runs (in backward
@@ -1064,6 +1118,7 @@ int run(int argc, char** argv) {
              make_adam, {.clip = 0.05});
        }},
       {"zero3_gan_accumulation", gan_accumulation<accel::Zero3>},
+      {"zero3_idle_model_sends_nothing", zero3_idle_model_sends_nothing},
       {"zero2_adam", [] { sharded_matches_single_process<Zero2>(make_adam); }},
       {"zero2_offload",
        [] {
