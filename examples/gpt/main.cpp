@@ -490,10 +490,22 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   std::int64_t since_eval = 0;
   const double nats_to_bits = 1.0 / std::numbers::ln2;
 
+  // The time the loop waits for its next batch: the loader's, and the periodic checkpoints' saves,
+  // which the prepared loader takes between two batches (all of a blocking save; a background
+  // save's snapshot, and its wait for the previous write). bench/async_checkpoint.sh reads it.
+  double batch_wait_seconds = 0;
+  struct AskedAt {  // when the body ends, whichever way it ends, the next batch is asked for
+    double& at;
+    const decltype(seconds)& now;
+    ~AskedAt() { at = now(); }
+  };
   // One epoch of either loader: its batches' input and target (a Window holds both in one
   // tensor, a TokenWindow apart), until the epoch or --steps ends.
   auto train_epoch = [&](auto& batches) {
+    double asked_at = seconds();
     for (const auto& batch : batches) {
+      batch_wait_seconds += seconds() - asked_at;
+      const AskedAt ask_next{asked_at, seconds};
       examples::die_here_if_asked(accelerator.process_index(), step + 1);  // the kill test's
       torch::Tensor input, target;
       if constexpr (requires { batch.tokens; }) {
@@ -585,6 +597,8 @@ int train(const Args& args, const gpt::Corpus& corpus) {
                     "TFLOP/s x {}), evaluated in {:.1f} s",
                     step - started_at_step, train_seconds, tokens_per_second, 100 * mfu,
                     peak_tflops, processes, evaluation_seconds);
+  accelerator.print("waited {:.3f} s for batches (the periodic checkpoints' saves included)",
+                    batch_wait_seconds);
   if constexpr (Strategy::precision_policy::loss_scaling)
     accelerator.print("loss_scale={} skipped_steps={}", accelerator.loss_scale(),
                       accelerator.skipped_steps());
