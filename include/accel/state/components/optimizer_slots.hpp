@@ -22,6 +22,7 @@
 #include "../optimizer_state.hpp"
 #include "../slice_catalog.hpp"
 #include "component.hpp"
+#include "placed_slices.hpp"
 
 namespace accel::state::components {
 
@@ -51,7 +52,7 @@ struct OptimizerSlots {
           if (field == "step")
             named.emplace_back(base, detail::cpu_copy(t));
           else
-            named.emplace_back(slice_name(base, slot.begin), detail::cpu_copy(t));
+            add_placed(named, base, slot.begin, t, slot.placement);
         }
       }
     }
@@ -135,8 +136,8 @@ struct OptimizerSlots {
       const std::string prefix = fmt::format("optimizer{}/{}/{}/", o, slot.group, slot.index);
       std::map<std::string, torch::Tensor> fields;
       for (const auto& base : catalog.sliced_under(prefix))
-        fields[base.substr(prefix.size())] =
-            catalog.read(base, slot.begin, slot.numel, slot.key.scalar_type());
+        fields[base.substr(prefix.size())] = read_placed(catalog, base, slot.begin, slot.numel,
+                                                         slot.placement, slot.key.scalar_type());
       if (catalog.has(prefix + "step")) fields["step"] = catalog.whole(prefix + "step");
       if (fields.empty()) continue;  // the parameter had no state when saved
       const std::string name = fmt::format("state of parameter {} of param group {} of {}",
