@@ -9,6 +9,8 @@
 // Checkpoints across meshes (docs/concepts/checkpoints.md):
 //   tensor_parallel_resume_<outer>  4 ranks (dp 2 x tp 2): 4 steps straight against 2, save,
 //                                   2 more, load, 2 more: parameters and optimizer state bitwise
+//   tensor_parallel_checkpoint_unknown_optimizer  an optimizer saved only as one rank's archive
+//                                   refused
 //   tp_save_<outer>, tp_reload_<to> phases in new processes (checkpoint.sh tensor_parallel): a
 //                                   checkpoint and save_model's weights written on one mesh,
 //                                   loaded on another ($ACCEL_TEST_FROM), saved again at once
@@ -319,6 +321,25 @@ void resume_same_mesh() {
 void tensor_parallel_resume_ddp() { resume_same_mesh<accel::Ddp>(); }
 void tensor_parallel_resume_zero3() { resume_same_mesh<accel::Zero3>(); }
 
+// An optimizer accel saves only as rank 0's libtorch archive cannot hold a tensor-parallel
+// group's slices: save_state refuses it on every rank, and writes nothing.
+void tensor_parallel_checkpoint_unknown_optimizer() {
+  const char* port = std::getenv("MASTER_PORT");
+  const fs::path folder =
+      fs::temp_directory_path() / fmt::format("accel-tp-lbfgs-{}", port ? port : "local");
+  TensorParallel2 acc(accel_test::test_options());
+  Tiny net = fresh_tiny();
+  torch::optim::LBFGS lbfgs(net->parameters());
+  [[maybe_unused]] auto prepared = acc.prepare(net, lbfgs);
+  accel_test::expect_error([&] { acc.save_state(folder); },
+                           "save_state: optimizer #0 is of a type accel does not save field by "
+                           "field, only as one rank's libtorch archive, and under "
+                           "Parallel<Ddp,TensorParallel<2>> the ranks of a tensor-parallel group "
+                           "(2 of them) hold different slices");
+  acc.wait_for_everyone();
+  EXPECT(!fs::exists(folder));
+}
+
 // The phases of checkpoint.sh tensor_parallel, in $ACCEL_TEST_DIR.
 fs::path shared_folder() {
   const char* folder = std::getenv("ACCEL_TEST_DIR");
@@ -472,6 +493,8 @@ int run(int argc, char** argv) {
       {"tensor_parallel_world_not_divisible", tensor_parallel_world_not_divisible},
       {"tensor_parallel_resume_ddp", tensor_parallel_resume_ddp},
       {"tensor_parallel_resume_zero3", tensor_parallel_resume_zero3},
+      {"tensor_parallel_checkpoint_unknown_optimizer",
+       tensor_parallel_checkpoint_unknown_optimizer},
       {"tp_save_zero3", tp_save_zero3},
       {"tp_auto_save", tp_auto_save},
       {"tp_auto_resume", tp_auto_resume},
