@@ -353,7 +353,6 @@ class Accelerator
   template <class T>
   auto prepare_one(T&& object);
   void register_model(const std::shared_ptr<torch::nn::Module>& module);
-  static Options without_tensor_parallel_checkpoints(Options options);
   // Where batches are dealt: every rank of a tensor-parallel group (N consecutive ranks) takes
   // its group's batch; without tensor parallelism each rank is its own.
   static constexpr int ranks_per_batch = std::max(1, tensor_parallel_degree_v<parallelism_policy>);
@@ -368,7 +367,8 @@ class Accelerator
             .rank = process_.rank,
             .world_size = process_.world_size,
             .options = options_,
-            .policies = {parallelism_policy::name, precision_policy::name, accumulation_steps},
+            .policies = {parallelism_policy::name, precision_policy::name, accumulation_steps,
+                         ranks_per_batch},
             .strategy = strategy_,
             .models = models_,
             .optimizers = optimizers_,

@@ -9,6 +9,12 @@
 #   checkpoint.sh LAUNCHER WORKER groups                  AdamW param groups saved by Zero3 on
 #                                                         2 ranks, loaded by Zero2 on 3 and 1
 #                                                         and by Zero3 on 3
+#   checkpoint.sh LAUNCHER TP_WORKER tensor_parallel
+#                                                         worker_tensor_parallel.cpp's phases:
+#                                                         saved on a mesh (data-parallel x
+#                                                         tensor-parallel), loaded on others
+#                                                         and saved again, the same tensors;
+#                                                         the command line on them
 #   checkpoint.sh LAUNCHER WORKER tool                    the groups saved by Zero3 on 2 ranks,
 #                                                         read by `accel-launch checkpoint`:
 #                                                         the C++ calls (checkpoint_tool), then
@@ -21,6 +27,21 @@ shift 3
 ACCEL_TEST_DIR=$(mktemp -d)
 export ACCEL_TEST_DIR
 trap 'rm -rf "$ACCEL_TEST_DIR"' EXIT
+expect() {  # expect STATUS PATTERN COMMAND...: its exit status, and PATTERN in its output;
+            # never a C++ stack trace or an uncaught exception
+  local status=$1 pattern=$2 out code=0; shift 2
+  out=$("$@" 2>&1) || code=$?
+  echo "$out"
+  if [ "$code" != "$status" ] || ! grep -qE -- "$pattern" <<<"$out" ||
+     grep -qE "terminate called|Exception raised from|frame #[0-9]" <<<"$out"; then
+    echo "checkpoint.sh: '$*' exited $code (expected $status) or did not print /$pattern/" >&2
+    exit 1
+  fi
+}
+limited() {  # limited COMMAND...: with at most 8 GiB of address space (a runaway allocation
+             # fails at once instead of filling the machine)
+  (ulimit -v 8388608 && exec "$@")
+}
 run() {  # run NPROC SCENARIO
   echo "--- $2 on $1 processes"
   "$launcher" --nproc "$1" -- "$worker" "$2"
@@ -56,21 +77,6 @@ case "$mode" in
     run 3 load_model_zero3
     run 2 load_model_ddp
     dir=$ACCEL_TEST_DIR
-    expect() {  # expect STATUS PATTERN COMMAND...: its exit status, and PATTERN in its output;
-                # never a C++ stack trace or an uncaught exception
-      local status=$1 pattern=$2 out code=0; shift 2
-      out=$("$@" 2>&1) || code=$?
-      echo "$out"
-      if [ "$code" != "$status" ] || ! grep -qE -- "$pattern" <<<"$out" ||
-         grep -qE "terminate called|Exception raised from|frame #[0-9]" <<<"$out"; then
-        echo "checkpoint.sh: '$*' exited $code (expected $status) or did not print /$pattern/" >&2
-        exit 1
-      fi
-    }
-    limited() {  # limited COMMAND...: with at most 8 GiB of address space (a runaway allocation
-                 # fails at once instead of filling the machine)
-      (ulimit -v 8388608 && exec "$@")
-    }
     expect 0 "groups: whole" "$launcher" checkpoint verify "$dir/groups"
     expect 0 "Zero3 \+ Fp32 \+ GradAccum<1> on 2 processes" "$launcher" checkpoint inspect "$dir/groups"
     expect 0 "model #0's weights" "$launcher" checkpoint merge "$dir/groups" "$dir/cli" --max-shard-size 256B
@@ -118,6 +124,31 @@ case "$mode" in
     expect 0 "model #0's weights" "$launcher" checkpoint merge "$dir/groups" "$dir/out5" \
       --max-shard-size 18446744073709551615
     [ ! -e "$dir/out4" ] || { echo "checkpoint.sh: out4 made" >&2; exit 1; }
+    ;;
+  tensor_parallel)
+    phase() {  # phase NPROC SCENARIO FROM TO: FROM loaded (or nothing, "-"), TO saved
+      echo "--- $2 on $1 processes: $3 -> $4"
+      ACCEL_TEST_FROM=$3 ACCEL_TEST_TO=$4 "$launcher" --nproc "$1" -- "$worker" "$2"
+    }
+    # (dp 2, tp 2) to (dp 4, tp 1), (dp 1, tp 2) and one process; (dp 1, tp 2) and one process
+    # back to (dp 2, tp 2).
+    phase 4 tp_save_zero3 - dp2tp2
+    phase 4 tp_reload_zero2_tp1 dp2tp2 dp4tp1
+    phase 2 tp_reload_ddp_tp2 dp2tp2 dp1tp2
+    phase 1 tp_reload_ddp dp2tp2 single
+    phase 4 tp_reload_zero3_tp2 dp1tp2 dp2tp2_from_dp1tp2
+    phase 1 tp_save_ddp - saved_single
+    phase 4 tp_reload_ddp_tp2 saved_single dp2tp2_from_single
+    phase 4 tp_auto_save - auto
+    phase 4 tp_auto_resume auto -
+    dir=$ACCEL_TEST_DIR
+    expect 0 "mesh +2 data-parallel x 2 tensor-parallel" "$launcher" checkpoint inspect "$dir/dp2tp2"
+    expect 0 "down1.weight +Float +\[8, 16\]  tensor-parallel: dim 1 split 2 ways, \[8, 8\] per rank" \
+      "$launcher" checkpoint inspect "$dir/dp2tp2"
+    expect 0 "dp2tp2: whole" "$launcher" checkpoint verify "$dir/dp2tp2"
+    expect 0 "model #0's weights" "$launcher" checkpoint merge "$dir/dp2tp2" "$dir/merged"
+    for file in "$dir"/dp2tp2_model/*; do cmp "$file" "$dir/merged/$(basename "$file")"; done
+    expect 0 "^0 tensors differ$" "$launcher" checkpoint diff "$dir/dp2tp2" "$dir/single"
     ;;
   lock)
     # A second run on a checkpoint folder that a running one holds (here flock(1), as a run's

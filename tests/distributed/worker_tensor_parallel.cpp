@@ -4,13 +4,29 @@
 // weights written through full_parameters() halfway; on 2 ranks (one tensor-parallel group) and
 // on 4 (two groups, the outer policy across them): Ddp, and the sharded outer policies (Zero2,
 // Zero3 and the Fsdp names), whose flat parameters are made of the slices; under Bf16 (Ddp, and
-// Zero3 on 4) within bf16's tolerance. The refusals: a world size the degree does not divide, a
-// layer it does not divide, and checkpoints.
+// Zero3 on 4) within bf16's tolerance. The refusals: a world size the degree does not divide and
+// a layer it does not divide.
+// Checkpoints across meshes (docs/concepts/checkpoints.md):
+//   tensor_parallel_resume_<outer>  4 ranks (dp 2 x tp 2): 4 steps straight against 2, save,
+//                                   2 more, load, 2 more: parameters and optimizer state bitwise
+//   tensor_parallel_checkpoint_unknown_optimizer  an optimizer saved only as one rank's archive
+//                                   refused
+//   tp_save_<outer>, tp_reload_<to> phases in new processes (checkpoint.sh tensor_parallel): a
+//                                   checkpoint and save_model's weights written on one mesh,
+//                                   loaded on another ($ACCEL_TEST_FROM), saved again at once
+//                                   ($ACCEL_TEST_TO): the same tensors, bitwise, and the same
+//                                   weights files byte for byte; tp_auto_save and
+//                                   tp_auto_resume: periodic saves, and a resume refused where
+//                                   the data-parallel degree, so the global batch, changes
 #include <accel/checkpoints.hpp>
+#include <accel/tools/checkpoint_tool.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -208,27 +224,259 @@ void tensor_parallel_indivisible_layer() {
   acc.wait_for_everyone();
 }
 
-// Checkpoints are refused on every rank, before anything is written.
-void tensor_parallel_checkpoint_refused() {
+// --- Checkpoints across meshes -----------------------------------------------------------------
+
+template <class Outer, int N = 2>
+using MeshAccelerator = accel::Accelerator<accel::Parallel<Outer, accel::TensorParallel<N>>>;
+
+// The same initial weights in every phase.
+Tiny fresh_tiny() {
+  torch::manual_seed(7);
+  return Tiny();
+}
+
+torch::optim::AdamW tiny_adamw(Tiny& net) {
+  return torch::optim::AdamW(net->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.01));
+}
+
+// Steps [first, last), each data-parallel rank on a batch of its own, which the ranks of its
+// tensor-parallel group share.
+template <class Accel, class Model, class Optimizer>
+void train_steps(Accel& acc, Model& model, Optimizer& optimizer, int first, int last) {
+  const int data_rank = acc.process_index() / std::max(1, accel::tensor_parallel_degree_v<
+                                                             typename Accel::parallelism_policy>);
+  for (int step = first; step < last; ++step) {
+    torch::manual_seed(static_cast<std::uint64_t>(100 + 10 * step + data_rank));
+    const torch::Tensor x = torch::randn({4, 5}), y = torch::randn({4, 1});
+    acc.backward(torch::mse_loss(model(x), y));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+}
+
+// Both checkpoints hold the same model tensors and optimizer state, bitwise (the full tensors,
+// whatever mesh wrote them), optimizer state included.
+void expect_same_state(const fs::path& a, const fs::path& b) {
+  const auto rows = accel::state::diff_checkpoints(a, b);
+  bool moments = false;
+  for (const auto& row : rows) {
+    if (row.status != "equal")
+      fmt::print("{} vs {}: '{}' {}\n", a.string(), b.string(), row.name, row.status);
+    EXPECT(row.status == "equal");
+    moments = moments || row.name.find("exp_avg_sq") != std::string::npos;
+  }
+  EXPECT(rows.size() > 20 && moments);
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Resume at the same mesh (dp 2 x tp 2 on 4 ranks): two steps, save, two more; load, the same
+// two again: bitwise the same parameters and optimizer state. The load is checked too: right
+// after it the parameters are those saved.
+template <class Outer>
+void resume_same_mesh() {
+  const char* port = std::getenv("MASTER_PORT");
+  const fs::path folder = fs::temp_directory_path() /
+                          fmt::format("accel-tp-resume-{}-{}", port ? port : "local",
+                                      Outer::name);
+  MeshAccelerator<Outer> acc(accel_test::test_options());
+  if (acc.is_main_process()) fs::remove_all(folder);
+  acc.wait_for_everyone();
+  Tiny net = fresh_tiny();
+  auto adamw = tiny_adamw(net);
+  auto [model, optimizer] = acc.prepare(net, adamw);
+  const auto digest = [&] {
+    const auto full = acc.full_parameters(net);
+    return accel::state::parameter_digest(*net);
+  };
+  train_steps(acc, model, optimizer, 0, 2);
+  acc.save_state(folder / "at2");
+  const auto saved = digest();
+  train_steps(acc, model, optimizer, 2, 4);
+  acc.save_state(folder / "straight");
+  acc.load_state(folder / "at2");
+  EXPECT(digest() == saved);
+  train_steps(acc, model, optimizer, 2, 4);
+  acc.save_state(folder / "resumed");
+  if (acc.is_main_process()) {
+    expect_same_state(folder / "straight", folder / "resumed");
+    EXPECT(accel::state::verify_checkpoint(folder / "at2").empty());
+    const auto manifest = accel::state::Manifest::read(folder / "at2", "test");
+    EXPECT(manifest.tensor_parallel == 2 && manifest.world_size == acc.num_processes());
+    for (const auto& p : manifest.models.at(0).parameters) {
+      const int expected = p.name.rfind("up", 0) == 0     ? 0
+                           : p.name == "down1.weight" ||
+                                     p.name == "down2.weight" ? 1
+                                                              : -1;
+      EXPECT(p.tensor_parallel_dim == expected);
+    }
+  }
+  acc.wait_for_everyone();
+  if (acc.is_main_process()) fs::remove_all(folder);
+}
+
+void tensor_parallel_resume_ddp() { resume_same_mesh<accel::Ddp>(); }
+void tensor_parallel_resume_zero3() { resume_same_mesh<accel::Zero3>(); }
+
+// An optimizer accel saves only as rank 0's libtorch archive cannot hold a tensor-parallel
+// group's slices: save_state refuses it on every rank, and writes nothing.
+void tensor_parallel_checkpoint_unknown_optimizer() {
+  const char* port = std::getenv("MASTER_PORT");
   const fs::path folder =
-      fs::temp_directory_path() / fmt::format("accel-tp-refused-{}", accel_test::this_rank());
-  fs::remove_all(folder);
+      fs::temp_directory_path() / fmt::format("accel-tp-lbfgs-{}", port ? port : "local");
   TensorParallel2 acc(accel_test::test_options());
-  Tiny net;
-  [[maybe_unused]] auto model = acc.prepare(net);
-  const std::string expected = "tensor-parallel checkpoints are not supported yet";
-  accel_test::expect_error([&] { acc.save_state(folder); }, "save_state: " + expected);
-  accel_test::expect_error([&] { acc.save_model(net, folder); }, "save_model: " + expected);
-  accel_test::expect_error([&] { acc.load_state(folder); }, "load_state: " + expected);
+  Tiny net = fresh_tiny();
+  torch::optim::LBFGS lbfgs(net->parameters());
+  [[maybe_unused]] auto prepared = acc.prepare(net, lbfgs);
+  accel_test::expect_error([&] { acc.save_state(folder); },
+                           "save_state: optimizer #0 is of a type accel does not save field by "
+                           "field, only as one rank's libtorch archive, and under "
+                           "Parallel<Ddp,TensorParallel<2>> the ranks of a tensor-parallel group "
+                           "(2 of them) hold different slices");
+  acc.wait_for_everyone();
   EXPECT(!fs::exists(folder));
-  accel::Options periodic = accel_test::test_options();
-  periodic.checkpoints.directory = folder;
-  periodic.checkpoints.every_steps = 1;
-  accel_test::expect_error([&] { TensorParallel2 other(periodic); },
-                           "Options::checkpoints: " + expected);
-  EXPECT(!fs::exists(folder));
+}
+
+// The phases of checkpoint.sh tensor_parallel, in $ACCEL_TEST_DIR.
+fs::path shared_folder() {
+  const char* folder = std::getenv("ACCEL_TEST_DIR");
+  if (folder == nullptr) throw std::runtime_error("ACCEL_TEST_DIR is not set");
+  return folder;
+}
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) throw std::runtime_error(fmt::format("{} is not set", name));
+  return value;
+}
+
+// Two steps from the loader (two batches per data-parallel rank), then $ACCEL_TEST_TO and its
+// weights, "<to>_model".
+template <class Accel>
+void save_phase() {
+  const fs::path dir = shared_folder(), to = dir / environment("ACCEL_TEST_TO");
+  Accel acc(accel_test::test_options());
+  Tiny net = fresh_tiny();
+  auto adamw = tiny_adamw(net);
+  accel::DataLoader loader(accel_test::Regression(), {.batch_size = 4, .shuffle = true, .seed = 5});
+  auto [model, optimizer, batches] = acc.prepare(net, adamw, loader);
+  int served = 0;
+  for (const auto& batch : batches) {
+    acc.backward(torch::mse_loss(model(batch.x), batch.y));
+    optimizer.step();
+    optimizer.zero_grad();
+    if (++served == 2) break;
+  }
+  acc.save_state(to);
+  acc.save_model(net, fs::path(to.string() + "_model"));
+  if (acc.is_main_process()) {
+    // Two batches on each data-parallel rank: the ranks of a tensor-parallel group shared theirs.
+    const auto manifest = accel::state::Manifest::read(to, "test");
+    const int degree = std::max(1, accel::tensor_parallel_degree_v<typename Accel::parallelism_policy>);
+    EXPECT(manifest.loaders.at(0).global_batches_consumed == 2 * acc.num_processes() / degree);
+    EXPECT(manifest.tensor_parallel == degree);
+  }
+}
+
+// On this mesh: load_model of $ACCEL_TEST_FROM's weights, a step away from them, then
+// load_state of $ACCEL_TEST_FROM: the parameters load_model gave; saved again at once as
+// $ACCEL_TEST_TO: the same tensors, the same place in the data, and save_model's files byte for
+// byte.
+template <class Accel>
+void reload_phase() {
+  const fs::path dir = shared_folder();
+  const fs::path from = dir / environment("ACCEL_TEST_FROM"), to = dir / environment("ACCEL_TEST_TO");
+  const fs::path from_model = from.string() + "_model", to_model = to.string() + "_model";
+  Accel acc(accel_test::test_options());
+  Tiny net = fresh_tiny();
+  auto adamw = tiny_adamw(net);
+  accel::DataLoader loader(accel_test::Regression(), {.batch_size = 4, .shuffle = true, .seed = 5});
+  auto [model, optimizer, batches] = acc.prepare(net, adamw, loader);
+  const auto digest = [&] {
+    const auto full = acc.full_parameters(net);
+    return accel::state::parameter_digest(*net);
+  };
+  acc.load_model(net, from_model);
+  const std::uint64_t read = digest();
+  train_steps(acc, model, optimizer, 0, 1);
+  EXPECT(digest() != read);
+  acc.load_state(from);
+  const std::uint64_t loaded = digest();
+  acc.save_state(to);
+  acc.save_model(net, to_model);
+  EXPECT(loaded == read);
+  if (acc.is_main_process()) {
+    expect_same_state(from, to);
+    EXPECT(accel::state::verify_checkpoint(to).empty());
+    const auto saved = accel::state::Manifest::read(from, "test");
+    const auto again = accel::state::Manifest::read(to, "test");
+    EXPECT(saved.loaders.at(0).global_batches_consumed ==
+           again.loaders.at(0).global_batches_consumed);
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(from_model)) {
+      ++files;
+      EXPECT(file_bytes(entry.path()) == file_bytes(to_model / entry.path().filename()));
+    }
+    EXPECT(files > 0);
+  }
   acc.wait_for_everyone();
 }
+
+// Periodic saves on (dp 2, tp 2): a step, saved as checkpoint_0 of $ACCEL_TEST_DIR/auto as the
+// next batch is served.
+accel::Options periodic(bool resume) {
+  accel::Options options = accel_test::test_options();
+  options.checkpoints = {.directory = shared_folder() / "auto", .every_steps = 1, .resume = resume};
+  return options;
+}
+void tp_auto_save() {
+  MeshAccelerator<accel::Ddp> acc(periodic(false));
+  Tiny net = fresh_tiny();
+  auto adamw = tiny_adamw(net);
+  accel::DataLoader loader(accel_test::Regression(), {.batch_size = 4, .shuffle = true, .seed = 5});
+  auto [model, optimizer, batches] = acc.prepare(net, adamw, loader);
+  int served = 0;
+  for (const auto& batch : batches) {
+    if (++served == 2) break;  // the save comes as the second batch is served
+    acc.backward(torch::mse_loss(model(batch.x), batch.y));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  acc.wait_for_everyone();
+  EXPECT(fs::exists(shared_folder() / "auto" / "checkpoint_0" / "manifest.json"));
+}
+
+// Its resume: refused on (dp 4, tp 1), where each step would take 4 loader batches instead of 2;
+// taken on (dp 2, tp 2).
+void tp_auto_resume() {
+  const auto prepare_all = [](auto& acc) {
+    Tiny net = fresh_tiny();
+    auto adamw = tiny_adamw(net);
+    accel::DataLoader loader(accel_test::Regression(),
+                             {.batch_size = 4, .shuffle = true, .seed = 5});
+    [[maybe_unused]] auto prepared = acc.prepare(net, adamw, loader);
+  };
+  {
+    MeshAccelerator<accel::Zero2, 1> acc(periodic(true));
+    accel_test::expect_error([&] { prepare_all(acc); },
+                             "was saved by 4 processes (2 data-parallel x tensor-parallel 2) with "
+                             "GradAccum<1> (2 loader batches per optimizer step); this run has 4 "
+                             "processes with GradAccum<1> (4 loader batches per optimizer step), "
+                             "so its global batch would change");
+  }
+  MeshAccelerator<accel::Ddp> acc(periodic(true));
+  prepare_all(acc);
+  EXPECT(acc.resumed_from().has_value());
+}
+
+void tp_save_zero3() { save_phase<MeshAccelerator<accel::Zero3>>(); }
+void tp_save_ddp() { save_phase<accel::Accelerator<accel::Ddp>>(); }
+void tp_reload_ddp_tp2() { reload_phase<MeshAccelerator<accel::Ddp>>(); }
+void tp_reload_zero3_tp2() { reload_phase<MeshAccelerator<accel::Zero3>>(); }
+void tp_reload_zero2_tp1() { reload_phase<MeshAccelerator<accel::Zero2, 1>>(); }
+void tp_reload_ddp() { reload_phase<accel::Accelerator<accel::Ddp>>(); }
 
 }  // namespace
 
@@ -243,7 +491,18 @@ int run(int argc, char** argv) {
       {"tensor_parallel_zero3_bf16", tensor_parallel_zero3_bf16},
       {"tensor_parallel_bf16", tensor_parallel_bf16},
       {"tensor_parallel_world_not_divisible", tensor_parallel_world_not_divisible},
-      {"tensor_parallel_checkpoint_refused", tensor_parallel_checkpoint_refused},
+      {"tensor_parallel_resume_ddp", tensor_parallel_resume_ddp},
+      {"tensor_parallel_resume_zero3", tensor_parallel_resume_zero3},
+      {"tensor_parallel_checkpoint_unknown_optimizer",
+       tensor_parallel_checkpoint_unknown_optimizer},
+      {"tp_save_zero3", tp_save_zero3},
+      {"tp_auto_save", tp_auto_save},
+      {"tp_auto_resume", tp_auto_resume},
+      {"tp_save_ddp", tp_save_ddp},
+      {"tp_reload_ddp_tp2", tp_reload_ddp_tp2},
+      {"tp_reload_zero3_tp2", tp_reload_zero3_tp2},
+      {"tp_reload_zero2_tp1", tp_reload_zero2_tp1},
+      {"tp_reload_ddp", tp_reload_ddp},
       {"tensor_parallel_indivisible_layer", tensor_parallel_indivisible_layer},
   };
   return accel_test::run_scenario(argc, argv, scenarios);

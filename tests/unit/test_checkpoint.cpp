@@ -812,4 +812,57 @@ TEST_CASE("slice catalogue: slices that overlap are named by the coverage check"
         "'o' holds elements from 2 twice (rank2.safetensors overlaps the slice before it)");
 }
 
+// A tensor-parallel slice of a RowParallelLinear's weight is a block of its columns: rows of the
+// full tensor `stride` apart, stored as "<tensor>@<begin>:<stride>" [rows, width]. Here a [3, 4]
+// tensor whose element i is i, in two column halves.
+namespace {
+
+accel::state::safetensors::File block_file(std::int64_t first_column) {
+  namespace st = accel::state::safetensors;
+  const torch::Tensor values =
+      torch::arange(12, torch::kFloat).view({3, 4}).narrow(1, first_column, 2).contiguous();
+  return st::File::from_bytes(
+      st::serialize({{accel::state::block_name("t", first_column, 4), values}}),
+      fmt::format("rank{}.safetensors", first_column));
+}
+
+bool holds(const torch::Tensor& read, std::vector<float> values) {
+  return torch::equal(read, torch::tensor(values));
+}
+
+}  // namespace
+
+TEST_CASE("slice catalogue: blocks of columns read as any range, whole or placed") {
+  accel::state::SliceCatalog catalog;
+  catalog.add(block_file(0), "rank0.safetensors");
+  catalog.add(block_file(2), "rank2.safetensors");
+  CHECK(holds_range(catalog.read("t", 0, 12, torch::kFloat), 0, 12));  // one process's read
+  CHECK(holds_range(catalog.read("t", 3, 6, torch::kFloat), 3, 6));    // a Zero3 piece's
+  CHECK(holds(catalog.read_rows("t", 1, 3, 2, 4, torch::kFloat), {1, 2, 5, 6, 9, 10}));
+  CHECK(catalog.coverage("t").problem.empty());
+  CHECK(catalog.coverage("t").end == 12);
+  // Rank 1 of 2's columns (2 and 3), elements 1..4 of its [3, 2] slice: the end of a row, a
+  // whole row, the start of one.
+  const accel::parallel::Placement columns{.width = 2, .stride = 4, .offset = 2};
+  const auto blocks = accel::state::components::full_blocks(columns, 1, 4);
+  CHECK(blocks.size() == 3);
+  CHECK(holds(accel::state::components::read_placed(catalog, "t", 1, 4, columns, torch::kFloat),
+              {3, 6, 7, 10}));
+  accel::state::components::NamedTensors named;
+  accel::state::components::add_placed(named, "t", 0, torch::tensor({2.f, 3.f, 6.f, 7.f, 10.f, 11.f}),
+                                       columns);
+  REQUIRE(named.size() == 1);
+  CHECK(named[0].first == "t@2:4");
+  CHECK(named[0].second.sizes() == torch::IntArrayRef({3, 2}));
+}
+
+TEST_CASE("slice catalogue: a block of columns missing is named, read or checked") {
+  accel::state::SliceCatalog catalog;
+  catalog.add(block_file(0), "rank0.safetensors");
+  CHECK(message_of([&] { (void)catalog.read("t", 0, 12, torch::kFloat); })
+            .find("accel: checkpoint: elements 2..11 of 't' are in none of its rank files") == 0);
+  CHECK(catalog.coverage("t").problem == "elements 2..3 of 't' are in no rank file");
+  CHECK(holds(catalog.read_rows("t", 0, 3, 2, 4, torch::kFloat), {0, 1, 4, 5, 8, 9}));
+}
+
 }  // namespace unit_checkpoint

@@ -19,7 +19,7 @@ namespace accel {
 
 template <class Par, class Prec, class Acc>
 Accelerator<Par, Prec, Acc>::Accelerator(Options options)
-    : AcceleratorCore(without_tensor_parallel_checkpoints(std::move(options)),
+    : AcceleratorCore(std::move(options),
                       accumulation_steps, shards_parameters_v<parallelism_policy>) {
   if (options_.offload.any() && !parallel::Strategy<parallelism_policy>::can_offload)
     detail::fail("{}: Options::offload moves optimizer state (and Zero3's parameter shards) to "
@@ -80,19 +80,6 @@ auto Accelerator<Par, Prec, Acc>::prepare_one(T&& object) {
                   "schedulers, accel::DataLoader and accel::StreamingLoader; this argument is "
                   "none of them");
   }
-}
-
-// Refused before the core claims Options::checkpoints.directory, so that nothing is made
-// (state/checkpoint_io.hpp refuses the calls themselves).
-template <class Par, class Prec, class Acc>
-Options Accelerator<Par, Prec, Acc>::without_tensor_parallel_checkpoints(Options options) {
-  if (tensor_parallel_degree_v<parallelism_policy> > 0 &&
-      state::automatic_checkpoints_asked(options.checkpoints))
-    detail::fail("Options::checkpoints: tensor-parallel checkpoints are not supported yet "
-                 "(under {}); leave every_steps, every_seconds and resume unset "
-                 "(docs/how-to/tensor-parallel.md#limits)",
-                 parallelism_policy::name);
-  return options;
 }
 
 template <class Par, class Prec, class Acc>

@@ -57,6 +57,7 @@
 #include "../options.hpp"
 #include "../detail/memory_counter.hpp"
 #include "memory_layout.hpp"
+#include "placement.hpp"
 #include "strategy.hpp"
 
 namespace accel::runtime {
@@ -71,6 +72,7 @@ namespace accel::parallel {
 struct ParameterSlice {
   std::int64_t begin = 0;  // in the flattened parameter
   torch::Tensor data;      // 1-D, aliasing the live parameter (writable under NoGradGuard)
+  Placement placement{};   // the parameter's place in the full tensor
 };
 // One parameter's state in the optimizer that holds it on this rank.
 struct StateSlot {
@@ -80,6 +82,7 @@ struct StateSlot {
   std::size_t index = 0;
   std::int64_t begin = 0;   // the slice of the flattened parameter this state covers
   std::int64_t numel = 0;
+  Placement placement{};    // the parameter's place in the full tensor
 };
 
 // Optimizer hooks are templates on the user's optimizer type; AdamW stands for any of them.

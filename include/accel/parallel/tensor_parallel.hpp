@@ -30,14 +30,23 @@
 //                   split layers' slices gathered into the full weights; after, the slices
 //                   written back into the outer strategy's tensors, then its release
 //
+//   checkpoints     every parameter and its optimizer state in the full tensors' numbering
+//                   (tensor_parallel_placements.hpp): the outer strategy's slices of a split
+//                   parameter, placed in the full tensor; a replicated one written by the first
+//                   rank of each tensor-parallel group only, as the outer strategy writes it
+//                   over the data-parallel group. So a checkpoint loads on any mesh, and on one
+//                   process (docs/concepts/checkpoints.md)
+//
 // The loaders deal batches by data-parallel rank (the Accelerator reads the degree: every rank of
-// a tensor-parallel group gets the same batch). Checkpoints are refused (state/checkpoint_io.hpp).
+// a tensor-parallel group gets the same batch).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <concepts>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -50,6 +59,7 @@
 #include "fsdp.hpp"
 #include "detail/broadcast.hpp"
 #include "tensor_parallel_linear.hpp"
+#include "tensor_parallel_placements.hpp"
 #include "zero2.hpp"
 #include "zero3.hpp"
 
@@ -135,10 +145,52 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
       detail::broadcast_from_root(*world_, module.parameters());
       detail::broadcast_from_root(*world_, module.buffers());
     }
-    if (tensor_ != nullptr)
-      for (const auto& p : split_tensor_parallel_layers(module, *tensor_, label))
-        split_.insert(p.unsafeGetTensorImpl());
+    if (tensor_ != nullptr) {
+      placements_.note_full_shapes(module);
+      const std::vector<torch::Tensor> split =
+          split_tensor_parallel_layers(module, *tensor_, label);
+      for (const auto& p : split) split_.insert(p.unsafeGetTensorImpl());
+      placements_.note_split(module, split, tensor_->rank(), N, composed_name, label);
+    }
     Base::prepare_model(module, label);
+  }
+
+  // The checkpoint-slice role (contract.hpp) in the full tensors' numbering. `rank` is the
+  // world's; the outer strategy answers for this rank's place in the data-parallel group.
+  std::vector<std::int64_t> parameter_shape(const torch::Tensor& parameter) const {
+    if (const auto* split = placements_.find(parameter)) return split->full_shape;
+    return Base::parameter_shape(parameter);
+  }
+  // The split parameter's full shape, dimension split and placement (the manifest records the
+  // dimension); null for a parameter every rank of a group holds whole.
+  const TensorParallelPlacements::Split* tensor_parallel_split(const torch::Tensor& p) const {
+    return placements_.find(p);
+  }
+  std::optional<ParameterSlice> saved_slice(const torch::Tensor& parameter, int rank) const {
+    if (tensor_ == nullptr) return Base::saved_slice(parameter, rank);
+    const auto* split = placements_.find(parameter);
+    if (split == nullptr && rank % N != 0) return std::nullopt;  // the group's first rank has it
+    auto slice = Base::saved_slice(parameter, rank / N);
+    if (slice && split != nullptr) slice->placement = split->placement;
+    return slice;
+  }
+  std::optional<ParameterSlice> loaded_slice(const torch::Tensor& parameter) const {
+    auto slice = Base::loaded_slice(parameter);
+    if (const auto* split = placements_.find(parameter); slice && split != nullptr)
+      slice->placement = split->placement;
+    return slice;
+  }
+  std::vector<StateSlot> state_slots(torch::optim::Optimizer& user, bool saving, int rank) {
+    if (tensor_ == nullptr) return Base::state_slots(user, saving, rank);
+    std::vector<StateSlot> slots;
+    for (auto& slot : Base::state_slots(user, saving, rank / N)) {
+      const auto* split =
+          placements_.find(user.param_groups().at(slot.group).params().at(slot.index));
+      if (split == nullptr && saving && rank % N != 0) continue;
+      if (split != nullptr) slot.placement = split->placement;
+      slots.push_back(std::move(slot));
+    }
+    return slots;
   }
 
   // What clip_grad_norm measures and scales: the outer strategy's gradients of the split
@@ -189,6 +241,8 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
   // The parameters each rank of a group holds part of (the prepared models' own tensors, which
   // live as long as the Accelerator uses them).
   std::unordered_set<const void*> split_;
+  // Where each of them lies in its full tensor (checkpoints).
+  TensorParallelPlacements placements_;
   // The split parameters' gradients the last gradients_to_clip handed over.
   mutable std::unordered_set<const void*> split_gradients_;
 };

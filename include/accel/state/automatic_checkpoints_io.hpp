@@ -49,14 +49,23 @@ struct AutomaticCheckpoints {
   };
 
   // How the global batch is made: loader batches per optimizer step (each of them split over
-  // the processes, or one per process), out of processes and micro-batches.
+  // the processes, or one per data-parallel rank: per process, or under tensor parallelism per
+  // group of tensor_parallel processes), out of processes and micro-batches.
   struct BatchMaking {
     int world_size = 1, accumulation_steps = 1;
     bool split_batches = false;
-    int loader_batches() const { return accumulation_steps * (split_batches ? 1 : world_size); }
+    int tensor_parallel = 1;
+    int data_ranks() const { return world_size / tensor_parallel; }
+    int loader_batches() const { return accumulation_steps * (split_batches ? 1 : data_ranks()); }
+    std::string processes() const {
+      return tensor_parallel == 1 ? counted(world_size, "process")
+                                  : fmt::format("{} ({} data-parallel x tensor-parallel {})",
+                                                counted(world_size, "process"), data_ranks(),
+                                                tensor_parallel);
+    }
     std::string text() const {
-      return fmt::format("{} with GradAccum<{}>{} ({} per optimizer step)",
-                         counted(world_size, "process"), accumulation_steps,
+      return fmt::format("{} with GradAccum<{}>{} ({} per optimizer step)", processes(),
+                         accumulation_steps,
                          split_batches ? ", each batch split over them" : "",
                          counted(loader_batches(), "loader batch"));
     }
@@ -74,21 +83,19 @@ struct AutomaticCheckpoints {
   static void check_global_batch(const Accel& a, const BatchMaking& saved,
                                  const std::string& folder) {
     const BatchMaking here{a.process_.world_size, Accel::accumulation_steps,
-                           a.options_.split_batches};
+                           a.options_.split_batches, Accel::ranks_per_batch};
     if (saved.loader_batches() == here.loader_batches() ||
         a.options_.checkpoints.allow_global_batch_change)
       return;
-    const int needed = saved.loader_batches() / (here.split_batches ? 1 : here.world_size);
-    const bool integral =
-        needed >= 1 && needed * (here.split_batches ? 1 : here.world_size) == saved.loader_batches();
+    const int per_step = here.split_batches ? 1 : here.data_ranks();
+    const int needed = saved.loader_batches() / per_step;
+    const bool integral = needed >= 1 && needed * per_step == saved.loader_batches();
     accel::detail::fail(
         "Options::checkpoints.resume: '{}' was saved by {}; this run has {}, so its global batch "
         "would change. Resume on {} with GradAccum<{}>{}, or set "
         "Options::checkpoints.allow_global_batch_change to go on with the new global batch",
-        folder, saved.text(), here.text(), BatchMaking::counted(saved.world_size, "process"),
-        saved.accumulation_steps,
-        integral ? fmt::format(", or keep {} with GradAccum<{}>",
-                               BatchMaking::counted(here.world_size, "process"), needed)
+        folder, saved.text(), here.text(), saved.processes(), saved.accumulation_steps,
+        integral ? fmt::format(", or keep {} with GradAccum<{}>", here.processes(), needed)
                  : std::string());
   }
 
@@ -98,7 +105,7 @@ struct AutomaticCheckpoints {
     CheckpointRunner& runner = a.checkpoints_;
     runtime::ProcessGroup* group = a.group_.get();
     // "" for none, else "<models> <optimizers> <schedulers> <loaders> <world size>
-    // <accumulation> <split batches> <folder>"
+    // <accumulation> <split batches> <tensor-parallel degree> <folder>"
     std::string chosen;
     const std::string error = detail::error_of([&] {
       if (a.process_.rank != 0) return;
@@ -110,10 +117,10 @@ struct AutomaticCheckpoints {
       const auto newest = checkpoint_to_resume(root);
       if (!newest) return;
       const Manifest saved = Manifest::read(*newest, "Options::checkpoints.resume");
-      chosen = fmt::format("{} {} {} {} {} {} {} {}", saved.models.size(),
+      chosen = fmt::format("{} {} {} {} {} {} {} {} {}", saved.models.size(),
                            saved.optimizers.size(), saved.scheduler_steps.size(),
                            saved.loaders.size(), saved.world_size, saved.accumulation_steps,
-                           saved.split_batches ? 1 : 0, newest->string());
+                           saved.split_batches ? 1 : 0, saved.tensor_parallel, newest->string());
     });
     detail::agree(group, error, "Options::checkpoints.resume: finding the checkpoint");
     chosen = detail::broadcast_string(group, chosen);
@@ -125,7 +132,8 @@ struct AutomaticCheckpoints {
     Counts saved;
     BatchMaking making;
     in >> saved.models >> saved.optimizers >> saved.schedulers >> saved.loaders >>
-        making.world_size >> making.accumulation_steps >> making.split_batches;
+        making.world_size >> making.accumulation_steps >> making.split_batches >>
+        making.tensor_parallel;
     in.get();
     std::string folder;
     std::getline(in, folder);

@@ -11,12 +11,14 @@
 //
 // A checkpoint is a folder:
 //   rank_<r>.safetensors   what rank r holds: its slices of the parameters and of the optimizer
-//                          state (state/slice_catalog.hpp), its RNG states, mid-window its
+//                          state, in the full tensors' numbering whatever the mesh
+//                          (state/slice_catalog.hpp), its RNG states, mid-window its
 //                          gradients, and on rank 0 the buffers and registered objects
 //   manifest.json          written last by the main process: format version, accel and libtorch
-//                          versions, world size, policies, every file's size and XXH3-64, the
-//                          models' parameter names, shapes and dtypes, the optimizers' types and
-//                          options, schedulers, loader positions, the window, step counters
+//                          versions, world size and mesh, policies, every file's size and
+//                          XXH3-64, the models' parameter names, shapes and dtypes, the
+//                          optimizers' types and options, schedulers, loader positions, the
+//                          window, step counters
 // committed as state/checkpoint_folder.hpp describes. Loading is staged: every file is read and
 // its checksum verified, and every value the live objects will take is built and checked, on
 // every rank, before anything changes; the ranks then agree that all of them succeeded, and only
@@ -268,11 +270,16 @@ struct StateIO {
   // The main process's manifest: what the whole checkpoint was saved by, then each component's
   // part; the files' records are added by write_and_commit.
   static Manifest manifest_of(const View& view) {
-    Manifest manifest{.accel_version = fmt::format("{}.{}.{}", ACCEL_VERSION_MAJOR,
+    const int tensor_parallel = view.policies.tensor_parallel;
+    Manifest manifest{.format_version = tensor_parallel > 1
+                                            ? checkpoint_format_version
+                                            : checkpoint_format_version_without_blocks,
+                      .accel_version = fmt::format("{}.{}.{}", ACCEL_VERSION_MAJOR,
                                                    ACCEL_VERSION_MINOR, ACCEL_VERSION_PATCH),
                       .libtorch_version = fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR,
                                                       TORCH_VERSION_MINOR, TORCH_VERSION_PATCH),
                       .world_size = view.world_size,
+                      .tensor_parallel = tensor_parallel,
                       .parallelism = std::string(view.policies.parallelism),
                       .precision = std::string(view.policies.precision),
                       .accumulation_steps = view.policies.accumulation_steps,
@@ -336,39 +343,22 @@ struct CheckpointIO<Accel, void> {
 
   static Path save_state(View view, Precision& precision, const std::optional<Path>& folder,
                          SaveMode mode) {
-    refuse_tensor_parallel("save_state");
     return StateIO<Strategy>::save_state(with_precision(std::move(view), precision), folder,
                                          mode);
   }
   static Path load_state(View view, Precision& precision, const std::optional<Path>& folder) {
-    refuse_tensor_parallel("load_state");
     return StateIO<Strategy>::load_state(with_precision(std::move(view), precision), folder);
   }
   static void save_model(const View& view, torch::nn::Module& model, const Path& folder,
                          std::uint64_t max_shard_bytes) {
-    refuse_tensor_parallel("save_model");
     save_model_files(view, model, folder, max_shard_bytes);
   }
   static void load_model(const View& view, torch::nn::Module& model, const Path& folder,
                          bool strict, DtypeConversion conversion) {
-    refuse_tensor_parallel("load_model");
     load_model_files(view, model, folder, strict, conversion);
   }
 
  private:
-  // A checkpoint holds every parameter whole or as flattened slices of the whole; the split
-  // layers' slices are neither, so a tensor-parallel run refuses rather than write (or read) a
-  // wrong file. Every rank refuses, before any collective.
-  static void refuse_tensor_parallel(const char* call) {
-    using Par = typename Accel::parallelism_policy;
-    if constexpr (tensor_parallel_degree_v<Par> > 0)
-      accel::detail::fail("{}: tensor-parallel checkpoints are not supported yet (under {}); "
-                          "to keep the trained weights, gather them with "
-                          "accelerator.full_parameters(model) and torch::save them on the main "
-                          "process (docs/how-to/tensor-parallel.md#limits)",
-                          call, Par::name);
-  }
-
   static View with_precision(View view, Precision& precision) {
     view.describe_precision = [&precision](Manifest& manifest) {
       PrecisionStateIO<Precision>::describe(precision, manifest);

@@ -45,6 +45,9 @@ struct CheckpointPolicies {
   std::string_view parallelism;
   std::string_view precision;
   int accumulation_steps = 1;
+  // The mesh: the tensor-parallel degree (1 without tensor parallelism); the data-parallel
+  // degree is the world size over it.
+  int tensor_parallel = 1;
 };
 
 template <class Strategy>

@@ -18,8 +18,11 @@
 
 namespace accel::state {
 
-// 2: the manifest carries its own checksum (manifest_xxh3). Version 1 still loads.
-inline constexpr int checkpoint_format_version = 2;
+// 2: the manifest carries its own checksum (manifest_xxh3). 3: tensor-parallel checkpoints, with
+// the mesh in the manifest and blocks of rows among the slices (slice_catalog.hpp); the others
+// are still written as version 2. Versions 1 and 2 still load.
+inline constexpr int checkpoint_format_version = 3;
+inline constexpr int checkpoint_format_version_without_blocks = 2;
 
 // The names of a checkpoint's files and of the tensors in them. Parameters and optimizer state
 // are stored as slices, "<name>@<first element>" (slice_catalog.hpp); the rest whole.
@@ -52,6 +55,9 @@ struct TensorRecord {
   std::string name;
   std::vector<std::int64_t> shape;
   std::string dtype;  // c10::toString's spelling: "Float", "BFloat16"
+  // The dimension tensor parallelism split it along, over the mesh's tensor-parallel ranks
+  // (part i on rank i of each group); -1: not split.
+  int tensor_parallel_dim = -1;
 };
 
 struct ModelRecord {
@@ -123,6 +129,9 @@ struct Manifest {
   std::string accel_version;
   std::string libtorch_version;
   int world_size = 1;
+  // The mesh it was saved on: world_size / tensor_parallel data-parallel ranks, each a group of
+  // tensor_parallel ranks (1 without tensor parallelism, and in a manifest without "mesh").
+  int tensor_parallel = 1;
   std::string parallelism;  // the policies' full names
   std::string precision;
   int accumulation_steps = 1;

@@ -19,6 +19,7 @@
 #include "../detail/shape_text.hpp"
 #include "../parallel/full_parameters.hpp"
 #include "../runtime/process_group.hpp"
+#include "components/placed_slices.hpp"
 #include "dtype_conversion.hpp"
 #include "rank_agreement.hpp"
 #include "weights.hpp"
@@ -31,6 +32,19 @@ namespace detail {
 // an `accel: load_model:` error naming the weight and the folder.
 ACCEL_DECL void check_conversion(const std::string& name, const std::filesystem::path& folder,
                                  const torch::Tensor& t, c10::ScalarType to);
+
+// Elements [begin, begin + numel) of a parameter placed in the stored full tensor as `place`
+// says (a tensor-parallel slice: rows of it), flattened; by one positioned read per row.
+inline torch::Tensor read_placed_weights(const WeightsReader& weights,
+                                         const WeightsReader::Tensor& stored, std::int64_t begin,
+                                         std::int64_t numel, const parallel::Placement& place) {
+  if (place.whole()) return weights.read(stored, begin, numel);
+  std::vector<torch::Tensor> rows;
+  for (const auto& block : components::full_blocks(place, begin, numel))
+    for (std::int64_t r = 0; r < block.rows; ++r)
+      rows.push_back(weights.read(stored, block.begin + r * block.stride, block.width));
+  return rows.size() == 1 ? rows.front() : torch::cat(rows);
+}
 }  // namespace detail
 
 // Every rank gathers the full parameters (under a sharded strategy); the main process writes.
@@ -75,6 +89,7 @@ void load_model_files(const View& view, torch::nn::Module& model,
     const WeightsReader::Tensor* stored;
     torch::Tensor into;
     std::int64_t begin;
+    parallel::Placement place;
   };
   std::vector<Later> later;  // read once the ranks agree
   std::optional<WeightsReader> opened;
@@ -92,7 +107,8 @@ void load_model_files(const View& view, torch::nn::Module& model,
                             folder.string(), check.describe());
     }
     auto read = [&](const std::string& name, const std::vector<std::int64_t>& shape,
-                    c10::ScalarType dtype, const torch::Tensor& into, std::int64_t begin) -> void {
+                    c10::ScalarType dtype, const torch::Tensor& into, std::int64_t begin,
+                    const parallel::Placement& place) -> void {
       const WeightsReader::Tensor* found = weights.find(name);
       if (found == nullptr) return;  // not strict: left as it is
       if (found->entry.shape != shape)
@@ -103,10 +119,11 @@ void load_model_files(const View& view, torch::nn::Module& model,
       const bool check_values = !stored || found->entry.dtype == safetensors::Dtype::BOOL ||
                                 (conversion == DtypeConversion::checked && *stored != dtype);
       if (!check_values) {
-        later.push_back({found, into, begin});
+        later.push_back({found, into, begin, place});
         return;
       }
-      torch::Tensor value = weights.read(*found, begin, into.numel());
+      torch::Tensor value =
+          detail::read_placed_weights(weights, *found, begin, into.numel(), place);
       if (conversion == DtypeConversion::checked)
         detail::check_conversion(name, folder, value, dtype);
       copies.emplace_back(into, std::move(value));
@@ -114,11 +131,12 @@ void load_model_files(const View& view, torch::nn::Module& model,
     for (const auto& item : model.named_parameters()) {
       const torch::Tensor& p = item.value();
       if (const auto slice = strategy.loaded_slice(p))
-        read(item.key(), strategy.parameter_shape(p), p.scalar_type(), slice->data, slice->begin);
+        read(item.key(), strategy.parameter_shape(p), p.scalar_type(), slice->data, slice->begin,
+             slice->placement);
     }
     for (const auto& item : model.named_buffers()) {
       const torch::Tensor& b = item.value();
-      read(item.key(), b.sizes().vec(), b.scalar_type(), b.view({-1}), 0);
+      read(item.key(), b.sizes().vec(), b.scalar_type(), b.view({-1}), 0, parallel::Placement{});
     }
   });
   detail::agree(group, error, "load_model");
@@ -127,7 +145,8 @@ void load_model_files(const View& view, torch::nn::Module& model,
     for (auto& [into, from] : copies) into.copy_(from);
     copies.clear();
     for (const auto& item : later)
-      item.into.copy_(opened->read(*item.stored, item.begin, item.into.numel()));
+      item.into.copy_(detail::read_placed_weights(*opened, *item.stored, item.begin,
+                                                  item.into.numel(), item.place));
   });
   detail::agree(group, error, "load_model: reading the values");
   strategy.after_state_loaded();

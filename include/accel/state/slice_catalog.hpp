@@ -1,9 +1,12 @@
 // The tensors of a checkpoint's rank files, found by name, with parameters and optimizer state
 // read back as any slice of their flattened elements. A checkpoint names a slice
 // "<tensor>@<first element>": Ddp's rank 0 writes "model0/fc.weight@0", the whole of it; Zero3's
-// ranks write their pieces, "model0/fc.weight@0" and "model0/fc.weight@4096". Any reader asks for
-// the elements it holds ([begin, begin + numel)) and gets them from whichever pieces cover them,
-// which is what makes a checkpoint load at another world size and under another strategy.
+// ranks write their pieces, "model0/fc.weight@0" and "model0/fc.weight@4096". A block of rows
+// (a tensor-parallel slice that is not contiguous in the full tensor: a RowParallelLinear's
+// columns) is "<tensor>@<first element>:<stride>", stored [rows, width]: row r holds the width
+// elements from first + r * stride. Any reader asks for the elements it holds ([begin, begin +
+// numel), or rows of them) and gets them from whichever pieces cover them, which is what makes a
+// checkpoint load at another world size, mesh and strategy.
 #pragma once
 
 #include <torch/torch.h>
@@ -30,6 +33,9 @@ namespace accel::state {
 inline std::string slice_name(std::string_view tensor, std::int64_t begin) {
   return fmt::format("{}@{}", tensor, begin);
 }
+inline std::string block_name(std::string_view tensor, std::int64_t begin, std::int64_t stride) {
+  return fmt::format("{}@{}:{}", tensor, begin, stride);
+}
 
 class SliceCatalog {
  public:
@@ -49,8 +55,15 @@ class SliceCatalog {
   // slice covers them all (a checkpoint loaded with the layout it was saved with) the result is
   // a read-only view of the file's bytes, valid while this catalog lives: loading then copies
   // each element once, into the live tensor.
-  ACCEL_DECL torch::Tensor read(const std::string& tensor, std::int64_t begin, std::int64_t numel,
-                                c10::ScalarType dtype) const;
+  torch::Tensor read(const std::string& tensor, std::int64_t begin, std::int64_t numel,
+                     c10::ScalarType dtype) const {
+    return read_rows(tensor, begin, 1, numel, numel, dtype);
+  }
+  // `rows` rows of `width` elements, `stride` apart, the first at element `begin`, flattened:
+  // a tensor-parallel slice of the full tensor. Errors as read()'s.
+  ACCEL_DECL torch::Tensor read_rows(const std::string& tensor, std::int64_t begin,
+                                     std::int64_t rows, std::int64_t width, std::int64_t stride,
+                                     c10::ScalarType dtype) const;
 
   // How the slices of `tensor` lie: they tile [0, end) when `problem` is empty; otherwise it
   // describes the first gap, overlap or change of dtype, naming the files (for verify).
@@ -67,6 +80,10 @@ class SliceCatalog {
     std::size_t entry;  // in its file's header
     std::int64_t begin;
     std::int64_t numel;
+    // Its rows: one of numel elements, or a block's (stride > width).
+    std::int64_t rows;
+    std::int64_t width;
+    std::int64_t stride;
   };
 
   // A slice's elements, flattened: a view of the file's bytes where their dtype and alignment

@@ -23,6 +23,13 @@
 namespace accel::state::components {
 
 struct LoaderPositions {
+  // The ranks batches are dealt to: every rank, or under tensor parallelism each group of
+  // tensor-parallel ranks once (they share a batch).
+  template <class View>
+  static int data_ranks(const View& view) {
+    return view.world_size / view.policies.tensor_parallel;
+  }
+
   static std::string stream_tensor_name(std::size_t loader, int rank) {
     return fmt::format("loader{}/stream/rank{}", loader, rank);
   }
@@ -44,7 +51,7 @@ struct LoaderPositions {
       if (position.stream_position) {  // the epoch and the batches served of it, on rank 0
         const std::vector<std::int64_t> numbers = position.stream_position();
         const std::int64_t epoch = numbers.at(4), served = numbers.at(7);
-        manifest.loaders.push_back({epoch, served, served * view.world_size, position.samples,
+        manifest.loaders.push_back({epoch, served, served * data_ranks(view), position.samples,
                                     position.batch_size, position.shuffle, position.seed});
         continue;
       }
@@ -56,7 +63,7 @@ struct LoaderPositions {
         if (consumed > 0) epoch = position.epoch;
       }
       const std::int64_t global =
-          view.options.split_batches ? consumed : consumed * view.world_size;
+          view.options.split_batches ? consumed : consumed * data_ranks(view);
       manifest.loaders.push_back({epoch, consumed, global, position.samples, position.batch_size,
                                   position.shuffle, position.seed});
     }
@@ -96,13 +103,16 @@ struct LoaderPositions {
                             position.samples, position.batch_size, position.shuffle,
                             position.seed);
       const std::int64_t epoch = saved.epoch, global = saved.global_batches_consumed;
-      const int world = s.view.world_size;
+      const int world = data_ranks(s.view);
       const std::int64_t per_rank = s.view.options.split_batches ? 1 : world;
+      const int saved_data_ranks = saved_world / s.manifest.tensor_parallel;
       if (global % per_rank != 0)
         accel::detail::fail("load_state: loader #{} was saved {} batches into epoch {}, which {} "
-                            "processes cannot split evenly; resume on {} processes, or from a "
-                            "checkpoint at the end of an epoch",
-                            l, global, epoch, world, saved_world);
+                            "data-parallel ranks cannot split evenly; resume with {} data-parallel "
+                            "ranks (it was saved on {} x tensor-parallel {}, this run is {} x "
+                            "{}), or from a checkpoint at the end of an epoch",
+                            l, global, epoch, world, saved_data_ranks, saved_data_ranks,
+                            s.manifest.tensor_parallel, world, s.view.policies.tensor_parallel);
       s.apply.push_back([&position, epoch, skip = global / per_rank] {
         position.set_epoch(epoch);
         position.skip = skip;

@@ -2,7 +2,7 @@
 // checkpoint-slice role says: parallel/contract.hpp) and buffers (rank 0), with every
 // parameter's and buffer's name, full shape and dtype in the manifest. A load checks names,
 // shapes and dtypes against the live models, then reads the slices this rank holds now, at
-// whatever world size and strategy saved them (../slice_catalog.hpp). The protocol:
+// whatever world size, mesh and strategy saved them (../slice_catalog.hpp, placed_slices.hpp). The protocol:
 // component.hpp.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include "../slice_catalog.hpp"
 #include "../weights.hpp"
 #include "component.hpp"
+#include "placed_slices.hpp"
 
 namespace accel::state::components {
 
@@ -31,8 +32,8 @@ struct ModelSlices {
       const auto& model = *view.models[m];
       for (const auto& item : model.named_parameters())
         if (const auto slice = view.strategy.saved_slice(item.value(), rank))
-          named.emplace_back(slice_name(model_tensor_name(m, item.key()), slice->begin),
-                             detail::cpu_copy(slice->data));
+          add_placed(named, model_tensor_name(m, item.key()), slice->begin, slice->data,
+                     slice->placement);
       if (rank == 0)
         for (const auto& item : model.named_buffers())
           named.emplace_back(slice_name(model_tensor_name(m, item.key()), 0),
@@ -44,9 +45,15 @@ struct ModelSlices {
   static void describe(const View& view, Manifest& manifest) {
     for (const auto& model : view.models) {
       ModelRecord& record = manifest.models.emplace_back();
-      for (const auto& item : model->named_parameters())
-        record.parameters.push_back({item.key(), view.strategy.parameter_shape(item.value()),
-                                     c10::toString(item.value().scalar_type())});
+      for (const auto& item : model->named_parameters()) {
+        TensorRecord& parameter = record.parameters.emplace_back(
+            TensorRecord{item.key(), view.strategy.parameter_shape(item.value()),
+                         c10::toString(item.value().scalar_type())});
+        // Under tensor parallelism (parallel/tensor_parallel.hpp): the dimension it is split on.
+        if constexpr (requires { view.strategy.tensor_parallel_split(item.value()); })
+          if (const auto* split = view.strategy.tensor_parallel_split(item.value()))
+            parameter.tensor_parallel_dim = split->dim;
+      }
       for (const auto& item : model->named_buffers())
         record.buffers.push_back({item.key(), item.value().sizes().vec(),
                                   c10::toString(item.value().scalar_type())});
@@ -97,8 +104,9 @@ struct ModelSlices {
         check_shape(item.key(), strategy.parameter_shape(p), p.scalar_type());
         const auto slice = strategy.loaded_slice(p);
         if (!slice) continue;
-        torch::Tensor value = s.catalog.read(model_tensor_name(m, item.key()), slice->begin,
-                                             slice->data.numel(), p.scalar_type());
+        torch::Tensor value =
+            read_placed(s.catalog, model_tensor_name(m, item.key()), slice->begin,
+                        slice->data.numel(), slice->placement, p.scalar_type());
         apply.push_back([data = slice->data, value] { data.copy_(value); });
       }
       for (const auto& item : model.named_buffers()) {

@@ -22,6 +22,7 @@
 #include "../optimizer_state.hpp"
 #include "../slice_catalog.hpp"
 #include "component.hpp"
+#include "placed_slices.hpp"
 
 namespace accel::state::components {
 
@@ -34,6 +35,7 @@ struct OptimizerSlots {
       torch::optim::Optimizer& user = *view.optimizers[o];
       const OptimizerKind kind = kind_of(user);
       if (kind == OptimizerKind::other) {
+        refuse_archive_under_tensor_parallelism(view, o, "save_state");
         if (rank != 0) continue;
         torch::serialize::OutputArchive archive;
         user.save(archive);
@@ -51,7 +53,7 @@ struct OptimizerSlots {
           if (field == "step")
             named.emplace_back(base, detail::cpu_copy(t));
           else
-            named.emplace_back(slice_name(base, slot.begin), detail::cpu_copy(t));
+            add_placed(named, base, slot.begin, t, slot.placement);
         }
       }
     }
@@ -106,6 +108,7 @@ struct OptimizerSlots {
         apply.push_back([&group = groups[g], options] { group.set_options(options->clone()); });
       }
       if (kind == OptimizerKind::other) {
+        refuse_archive_under_tensor_parallelism(view, o, "load_state");
         auto archive = std::make_shared<torch::serialize::InputArchive>();
         std::istringstream in(detail::tensor_bytes(catalog.whole(optimizer_archive_name(o))));
         archive->load_from(in);
@@ -117,6 +120,22 @@ struct OptimizerSlots {
   }
 
  private:
+  // An optimizer accel does not know field by field is one libtorch archive, rank 0's: under
+  // tensor parallelism the ranks of a group hold different slices, whose state that archive
+  // neither holds nor fits. Refused on every rank, before anything is written or changed.
+  template <class View>
+  static void refuse_archive_under_tensor_parallelism(const View& view, std::size_t o,
+                                                      const char* call) {
+    const int degree = view.policies.tensor_parallel;
+    if (degree > 1)
+      accel::detail::fail("{}: optimizer #{} is of a type accel does not save field by field, "
+                          "only as one rank's libtorch archive, and under {} the ranks of a "
+                          "tensor-parallel group ({} of them) hold different slices; use SGD, "
+                          "Adam, AdamW, Adagrad or RMSprop, or save that optimizer's state "
+                          "yourself",
+                          call, o, view.policies.parallelism, degree);
+  }
+
   // The state of the slots this rank holds now, wherever the checkpoint's slices cover them.
   template <class View>
   static void stage_slots(const Staging<View>& s, std::size_t o, torch::optim::Optimizer& user,
@@ -135,8 +154,8 @@ struct OptimizerSlots {
       const std::string prefix = fmt::format("optimizer{}/{}/{}/", o, slot.group, slot.index);
       std::map<std::string, torch::Tensor> fields;
       for (const auto& base : catalog.sliced_under(prefix))
-        fields[base.substr(prefix.size())] =
-            catalog.read(base, slot.begin, slot.numel, slot.key.scalar_type());
+        fields[base.substr(prefix.size())] = read_placed(catalog, base, slot.begin, slot.numel,
+                                                         slot.placement, slot.key.scalar_type());
       if (catalog.has(prefix + "step")) fields["step"] = catalog.whole(prefix + "step");
       if (fields.empty()) continue;  // the parameter had no state when saved
       const std::string name = fmt::format("state of parameter {} of param group {} of {}",

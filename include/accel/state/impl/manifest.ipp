@@ -39,11 +39,13 @@ ACCEL_DECL std::optional<std::string> shape_problem(const std::vector<std::int64
 // `at` throws on a missing key, which read() reports as a layout error.
 ACCEL_DECL void to_json(nlohmann::json& j, const TensorRecord& r) {
   j = {{"name", r.name}, {"shape", r.shape}, {"dtype", r.dtype}};
+  if (r.tensor_parallel_dim >= 0) j["tensor_parallel_dim"] = r.tensor_parallel_dim;
 }
 ACCEL_DECL void from_json(const nlohmann::json& j, TensorRecord& r) {
   j.at("name").get_to(r.name);
   j.at("shape").get_to(r.shape);
   j.at("dtype").get_to(r.dtype);
+  if (j.contains("tensor_parallel_dim")) j.at("tensor_parallel_dim").get_to(r.tensor_parallel_dim);
 }
 ACCEL_DECL void to_json(nlohmann::json& j, const ModelRecord& r) {
   j = {{"parameters", r.parameters}, {"buffers", r.buffers}};
@@ -98,6 +100,8 @@ ACCEL_DECL std::string Manifest::text() const {
                    {"accel_version", accel_version},
                    {"libtorch_version", libtorch_version},
                    {"world_size", world_size},
+                   {"mesh", {{"data_parallel", world_size / tensor_parallel},
+                             {"tensor_parallel", tensor_parallel}}},
                    {"parallelism", parallelism},
                    {"precision", precision},
                    {"accumulation_steps", accumulation_steps},
@@ -156,6 +160,7 @@ ACCEL_DECL Manifest Manifest::read(const std::filesystem::path& folder, std::str
     field("accel_version").get_to(m.accel_version);
     field("libtorch_version").get_to(m.libtorch_version);
     field("world_size").get_to(m.world_size);
+    if (j.contains("mesh")) j["mesh"].at("tensor_parallel").get_to(m.tensor_parallel);
     field("parallelism").get_to(m.parallelism);
     field("precision").get_to(m.precision);
     field("accumulation_steps").get_to(m.accumulation_steps);
@@ -191,6 +196,10 @@ ACCEL_DECL Manifest Manifest::read(const std::filesystem::path& folder, std::str
     accel::detail::fail("{}: '{}' says world_size {}; a checkpoint comes from 1 to {} processes, "
                         "so the manifest is corrupt",
                         call, where, m.world_size, max_world_size);
+  if (m.tensor_parallel < 1 || m.world_size % m.tensor_parallel != 0)
+    accel::detail::fail("{}: '{}' says its mesh has tensor-parallel degree {} on {} processes, "
+                        "which does not divide them; the manifest is corrupt",
+                        call, where, m.tensor_parallel, m.world_size);
   for (std::size_t i = 0; i < m.models.size(); ++i)
     for (const auto* list : {&m.models[i].parameters, &m.models[i].buffers})
       for (const TensorRecord& t : *list)
@@ -199,6 +208,14 @@ ACCEL_DECL Manifest Manifest::read(const std::filesystem::path& folder, std::str
                               "is corrupt",
                               call, where, t.name, i, accel::detail::shape_text(t.shape),
                               *problem);
+        else if (const int dim = t.tensor_parallel_dim;
+                 dim >= static_cast<int>(t.shape.size()) ||
+                 (dim >= 0 && t.shape[static_cast<std::size_t>(dim)] % m.tensor_parallel != 0))
+          accel::detail::fail("{}: '{}' says '{}' of model #{} (shape [{}]) is split along "
+                              "dimension {} over {} tensor-parallel ranks, which it cannot be; "
+                              "the manifest is corrupt",
+                              call, where, t.name, i, accel::detail::shape_text(t.shape),
+                              t.tensor_parallel_dim, m.tensor_parallel);
   return m;
 }
 

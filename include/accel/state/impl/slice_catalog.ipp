@@ -20,12 +20,23 @@ ACCEL_DECL void SliceCatalog::add(safetensors::File file, std::string label) {
     if (at != std::string::npos) {
       const char* first = name.data() + at + 1;
       const char* last = name.data() + name.size();
-      const auto [end, error] = std::from_chars(first, last, begin);
+      auto [end, error] = std::from_chars(first, last, begin);
+      std::int64_t numel = 1;
+      for (const auto d : entry.shape) numel *= d;
       if (error == std::errc() && end == last && begin >= 0) {
-        std::int64_t numel = 1;
-        for (const auto d : entry.shape) numel *= d;
-        slices_[name.substr(0, at)].push_back({f, e, begin, numel});
+        slices_[name.substr(0, at)].push_back({f, e, begin, numel, 1, numel, numel});
         continue;
+      }
+      // A block of rows, "<tensor>@<begin>:<stride>", stored [rows, width].
+      std::int64_t stride = 0;
+      if (error == std::errc() && end != last && *end == ':' && begin >= 0) {
+        const auto [stride_end, stride_error] = std::from_chars(end + 1, last, stride);
+        if (stride_error == std::errc() && stride_end == last && entry.shape.size() == 2 &&
+            entry.shape[1] > 0 && stride >= entry.shape[1]) {
+          slices_[name.substr(0, at)].push_back(
+              {f, e, begin, numel, entry.shape[0], entry.shape[1], stride});
+          continue;
+        }
       }
     }
     whole_.emplace(name, f);
@@ -52,37 +63,63 @@ ACCEL_DECL std::vector<std::string> SliceCatalog::sliced_under(const std::string
   return names;
 }
 
-ACCEL_DECL torch::Tensor SliceCatalog::read(const std::string& tensor, std::int64_t begin,
-                                            std::int64_t numel, c10::ScalarType dtype) const {
+namespace detail {
+// Rounded towards minus infinity (the rows before a position may be negative).
+inline std::int64_t floor_divide(std::int64_t a, std::int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
+}
+}  // namespace detail
+
+ACCEL_DECL torch::Tensor SliceCatalog::read_rows(const std::string& tensor, std::int64_t begin,
+                                                 std::int64_t rows, std::int64_t width,
+                                                 std::int64_t stride,
+                                                 c10::ScalarType dtype) const {
   const auto found = slices_.find(tensor);
   if (found == slices_.end())
     accel::detail::fail("checkpoint: tensor '{}' is not in its rank files ({}); the model or "
                         "optimizer differs from the one saved",
                         tensor, fmt::join(labels_, ", "));
-  std::vector<const Slice*> covering;
-  for (const auto& slice : found->second)
-    if (slice.begin < begin + numel && slice.begin + slice.numel > begin) covering.push_back(&slice);
-  std::sort(covering.begin(), covering.end(),
-            [](const Slice* a, const Slice* b) { return a->begin < b->begin; });
-  if (covering.size() == 1 && covering.front()->begin <= begin &&
-      covering.front()->begin + covering.front()->numel >= begin + numel)
-    return stored(*covering.front(), dtype).narrow(0, begin - covering.front()->begin, numel);
+  const std::int64_t numel = rows * width;
+  // One contiguous slice holding all of a contiguous range (a checkpoint loaded with the layout
+  // it was saved with): a view of its bytes.
+  if (rows == 1)
+    for (const auto& slice : found->second)
+      if (slice.rows == 1 && slice.begin <= begin && slice.begin + slice.numel >= begin + numel)
+        return stored(slice, dtype).narrow(0, begin - slice.begin, numel);
   torch::Tensor out = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-  std::int64_t next = begin;  // the first element not yet filled
-  for (const Slice* slice : covering) {
-    if (slice->begin > next) break;
-    const torch::Tensor stored = this->stored(*slice, dtype);
-    const std::int64_t from = std::max(next, slice->begin);
-    const std::int64_t to = std::min(begin + numel, slice->begin + slice->numel);
-    if (to <= from) continue;
-    out.narrow(0, from - begin, to - from).copy_(stored.narrow(0, from - slice->begin, to - from));
-    next = to;
+  std::vector<char> filled(static_cast<std::size_t>(numel), 0);
+  for (const auto& slice : found->second) {
+    torch::Tensor from;  // read once it covers something
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t a = begin + r * stride, b = a + width;  // this row: [a, b)
+      // The slice's rows that meet it: those starting before b and ending after a.
+      const std::int64_t first =
+          std::max<std::int64_t>(0, detail::floor_divide(a - slice.begin - slice.width,
+                                                         slice.stride) + 1);
+      const std::int64_t last = std::min<std::int64_t>(
+          slice.rows - 1, detail::floor_divide(b - 1 - slice.begin, slice.stride));
+      for (std::int64_t s = first; s <= last; ++s) {
+        const std::int64_t row_begin = slice.begin + s * slice.stride;
+        const std::int64_t lo = std::max(a, row_begin), hi = std::min(b, row_begin + slice.width);
+        if (hi <= lo) continue;
+        if (!from.defined()) from = stored(slice, dtype);
+        const std::int64_t at = r * width + (lo - a);
+        out.narrow(0, at, hi - lo)
+            .copy_(from.narrow(0, s * slice.width + (lo - row_begin), hi - lo));
+        std::fill(filled.begin() + at, filled.begin() + at + (hi - lo), 1);
+      }
+    }
   }
-  if (next < begin + numel)
+  const auto gap = std::find(filled.begin(), filled.end(), 0);
+  if (gap != filled.end()) {
+    // The first missing element, to the end of its row, in the full tensor's numbering.
+    const std::int64_t k = gap - filled.begin();
+    const std::int64_t row = k / width, first = begin + row * stride + k % width;
     accel::detail::fail("checkpoint: elements {}..{} of '{}' are in none of its rank files ({}); "
                         "the checkpoint is incomplete, or the tensor is larger than the one "
                         "saved",
-                        next, begin + numel - 1, tensor, fmt::join(labels_, ", "));
+                        first, begin + row * stride + width - 1, tensor, fmt::join(labels_, ", "));
+  }
   return out;
 }
 
@@ -111,30 +148,40 @@ ACCEL_DECL SliceCatalog::Coverage SliceCatalog::coverage(const std::string& tens
     result.problem = fmt::format("'{}' is in no rank file", tensor);
     return result;
   }
-  std::vector<const Slice*> sorted;
-  for (const auto& slice : found->second) sorted.push_back(&slice);
+  // Each slice as its rows (one for a contiguous slice), in the full tensor's order: they tile
+  // it when each starts where the one before it ended.
+  struct Row {
+    std::int64_t begin;
+    std::int64_t numel;
+    const Slice* slice;
+  };
+  std::vector<Row> sorted;
+  for (const auto& slice : found->second)
+    for (std::int64_t r = 0; r < slice.rows; ++r)
+      sorted.push_back({slice.begin + r * slice.stride, slice.width, &slice});
   std::sort(sorted.begin(), sorted.end(),
-            [](const Slice* a, const Slice* b) { return a->begin < b->begin; });
+            [](const Row& a, const Row& b) { return a.begin < b.begin; });
   auto dtype_of = [&](const Slice& s) { return files_[s.file].header().entries[s.entry].dtype; };
-  result.dtype = safetensors::to_scalar_type(dtype_of(*sorted.front()));
-  for (const Slice* slice : sorted) {
-    if (slice->begin != result.end) {
+  const Slice& front = *sorted.front().slice;
+  result.dtype = safetensors::to_scalar_type(dtype_of(front));
+  for (const Row& row : sorted) {
+    const Slice* slice = row.slice;
+    if (row.begin != result.end) {
       result.problem =
-          slice->begin > result.end
+          row.begin > result.end
               ? fmt::format("elements {}..{} of '{}' are in no rank file", result.end,
-                            slice->begin - 1, tensor)
+                            row.begin - 1, tensor)
               : fmt::format("'{}' holds elements from {} twice ({} overlaps the slice before it)",
-                            tensor, slice->begin, labels_[slice->file]);
+                            tensor, row.begin, labels_[slice->file]);
       return result;
     }
-    if (dtype_of(*slice) != dtype_of(*sorted.front())) {
+    if (dtype_of(*slice) != dtype_of(front)) {
       result.problem = fmt::format("'{}' is {} in {} and {} in {}", tensor,
-                                   safetensors::name(dtype_of(*sorted.front())),
-                                   labels_[sorted.front()->file],
+                                   safetensors::name(dtype_of(front)), labels_[front.file],
                                    safetensors::name(dtype_of(*slice)), labels_[slice->file]);
       return result;
     }
-    result.end += slice->numel;
+    result.end += row.numel;
   }
   return result;
 }

@@ -93,6 +93,15 @@ inline std::vector<std::pair<std::string, torch::Tensor>> whole_optimizer_state(
   return named;
 }
 
+// How tensor parallelism split a parameter: its dimension and each rank's slice.
+inline std::string tensor_parallel_text(const TensorRecord& t, int degree) {
+  if (t.tensor_parallel_dim < 0) return "";
+  std::vector<std::int64_t> slice = t.shape;
+  slice[static_cast<std::size_t>(t.tensor_parallel_dim)] /= degree;
+  return fmt::format("  tensor-parallel: dim {} split {} ways, [{}] per rank",
+                     t.tensor_parallel_dim, degree, accel::detail::shape_text(slice));
+}
+
 // A problem repeated for many ranks: the first few listed, the rest counted, so that a manifest
 // claiming a million processes yields a readable report and not a million lines.
 class ProblemsPerRank {
@@ -136,6 +145,11 @@ inline std::string describe_checkpoint(const std::filesystem::path& folder) {
   text += fmt::format("  saved by      {} + {} + GradAccum<{}> on {} process{}{}\n", m.parallelism,
                       m.precision, m.accumulation_steps, m.world_size,
                       m.world_size == 1 ? "" : "es", m.split_batches ? ", split_batches" : "");
+  text += fmt::format("  mesh          {} data-parallel x {} tensor-parallel{}\n",
+                      m.world_size / m.tensor_parallel, m.tensor_parallel,
+                      m.tensor_parallel > 1 ? " (split parameters stored as slices of the full "
+                                              "tensors)"
+                                            : "");
   text += fmt::format("  step          {} optimizer steps completed{}\n", m.completed_steps,
                       m.window.collecting
                           ? fmt::format("; saved mid-window, micro-step {} of {}",
@@ -149,9 +163,10 @@ inline std::string describe_checkpoint(const std::filesystem::path& folder) {
                         model.parameters.size(), elements, model.buffers.size());
     for (const auto* list : {&model.parameters, &model.buffers})
       for (const TensorRecord& t : *list)
-        text += fmt::format("    {:<40} {:<9} [{}]{}\n", t.name, t.dtype,
+        text += fmt::format("    {:<40} {:<9} [{}]{}{}\n", t.name, t.dtype,
                             accel::detail::shape_text(t.shape),
-                            list == &model.buffers ? "  (buffer)" : "");
+                            list == &model.buffers ? "  (buffer)" : "",
+                            detail::tensor_parallel_text(t, m.tensor_parallel));
   }
   for (std::size_t i = 0; i < m.optimizers.size(); ++i) {
     const OptimizerRecord& optimizer = m.optimizers[i];
