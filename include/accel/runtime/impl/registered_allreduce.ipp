@@ -28,7 +28,7 @@ ACCEL_DECL void RegisteredAllreduce::run() {
   if (ring_)
     c10d_->run(*ring_, call);
   else
-    path_->allreduce(flat_, *shared_memory_type(flat_), shm::Reduction::sum, call);
+    path_->allreduce(flat_, ReduceOp::sum, call);
 }
 
 }  // namespace accel::runtime
