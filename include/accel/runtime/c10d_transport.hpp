@@ -4,8 +4,9 @@
 // collective takes the backend's native op where it has one and the fallback where it does not
 // (wire_fallbacks.hpp), and over Gloo the all-gather into a flat buffer and the reduce-scatter
 // take ops that write straight into accel's buffers (begin_allgather_into); waiting on the work
-// and naming its failures is here too, and so is the teardown through the store that records which ranks have left the group. Which transport
-// carries a collective is the group's choice (process_group.hpp).
+// and naming its failures is here too, and so is the teardown through the store that records
+// which ranks have left the group. Which transport carries a collective is the group's choice
+// (process_group.hpp); what every transport offers, transport.hpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -206,9 +207,6 @@ class C10dTransport {
   // stops before the store goes.
   std::unique_ptr<StuckCollectiveWatch> stuck_watch_;
 };
-
-static_assert(Transport<C10dTransport>,
-              "accel: C10dTransport must offer every collective the group routes (transport.hpp)");
 
 }  // namespace accel::runtime
 

@@ -41,6 +41,5 @@ struct PendingCollective {
 
 }  // namespace accel::runtime
 
-#if !defined(ACCEL_SEPARATE_COMPILATION)
-#include "impl/pending_collective.ipp"
-#endif
+// Its wait() is defined after the group (process_group.hpp), once both transports are: they
+// include this header themselves.

@@ -179,7 +179,8 @@ class ProcessGroup {
   decltype(auto) collective(CollectiveOp op, std::string operation, const char* name,
                             const torch::Tensor& tensor, const torch::Tensor& routed_by, Run&& run);
   template <class Run>
-  PendingCollective start(CollectiveOp op, const char* name, const torch::Tensor& tensor, Run&& run);
+  PendingCollective start(CollectiveOp op, const char* name, const torch::Tensor& tensor,
+                          Run&& run);
   // Whether a transport of the group starts `op` on `t` (else a blocking fallback runs).
   ACCEL_DECL bool starts(CollectiveOp op, const torch::Tensor& t) const;
 
@@ -193,7 +194,9 @@ class ProcessGroup {
     return t.dim() == 0 ? t.reshape({1}) : t.contiguous();
   }
 
-  // The test transport's collectives run through checked() on this group's c10d.
+  // They run through checked() on this group's c10d: the registered all-reduce and the test
+  // transport's collectives.
+  friend class runtime::RegisteredAllreduce;
   friend class testing::Fallbacks;
 
   int rank_;
@@ -213,4 +216,12 @@ class ProcessGroup {
 
 #if !defined(ACCEL_SEPARATE_COMPILATION)
 #include "impl/process_group.ipp"
+#endif
+// After the group: the registered all-reduce runs through its layer, and the pending
+// collective's wait() through the transports that its header comes before.
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/registered_allreduce.ipp"
+#endif
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/pending_collective.ipp"
 #endif

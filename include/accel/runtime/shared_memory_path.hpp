@@ -213,9 +213,6 @@ class SharedMemoryPath {
   std::thread worker_;  // last: starts once the rest exists
 };
 
-static_assert(Transport<SharedMemoryPath>,
-              "accel: SharedMemoryPath must offer every collective the group routes (transport.hpp)");
-
 }  // namespace accel::runtime
 
 #if !defined(ACCEL_SEPARATE_COMPILATION)

@@ -1,11 +1,12 @@
 // What a transport offers the group (process_group.hpp), stated once as a concept: the shared-
 // memory path (shared_memory_path.hpp), c10d's Gloo and NCCL (c10d_transport.hpp) and the test
-// transport over c10d's fallbacks (fallback_transport.hpp) each satisfy it, checked by a
-// static_assert beside each. The group numbers, checks and spans every collective once, picks
-// the transport that carries it (carries(), starts()), and calls one of these members; a member
-// names its failures after `call`. Concept, not virtual base: the group's layer is a template
-// over the transport, so every call is direct and inlinable (c10d puts the same checking in one
-// decorator, ProcessGroupWrapper, over a virtual Backend).
+// transport over c10d's fallbacks (fallback_transport.hpp) each satisfy it, checked by
+// static_asserts where the group routes to them (impl/process_group.ipp, fallback_transport.hpp)
+// and in the layer itself (ProcessGroup::checked). The group numbers, checks and spans every
+// collective once, picks the transport that carries it (carries(), starts()), and calls one of
+// these members; a member names its failures after `call`. A concept, not a virtual base: the
+// group's layer is a template over the transport, so every call is direct and inlinable (c10d
+// puts the same checking in one decorator, ProcessGroupWrapper, over a virtual Backend).
 #pragma once
 
 #include <torch/torch.h>

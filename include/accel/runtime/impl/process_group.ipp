@@ -14,6 +14,12 @@
 
 namespace accel::runtime {
 
+// The transports the group routes between (transport.hpp).
+static_assert(Transport<C10dTransport>,
+              "accel: C10dTransport must offer every collective the group routes (transport.hpp)");
+static_assert(Transport<SharedMemoryPath>, "accel: SharedMemoryPath must offer every collective "
+                                           "the group routes (transport.hpp)");
+
 // A collective's span (profiling/span.hpp): its phase, its number in the group and its bytes.
 inline profiling::Span collective_span(const char* operation, std::uint64_t sequence,
                                        const torch::Tensor& tensor,
@@ -199,7 +205,7 @@ ACCEL_DECL ProcessGroup::RegisteredAllreduce ProcessGroup::register_allreduce(to
     accel::detail::fail("register_allreduce takes a contiguous float or double CPU tensor, not {} "
                         "on {}",
                         c10::toString(flat.scalar_type()), flat.device().str());
-  return RegisteredAllreduce(calls_, *c10d_, shm_.get(), flat);
+  return RegisteredAllreduce(*this, flat);
 }
 
 // The root's dtype and shape travel with the data (tensor_layout.hpp): a rank that passed a
