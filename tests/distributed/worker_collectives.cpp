@@ -5,6 +5,7 @@
 #include "scenario.hpp"
 
 #include <accel/checkpoints.hpp>
+#include <accel/runtime/fallback_transport.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -155,16 +156,17 @@ void collectives() {
 void gap_filling() {
   Ddp acc(test_options());
   auto& group = *internals(acc).process_group();
+  accel::testing::Fallbacks fallbacks(group);
   const int r = acc.process_index(), w = acc.num_processes();
   const auto input = torch::arange(4 * w, torch::kFloat) * (r + 1);
   const auto chunk = torch::arange(4 * r, 4 * r + 4, torch::kFloat) * (w * (w + 1) / 2.0);
-  const auto fallback = group.reduce_scatter_portable(input, accel::ReduceOp::sum);
+  const auto fallback = fallbacks.reduce_scatter(input, accel::ReduceOp::sum);
   const auto native = group.reduce_scatter(input);
   EXPECT(torch::equal(fallback, chunk));
   EXPECT(torch::equal(native, fallback));
   EXPECT(torch::allclose(group.reduce_scatter(input, accel::ReduceOp::mean), chunk / w));
   const auto mine = torch::full({2, 3}, double(r));
-  EXPECT(torch::equal(group.allgather_portable(mine), group.allgather(mine)));
+  EXPECT(torch::equal(fallbacks.allgather(mine), group.allgather(mine)));
   // allgather_into a flat buffer whose slot r is the input (as Zero2 gathers its shards), fp32
   // and bf16, native and fallback.
   for (const auto dtype : {torch::kFloat, torch::kBFloat16})
@@ -174,7 +176,7 @@ void gap_filling() {
       if (use_native)
         group.allgather_into(flat, flat.narrow(0, 3 * r, 3));
       else
-        group.allgather_into_portable(flat, flat.narrow(0, 3 * r, 3));
+        fallbacks.allgather_into(flat, flat.narrow(0, 3 * r, 3));
       EXPECT(torch::equal(flat.to(torch::kFloat), torch::arange(3 * w, torch::kFloat)));
     }
   // Larger than the fallbacks' piece (4 Mi elements per rank): moved in several pieces, the
@@ -182,13 +184,13 @@ void gap_filling() {
   {
     const std::int64_t per_rank = (std::int64_t{4} << 20) * 2 + 3;
     const auto big = torch::arange(per_rank * w, torch::kFloat).remainder(1000) * (r + 1);
-    const auto summed = group.reduce_scatter_portable(big, accel::ReduceOp::sum);
+    const auto summed = fallbacks.reduce_scatter(big, accel::ReduceOp::sum);
     const auto expected = torch::arange(per_rank * r, per_rank * (r + 1), torch::kFloat)
                               .remainder(1000) * (w * (w + 1) / 2.0);
     EXPECT(torch::equal(summed, expected));
     torch::Tensor flat = torch::full({per_rank * w}, -1.0);
     flat.narrow(0, per_rank * r, per_rank).copy_(expected);
-    group.allgather_into_portable(flat, flat.narrow(0, per_rank * r, per_rank));
+    fallbacks.allgather_into(flat, flat.narrow(0, per_rank * r, per_rank));
     EXPECT(torch::equal(flat, torch::arange(per_rank * w, torch::kFloat).remainder(1000) *
                                   (w * (w + 1) / 2.0)));
   }

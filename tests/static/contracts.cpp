@@ -6,10 +6,12 @@
 // not parse in the separately compiled mode.
 #include <accel/accelerator.hpp>
 #include <accel/parallel/strategies.hpp>
+#include <accel/runtime/fallback_transport.hpp>
 
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "../loss_scaled_fp32.hpp"
 
@@ -92,6 +94,17 @@ static_assert(requires(Zero3Accelerator& acc) {
 static_assert(
     std::is_base_of_v<accel::detail::WithCollectives<Zero3Accelerator>, Zero3Accelerator>);
 static_assert(std::is_base_of_v<accel::state::WithCheckpoints<Zero3Accelerator>, Zero3Accelerator>);
+
+// What a transport offers the group (runtime/transport.hpp): the test transport is one; the class
+// that runs the group's collectives on it, which offers them by the group's signatures, is not.
+// The group's own transports are checked where it routes to them (runtime/impl/process_group.ipp).
+static_assert(accel::runtime::Transport<accel::testing::FallbackTransport>);
+static_assert(!accel::runtime::Transport<accel::testing::Fallbacks>);
+// And the started collectives all come back as the one pending type.
+static_assert(std::is_same_v<decltype(std::declval<accel::runtime::ProcessGroup&>().allreduce_async(
+                                 torch::Tensor())),
+                             decltype(std::declval<accel::runtime::ProcessGroup&>()
+                                          .reduce_scatter_async(torch::Tensor()))>);
 
 }  // namespace
 

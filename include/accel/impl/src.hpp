@@ -65,6 +65,7 @@
 #include "../runtime/impl/collectives.ipp"
 #include "../runtime/impl/cpu_heap.ipp"
 #include "../runtime/impl/direct_gloo.ipp"
+#include "../runtime/impl/fallback_transport.ipp"
 #include "../runtime/impl/environment.ipp"
 #include "../runtime/impl/failure_record.ipp"
 #include "../runtime/impl/progress_record.ipp"

@@ -3,9 +3,10 @@
 // (direct_gloo.hpp), and the stuck-collective watch over them (stuck_collective.hpp). Each
 // collective takes the backend's native op where it has one and the fallback where it does not
 // (wire_fallbacks.hpp), and over Gloo the all-gather into a flat buffer and the reduce-scatter
-// take ops that write straight into accel's buffers (start_allgather_into); waiting on the work and naming its failures is here too, and so is the
-// teardown through the store that records which ranks have left the group. Which transport
-// carries a collective is the group's choice (process_group.hpp).
+// take ops that write straight into accel's buffers (begin_allgather_into); waiting on the work
+// and naming its failures is here too, and so is the teardown through the store that records
+// which ranks have left the group. Which transport carries a collective is the group's choice
+// (process_group.hpp); what every transport offers, transport.hpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -33,10 +34,12 @@
 #include "group_settings.hpp"
 #include "kept_buffers.hpp"
 #include "nccl.hpp"
+#include "pending_collective.hpp"
 #include "reduce_op.hpp"
 #include "store_text.hpp"
 #include "stuck_collective.hpp"
 #include "tensor_layout.hpp"
+#include "transport.hpp"
 #include "wire_fallbacks.hpp"
 
 namespace accel::runtime {
@@ -86,54 +89,45 @@ class C10dTransport {
   // teardown wrote how many it issued), or that the store is unreachable; empty when none.
   ACCEL_DECL std::string left_peers() const noexcept;
 
-  // The collectives. `call` (numbered by the group) names a failure.
-  void barrier(const CollectiveCall& call) { await(gloo_->barrier(), call); }
+  // The collectives (transport.hpp). `call` (numbered by the group) names a failure. c10d
+  // carries every collective on any tensor; it starts an all-reduce where the wire carries the
+  // dtype, and an all-gather or a reduce-scatter where begin_allgather_into or
+  // begin_reduce_scatter (below) take the tensor; otherwise the blocking calls run a fallback
+  // of several steps (wire_fallbacks.hpp).
+  bool carries(CollectiveOp, const torch::Tensor&) const { return true; }
+  ACCEL_DECL bool starts(CollectiveOp op, const torch::Tensor& t) const;
 
+  void barrier(const CollectiveCall& call) { await(gloo_->barrier(), call); }
   // In place; mean divides the sum by the world size (Gloo has no AVG).
   ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op, const CollectiveCall& call);
-  // Starts a sum all-reduce of `sent` (contiguous, of a dtype the wire carries): await() it.
-  ACCEL_DECL c10::intrusive_ptr<c10d::Work> start_allreduce(const torch::Tensor& sent);
-  // Whether start_allgather_into and start_reduce_scatter below take `t`: the wire carries its
-  // dtype and, for a reduce-scatter over Gloo, one rank's chunk is at most fallback_piece
-  // elements (its receive buffer is the whole input's size). Otherwise the blocking calls run a
-  // fallback of several steps (wire_fallbacks.hpp).
-  ACCEL_DECL bool starts_allgather(const torch::Tensor& input) const;
-  ACCEL_DECL bool starts_reduce_scatter(const torch::Tensor& flat) const;
-  // Start the all-gather into `flat_output` of `input` (contiguous, 1-D; this rank's slot of
-  // `flat_output` itself, or apart from it) and the sum (or mean) reduce-scatter of `flat` into
-  // `result` (contiguous, one rank's chunk, apart from `flat`): await() them, with both tensors
-  // kept unchanged and alive until then. NCCL runs its native ops. Over Gloo no temporary of the
-  // collective's size is allocated: c10d's Gloo all-gathers into a flat buffer of its own and
-  // copies it out, and its reduce-scatter (2.x) all-reduces a copy of the whole input, twice the
-  // bytes on the wire; on CPU, under Zero3's heap threshold, each such buffer is mapped and
-  // faulted in fresh at every collective (docs/concepts/performance.md, "Two nodes over Gloo
-  // TCP"). So the all-gather is a broadcast from each rank of its slot, in place, and the
-  // reduce-scatter an alltoall into a kept buffer (kept_buffers.hpp) summed into `result`.
-  ACCEL_DECL C10dStarted start_allgather_into(torch::Tensor& flat_output,
-                                              const torch::Tensor& input);
-  ACCEL_DECL C10dStarted start_reduce_scatter(torch::Tensor& result, const torch::Tensor& flat,
-                                              ReduceOp op);
-  // Waits for every work of `started`, watched as the await() above, then finishes it.
-  ACCEL_DECL void await(C10dStarted& started, const CollectiveCall& call);
-
-  // Root's `tensor` (contiguous) on every rank, its bytes as they are: the layout check is the
-  // caller's (a CPU broadcast's payload carries the root's layout; broadcast_checked() below).
+  // A CPU tensor: its layout and bytes in one broadcast (broadcast_with_layout). A CUDA tensor:
+  // the root's layout over Gloo (a CPU tensor, checked as on the CPU path), then the data over
+  // NCCL straight into the tensor (or a contiguous stand-in).
   ACCEL_DECL void broadcast(torch::Tensor& tensor, int root, const CollectiveCall& call);
-  // A broadcast of a CUDA tensor: the root's layout over Gloo (a CPU tensor, checked as on the
-  // CPU path), then the data over NCCL straight into the tensor (or a contiguous stand-in).
-  ACCEL_DECL void broadcast_checked(torch::Tensor& tensor, int root, const CollectiveCall& call);
-
   // Every rank's `input` (contiguous, at least 1-D), concatenated along dimension 0 in rank order.
   ACCEL_DECL torch::Tensor allgather(const torch::Tensor& input, const CollectiveCall& call);
-  // Every rank's `input` written into `flat_output` (size() x input's elements, rank order).
-  ACCEL_DECL void allgather_into(torch::Tensor& flat_output, const torch::Tensor& input,
+  // Every rank's `input` written into `output` (size() x input's elements, rank order).
+  ACCEL_DECL void allgather_into(torch::Tensor& output, const torch::Tensor& input,
                                  const CollectiveCall& call);
   // This rank's chunk of `flat` (size() equal chunks), summed over the ranks, or averaged.
   ACCEL_DECL torch::Tensor reduce_scatter(const torch::Tensor& flat, ReduceOp op,
                                           const CollectiveCall& call);
+  // Started as c10d's work where starts() says so; the pending collective's wait() awaits it.
+  ACCEL_DECL PendingCollective start_allreduce(const torch::Tensor& sent,
+                                               const CollectiveCall& call);
+  ACCEL_DECL PendingCollective start_allgather_into(torch::Tensor& output,
+                                                    const torch::Tensor& input,
+                                                    const CollectiveCall& call);
+  // Into a chunk of its own whatever `into` is: `into` may be this rank's slice of the input,
+  // which the backend reads while it writes.
+  ACCEL_DECL PendingCollective start_reduce_scatter(const torch::Tensor& input, torch::Tensor& into,
+                                                    ReduceOp op, const CollectiveCall& call);
+  // Waits for every work of `started`, watched as the await() above, then finishes it.
+  ACCEL_DECL void await(C10dStarted& started, const CollectiveCall& call);
 
-  // The fallbacks alone (wire_fallbacks.hpp), whatever the backend has: what the three above
-  // take where it lacks the native op, and what the group's *_portable collectives run.
+  // The fallbacks alone (wire_fallbacks.hpp), whatever the backend has: what the blocking
+  // collectives above take where it lacks the native op, and what the test transport runs
+  // (fallback_transport.hpp).
   torch::Tensor allgather_by_list(const torch::Tensor& input, const CollectiveCall& call) {
     return runtime::allgather_by_list(backend_for(input), size_, input, Waiter{this, &call});
   }
@@ -160,6 +154,32 @@ class C10dTransport {
   static constexpr std::chrono::milliseconds teardown_wait = std::chrono::seconds(3);
 
  private:
+  // Whether begin_allgather_into and begin_reduce_scatter below take `t`: the wire carries its
+  // dtype and, for a reduce-scatter over Gloo, one rank's chunk is at most fallback_piece
+  // elements (its receive buffer is the whole input's size).
+  ACCEL_DECL bool starts_allgather(const torch::Tensor& input) const;
+  ACCEL_DECL bool starts_reduce_scatter(const torch::Tensor& flat) const;
+  // Start the all-gather into `flat_output` of `input` (contiguous, 1-D; this rank's slot of
+  // `flat_output` itself, or apart from it) and the sum (or mean) reduce-scatter of `flat` into
+  // `result` (contiguous, one rank's chunk, apart from `flat`): await() them, with both tensors
+  // kept unchanged and alive until then. NCCL runs its native ops. Over Gloo no temporary of the
+  // collective's size is allocated: c10d's Gloo all-gathers into a flat buffer of its own and
+  // copies it out, and its reduce-scatter (2.x) all-reduces a copy of the whole input, twice the
+  // bytes on the wire; on CPU, under Zero3's heap threshold, each such buffer is mapped and
+  // faulted in fresh at every collective (docs/concepts/performance.md, "Two nodes over Gloo
+  // TCP"). So the all-gather is a broadcast from each rank of its slot, in place, and the
+  // reduce-scatter an alltoall into a kept buffer (kept_buffers.hpp) summed into `result`.
+  ACCEL_DECL C10dStarted begin_allgather_into(torch::Tensor& flat_output,
+                                              const torch::Tensor& input);
+  ACCEL_DECL C10dStarted begin_reduce_scatter(torch::Tensor& result, const torch::Tensor& flat,
+                                              ReduceOp op);
+  // Root's `tensor` (contiguous) on every rank, its bytes as they are.
+  ACCEL_DECL void broadcast_bytes(torch::Tensor& tensor, int root, const CollectiveCall& call);
+  ACCEL_DECL void broadcast_cuda(torch::Tensor& tensor, int root, const CollectiveCall& call);
+  // The handle of `work` started here (transport.hpp).
+  ACCEL_DECL PendingCollective started(const CollectiveCall& call, const torch::Tensor& input,
+                                       C10dStarted work);
+
   // await() of one call, as the fallbacks take it (wire_fallbacks.hpp).
   struct Waiter {
     C10dTransport* transport;

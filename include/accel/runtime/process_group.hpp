@@ -1,9 +1,12 @@
-// The group of ranks and the collectives accel uses: a router over the transports. Every
-// collective takes the same steps: it is numbered and, with checking on, compared across the
-// ranks (collective_check.hpp); then CPU tensors go through shared memory when every rank is on
-// this host (shared_memory_path.hpp, shm/), and the rest through c10d (c10d_transport.hpp):
-// NCCL for CUDA tensors where the ranks train on CUDA, Gloo for everything else, with the gaps
-// of a backend filled once (wire_fallbacks.hpp); a failure names the collective.
+// The group of ranks and the collectives accel uses: a router over the transports (transport.hpp).
+// Every collective takes the same steps, written once as a layer over any transport (checked()):
+// it is numbered and, with checking on, compared across the ranks (collective_check.hpp), and
+// spanned for the profiler; then it runs on the transport that carries it (routed()): CPU
+// tensors through shared memory when every rank is on this host (shared_memory_path.hpp, shm/),
+// the rest through c10d (c10d_transport.hpp): NCCL for CUDA tensors where the ranks train on
+// CUDA, Gloo for everything else, with the gaps of a backend filled once (wire_fallbacks.hpp); a
+// failure names the collective. Tests reach the layer over a transport of their own through
+// accel::testing::Fallbacks (fallback_transport.hpp).
 //
 // Beside it, each with one job: what the group is told (group_settings.hpp), where its ranks
 // meet (group_store.hpp, admission.hpp, tcp_store.hpp), the reductions (reduce_op.hpp), the
@@ -21,7 +24,6 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +40,7 @@
 #include "reduce_op.hpp"
 #include "registered_allreduce.hpp"
 #include "shm/elements.hpp"
+#include "transport.hpp"
 #include "transport_declarations.hpp"
 
 namespace accel::runtime {
@@ -88,11 +91,16 @@ class ProcessGroup {
   // In place; mean divides the sum by the world size (Gloo has no AVG).
   ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum);
 
-  // Starts a sum all-reduce of a contiguous tensor and returns its handle (pending_collective.hpp).
-  using Pending = PendingAllreduce;
-  ACCEL_DECL Pending allreduce_async(torch::Tensor tensor);
+  // A collective started on the shared-memory path's thread, or as c10d's work (Gloo's threads,
+  // NCCL's stream), so that it overlaps what this thread computes next (Ddp's buckets, Zero3's
+  // prefetch, Zero2's reduce-scatter of each gradient bucket during backward): its handle,
+  // pending_collective.hpp.
+  using PendingCollective = runtime::PendingCollective;
+
+  // Starts a sum all-reduce of a contiguous tensor.
+  ACCEL_DECL PendingCollective allreduce_async(torch::Tensor tensor);
   // The same with the stand-in given: `wire` travels, and its sum lands in `tensor` at wait().
-  ACCEL_DECL Pending allreduce_async(torch::Tensor tensor, torch::Tensor wire);
+  ACCEL_DECL PendingCollective allreduce_async(torch::Tensor tensor, torch::Tensor wire);
 
   // One region of `bytes` per rank in a shared-memory segment that every rank of the group maps
   // (shm/regions.hpp): Ddp keeps its buckets there and all-reduces them where they lie
@@ -101,8 +109,8 @@ class ProcessGroup {
   // Starts the sum all-reduce, times `scale`, of `flat`: contiguous fp32 or fp64 in this rank's
   // region of `regions`, at the same place on every rank. Every rank's region holds the result
   // once wait() returns; `flat` must not change until then.
-  ACCEL_DECL Pending allreduce_in_regions_async(std::shared_ptr<shm::Regions> regions,
-                                                torch::Tensor flat, double scale);
+  ACCEL_DECL PendingCollective allreduce_in_regions_async(std::shared_ptr<shm::Regions> regions,
+                                                           torch::Tensor flat, double scale);
   // The same on the calling thread (Ddp's small buckets), once those issued before have run.
   ACCEL_DECL void allreduce_in_regions(shm::Regions& regions, const torch::Tensor& flat,
                                        double scale);
@@ -124,10 +132,7 @@ class ProcessGroup {
   // the whole. `input` may alias this rank's slot of `output`.
   ACCEL_DECL void allgather_into(torch::Tensor& output, const torch::Tensor& input);
 
-  // A collective started on the shared-memory path's thread, or as c10d's work (Gloo's threads,
-  // NCCL's stream), so that it overlaps what this thread computes next (Zero3's prefetch, Zero2's
-  // reduce-scatter of each gradient bucket during backward): pending_collective.hpp.
-  using PendingCollective = runtime::PendingCollective;
+  // allgather_into, started (see allreduce_async).
   ACCEL_DECL PendingCollective allgather_into_async(torch::Tensor output, torch::Tensor input);
   // reduce_scatter (below), started on the shared-memory path's thread where it carries `input`,
   // else as c10d's work; the chunk is `result` once wait() returns. `input` must stay unchanged
@@ -141,16 +146,6 @@ class ProcessGroup {
   // input holds size() equal chunks along its flat layout; returns this rank's chunk, summed
   // over ranks (or averaged with ReduceOp::mean).
   ACCEL_DECL torch::Tensor reduce_scatter(const torch::Tensor& input, ReduceOp op = ReduceOp::sum);
-
-  // For tests (the distributed gap_filling test, the self-test): allgather, allgather_into and
-  // reduce_scatter through c10d's portable fallbacks only (wire_fallbacks.hpp: the list
-  // all-gather, the alltoall reduce-scatter, bf16 through fp32), never shared memory or a
-  // backend's native op, so that both paths can be compared on any libtorch. Numbered and
-  // checked as the others.
-  ACCEL_DECL torch::Tensor allgather_portable(const torch::Tensor& tensor);
-  ACCEL_DECL void allgather_into_portable(torch::Tensor& output, const torch::Tensor& input);
-  ACCEL_DECL torch::Tensor reduce_scatter_portable(const torch::Tensor& input,
-                                                   ReduceOp op = ReduceOp::sum);
 
   // Rank root's bytes on every rank (the others' argument is ignored).
   ACCEL_DECL std::string broadcast_bytes(const std::string& bytes, int root);
@@ -167,15 +162,28 @@ class ProcessGroup {
   // then the shared-memory path, or else the stuck-collective watch.
   ACCEL_DECL void join(c10::intrusive_ptr<c10d::Store> store, std::string id, bool same_host);
 
-  // Numbers the collective and, with checking on, compares it across the ranks.
-  ACCEL_DECL CollectiveCall check(std::string operation, const torch::Tensor& tensor);
+  // The layer every collective goes through, once: numbered and, with checking on, compared
+  // across the ranks (collective_check.hpp: `operation` names it there), spanned as `name`
+  // (static text; `started`: the span of its issue, else of the whole), then run as
+  // `run(transport, call)`. A template over the transport (transport.hpp), as c10d's
+  // ProcessGroupWrapper is a decorator over its Backend, with direct calls instead of virtual ones.
+  template <class T, class Run>
+  decltype(auto) checked(T& transport, std::string operation, const char* name,
+                         const torch::Tensor& tensor, bool started, Run&& run);
+  // The routing, once: `run(transport)` on shared memory where it carries `op` on `t`
+  // (Transport::carries; `starting`: where it starts it), else on c10d.
+  template <class Run>
+  decltype(auto) routed(CollectiveOp op, const torch::Tensor& t, bool starting, Run&& run);
+  // checked() over routed(), for a blocking collective and for a started one.
+  template <class Run>
+  decltype(auto) collective(CollectiveOp op, std::string operation, const char* name,
+                            const torch::Tensor& tensor, const torch::Tensor& routed_by, Run&& run);
+  template <class Run>
+  PendingCollective start(CollectiveOp op, const char* name, const torch::Tensor& tensor,
+                          Run&& run);
+  // Whether a transport of the group starts `op` on `t` (else a blocking fallback runs).
+  ACCEL_DECL bool starts(CollectiveOp op, const torch::Tensor& t) const;
 
-  // The shared-memory path's type for a tensor it reduces, when the path is on.
-  ACCEL_DECL std::optional<shm::DataType> reducible_in_shared_memory(const torch::Tensor& t) const;
-  // All-gather and broadcast copy bytes: any contiguous CPU tensor.
-  bool gathers_in_shared_memory(const torch::Tensor& t) const {
-    return shm_ && t.device().is_cpu() && t.is_contiguous();
-  }
   // The element type of `flat`, which must lie in this rank's region of `regions`.
   ACCEL_DECL shm::DataType check_in_regions(const shm::Regions* regions,
                                             const torch::Tensor& flat) const;
@@ -185,6 +193,11 @@ class ProcessGroup {
   static torch::Tensor gather_input(const torch::Tensor& t) {
     return t.dim() == 0 ? t.reshape({1}) : t.contiguous();
   }
+
+  // They run through checked() on this group's c10d: the registered all-reduce and the test
+  // transport's collectives.
+  friend class runtime::RegisteredAllreduce;
+  friend class testing::Fallbacks;
 
   int rank_;
   int size_;
@@ -203,4 +216,12 @@ class ProcessGroup {
 
 #if !defined(ACCEL_SEPARATE_COMPILATION)
 #include "impl/process_group.ipp"
+#endif
+// After the group: the registered all-reduce runs through its layer, and the pending
+// collective's wait() through the transports that its header comes before.
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/registered_allreduce.ipp"
+#endif
+#if !defined(ACCEL_SEPARATE_COMPILATION)
+#include "impl/pending_collective.ipp"
 #endif

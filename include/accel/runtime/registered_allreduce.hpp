@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "../detail/separate_compilation.hpp"
-#include "transport_declarations.hpp"
 
 // Declared only, as the transports are: impl/ includes Gloo.
 namespace gloo {
@@ -21,32 +20,28 @@ class Algorithm;
 
 namespace accel::runtime {
 
-class CollectiveCheck;  // collective_check.hpp, which impl/ includes
+class ProcessGroup;  // process_group.hpp, which includes this header
 
 class RegisteredAllreduce {
  public:
   RegisteredAllreduce() = default;
-  // `flat`: what DirectGloo::can_register accepts; it must keep its storage while this lives.
-  // `path`: the group's shared-memory path, or null.
-  ACCEL_DECL RegisteredAllreduce(CollectiveCheck& calls, C10dTransport& c10d,
-                                 SharedMemoryPath* path, torch::Tensor flat);
+  // `flat`: what DirectGloo::can_register accepts; it must keep its storage while this lives,
+  // and `group` must outlive it.
+  ACCEL_DECL RegisteredAllreduce(ProcessGroup& group, torch::Tensor flat);
   // Out of line, where gloo::Algorithm is complete.
   ACCEL_DECL RegisteredAllreduce(RegisteredAllreduce&&) noexcept;
   ACCEL_DECL RegisteredAllreduce& operator=(RegisteredAllreduce&&) noexcept;
   ACCEL_DECL ~RegisteredAllreduce();
 
+  // Through the group's layer, as its other collectives (ProcessGroup::checked()).
   ACCEL_DECL void run();
 
  private:
-  CollectiveCheck* calls_ = nullptr;
-  C10dTransport* c10d_ = nullptr;
-  SharedMemoryPath* path_ = nullptr;
+  ProcessGroup* group_ = nullptr;
   torch::Tensor flat_;
-  std::unique_ptr<gloo::Algorithm> ring_;
+  std::unique_ptr<gloo::Algorithm> ring_;  // null where shared memory carries the group
 };
 
 }  // namespace accel::runtime
 
-#if !defined(ACCEL_SEPARATE_COMPILATION)
-#include "impl/registered_allreduce.ipp"
-#endif
+// Its definitions come after the group's (process_group.hpp), whose layer run() goes through.

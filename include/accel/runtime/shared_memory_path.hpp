@@ -31,8 +31,11 @@
 #include "c10d_started.hpp"
 #include "collective_call.hpp"
 #include "failure_record.hpp"
+#include "pending_collective.hpp"
+#include "reduce_op.hpp"
 #include "shm/regions.hpp"
 #include "shm/transport.hpp"
+#include "transport.hpp"
 #include "transport_declarations.hpp"
 
 namespace accel::runtime {
@@ -40,14 +43,14 @@ namespace accel::runtime {
 // The transport's element type for a tensor it can carry, or nothing (Gloo carries it).
 ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t);
 
-// How a started collective ends, held by pointer by the pending collectives
-// (pending_collective.hpp): queued on the path's thread, its future; started as c10d's work
-// where the backend has the op natively (ProcessGroup::allgather_into_async,
-// reduce_scatter_async), the work and the transport that awaits it, and for a mean the sum's
-// divisor, applied to the result once it landed.
+// How a started collective ends, held by pointer by the pending collective
+// (pending_collective.hpp): queued on the path's thread, its future and the path that names its
+// failure; started as c10d's work (C10dTransport::start_allreduce and the others), the work and
+// the transport that awaits it, and what finishes it once it landed (C10dStarted::then).
 struct Completion {
   std::shared_future<void> future;
-  C10dTransport* c10d = nullptr;  // set where c10d carries it instead: `started`
+  SharedMemoryPath* path = nullptr;  // names a failure of `future`
+  C10dTransport* c10d = nullptr;     // set where c10d carries it instead: `started`
   C10dStarted started;
 };
 
@@ -105,26 +108,34 @@ class SharedMemoryPath {
   // skipped fails at once, naming it and (`left_peers`) how many collectives it issued.
   ACCEL_DECL void leave();
 
-  // The group's collectives on contiguous CPU tensors of a type the transport carries
-  // (shared_memory_type(); all-gather and broadcast copy bytes: any type). The blocking ones run
-  // here, behind the asynchronous ones issued before, and name `call` when they fail; the
-  // start_ ones return the Completion a PendingCollective waits on (pending_collective.hpp), and
-  // keep the tensors' storage alive until the collective has run.
-  ACCEL_DECL void allreduce(torch::Tensor& data, shm::DataType type, shm::Reduction op,
-                            const CollectiveCall& call);
-  ACCEL_DECL void reduce_scatter(const torch::Tensor& flat, torch::Tensor& result,
-                                 shm::DataType type, shm::Reduction op, const CollectiveCall& call);
-  ACCEL_DECL void allgather(const torch::Tensor& input, torch::Tensor& output,
-                            const CollectiveCall& call);
-  ACCEL_DECL void broadcast(torch::Tensor& bytes, int root, const CollectiveCall& call);
-  // The group's barrier: through here, where a peer in another collective meets it.
+  // The group's collectives (transport.hpp) on CPU tensors: the reductions on a type the
+  // transport carries (shared_memory_type()), all-gather and broadcast on any (they copy bytes).
+  // The blocking ones run here, behind the asynchronous ones issued before, and name `call`
+  // when they fail; the start_ ones queue the collective on the path's thread and keep the
+  // tensors' storage alive until it has run.
+  ACCEL_DECL bool carries(CollectiveOp op, const torch::Tensor& t) const;
+  bool starts(CollectiveOp op, const torch::Tensor& t) const {
+    return carries(op, t) && t.is_contiguous();
+  }
+  // Through here, where a peer in another collective meets it: a rank in a barrier of Gloo's
+  // and a peer in a shared-memory collective would each wait the whole timeout.
   ACCEL_DECL void barrier(const CollectiveCall& call);
-  ACCEL_DECL std::shared_ptr<Completion> start_allreduce(torch::Tensor data, shm::DataType type);
-  ACCEL_DECL std::shared_ptr<Completion> start_reduce_scatter(torch::Tensor flat,
-                                                              torch::Tensor result,
-                                                              shm::DataType type,
-                                                              shm::Reduction op);
-  ACCEL_DECL std::shared_ptr<Completion> start_allgather(torch::Tensor input, torch::Tensor output);
+  ACCEL_DECL void allreduce(torch::Tensor& tensor, ReduceOp op, const CollectiveCall& call);
+  ACCEL_DECL void broadcast(torch::Tensor& tensor, int root, const CollectiveCall& call);
+  ACCEL_DECL torch::Tensor allgather(const torch::Tensor& input, const CollectiveCall& call);
+  ACCEL_DECL void allgather_into(torch::Tensor& output, const torch::Tensor& input,
+                                 const CollectiveCall& call);
+  ACCEL_DECL torch::Tensor reduce_scatter(const torch::Tensor& flat, ReduceOp op,
+                                          const CollectiveCall& call);
+  ACCEL_DECL PendingCollective start_allreduce(const torch::Tensor& sent,
+                                               const CollectiveCall& call);
+  ACCEL_DECL PendingCollective start_allgather_into(torch::Tensor& output,
+                                                    const torch::Tensor& input,
+                                                    const CollectiveCall& call);
+  // Into `into` where given (it may be this rank's chunk of `input`: in place), else a chunk of
+  // its own.
+  ACCEL_DECL PendingCollective start_reduce_scatter(const torch::Tensor& input, torch::Tensor& into,
+                                                    ReduceOp op, const CollectiveCall& call);
 
   // Collective: a segment of one region of `bytes` per rank that every rank maps (shm/regions.hpp),
   // made by rank 0 and named to the others through `store`, as the transport's own segment is.
@@ -139,8 +150,9 @@ class SharedMemoryPath {
   ACCEL_DECL void allreduce_regions(shm::Regions& regions, const torch::Tensor& data,
                                     shm::DataType type, double scale, const CollectiveCall& call);
   // The same on the path's thread; keeps `regions` mapped and `data` alive until it has run.
-  ACCEL_DECL std::shared_ptr<Completion> start_allreduce_regions(
-      std::shared_ptr<shm::Regions> regions, torch::Tensor data, shm::DataType type, double scale);
+  ACCEL_DECL PendingCollective start_allreduce_regions(std::shared_ptr<shm::Regions> regions,
+                                                      torch::Tensor data, shm::DataType type,
+                                                      double scale, const CollectiveCall& call);
 
  private:
   // Rank 0 creates a segment of `bytes` under a fresh random name (shm/segment_name.hpp) and
@@ -172,6 +184,17 @@ class SharedMemoryPath {
   static std::size_t offset_in(const shm::Regions& regions, const torch::Tensor& data) {
     return static_cast<std::size_t>(static_cast<const std::byte*>(data.data_ptr()) -
                                     regions.mine());
+  }
+
+  // A queued collective's handle (transport.hpp): `done` is the Completion submit() returned.
+  PendingCollective started(const CollectiveCall& call, const torch::Tensor& input,
+                            std::shared_ptr<Completion> done) {
+    done->path = this;
+    PendingCollective pending;
+    pending.sequence = call.sequence;
+    pending.input = input;
+    pending.done = std::move(done);
+    return pending;
   }
 
   ACCEL_DECL void serve();

@@ -1,7 +1,8 @@
 // A tensor's dtype and shape as int64s, which a broadcast sends with its data (CPU) or ahead of
 // it (CUDA, over Gloo), so that a rank that passed a tensor of the same byte size but another
 // dtype or shape fails naming both layouts instead of reading garbage; the text that names one
-// ("a Float tensor of shape [2, 3]"); and the CPU broadcast's payload, layout then bytes.
+// ("a Float tensor of shape [2, 3]"); and the CPU broadcast's payload, layout then bytes, which
+// every transport's broadcast sends (broadcast_with_layout).
 #pragma once
 
 #include <fmt/format.h>
@@ -28,6 +29,22 @@ ACCEL_DECL std::string layout_text(const torch::Tensor& layout);
 // only the root (`with_data`) fills in.
 ACCEL_DECL torch::Tensor layout_then_bytes(const torch::Tensor& header, const torch::Tensor& data,
                                            bool with_data);
+
+// The receiving side of broadcast_with_layout: fails naming both layouts where they differ.
+ACCEL_DECL void land_broadcast(const torch::Tensor& payload, const torch::Tensor& header,
+                               torch::Tensor& tensor, int root, int rank, std::uint64_t sequence);
+
+// A CPU broadcast of `tensor` from `root`, collective #`sequence`, through `send` (a transport's
+// broadcast of one contiguous tensor's bytes): the root's layout and bytes travel together (no
+// extra round trip), and every other rank compares the layout with its own before copying.
+template <class Send>
+void broadcast_with_layout(torch::Tensor& tensor, int root, int rank, std::uint64_t sequence,
+                           Send&& send) {
+  const torch::Tensor header = describe_layout(tensor);
+  torch::Tensor payload = layout_then_bytes(header, tensor.contiguous(), rank == root);
+  send(payload);
+  if (rank != root) land_broadcast(payload, header, tensor, root, rank, sequence);
+}
 
 }  // namespace accel::runtime
 

@@ -14,3 +14,7 @@ class Regions;  // shm/regions.hpp
 }  // namespace shm
 
 }  // namespace accel::runtime
+
+namespace accel::testing {
+class Fallbacks;  // runtime/fallback_transport.hpp
+}  // namespace accel::testing

@@ -7,8 +7,9 @@
 // NCCL has every op and dtype accel uses; C10dTransport (c10d_transport.hpp) takes the native op
 // where the backend has it and these where it does not. Over Gloo it starts the all-gather into
 // a flat buffer and the reduce-scatter of a chunk up to fallback_piece itself, as broadcasts and
-// one alltoall (C10dTransport::start_allgather_into): these below are then its blocking
-// fallbacks for bf16 on 1.13, larger gradients, and the *_portable collectives.
+// one alltoall (C10dTransport::begin_allgather_into): these below are then its blocking
+// fallbacks for bf16 on 1.13 and larger gradients, and what the test transport runs
+// (fallback_transport.hpp).
 #pragma once
 
 #include <torch/torch.h>

@@ -22,6 +22,7 @@
 
 #include "../accelerator_class.hpp"
 #include "../parallel/zero2.hpp"
+#include "../runtime/fallback_transport.hpp"
 #include "../runtime/nccl.hpp"
 
 namespace accel::diagnostics {
@@ -200,7 +201,7 @@ inline int self_test(std::FILE* out = stdout) {
     for (const bool native : {true, false}) {
       const torch::Tensor t = !group ? torch::full({2}, r)
                               : native ? group->allgather(torch::full({2}, r))
-                                       : group->allgather_portable(torch::full({2}, r));
+                                       : testing::Fallbacks(*group).allgather(torch::full({2}, r));
       if (auto problem = compare(native ? "native" : "fallback", t, gathered); !problem.empty())
         return problem;
     }
@@ -213,7 +214,7 @@ inline int self_test(std::FILE* out = stdout) {
         const torch::Tensor input = torch::full({2}, r, dtype);
         if (!group) output.copy_(input);
         else if (native) group->allgather_into(output, input);
-        else group->allgather_into_portable(output, input);
+        else testing::Fallbacks(*group).allgather_into(output, input);
         if (auto problem = compare(fmt::format("{} {}", c10::toString(dtype),
                                                native ? "native" : "fallback"),
                                    output, gathered);
@@ -229,7 +230,7 @@ inline int self_test(std::FILE* out = stdout) {
       for (const ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
         const torch::Tensor got = !group ? input
                                   : native ? group->reduce_scatter(input, op)
-                                           : group->reduce_scatter_portable(input, op);
+                                           : testing::Fallbacks(*group).reduce_scatter(input, op);
         const torch::Tensor sum = mine * w + w * (w - 1) / 2;
         if (auto problem = compare(fmt::format("{} {}", op == ReduceOp::sum ? "sum" : "mean",
                                                native ? "native" : "alltoall"),

@@ -18,7 +18,7 @@ struct AllreduceHook {
   // The bucket itself travels: a small one may skip c10d over registered buffers
   // (direct_gloo.hpp), and on one host all may be all-reduced where they lie in shared memory.
   static constexpr bool sends_the_bucket = true;
-  runtime::ProcessGroup::Pending send(runtime::ProcessGroup& group, torch::Tensor& flat) const {
+  runtime::PendingCollective send(runtime::ProcessGroup& group, torch::Tensor& flat) const {
     return group.allreduce_async(flat);
   }
 };
@@ -27,7 +27,7 @@ struct CompressHook {
   c10::ScalarType wire = torch::kHalf;
   static constexpr bool divides_before_sending = true;
   static constexpr bool sends_the_bucket = false;
-  runtime::ProcessGroup::Pending send(runtime::ProcessGroup& group, torch::Tensor& flat) const {
+  runtime::PendingCollective send(runtime::ProcessGroup& group, torch::Tensor& flat) const {
     return group.allreduce_async(flat, flat.div(group.size()).to(wire));
   }
 };

@@ -73,7 +73,7 @@ class Reducer {
     std::vector<std::size_t> members;
     torch::Tensor flat;
     std::size_t waiting = 0;
-    runtime::ProcessGroup::Pending pending;
+    runtime::PendingCollective pending;
     // A small bucket: all-reduced in finalize() on this thread, not asynchronously: in shared
     // memory where the buckets are, else over Gloo's registered buffers (`registered`).
     bool after_backward = false;

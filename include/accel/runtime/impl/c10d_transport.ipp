@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "../c10d_transport.hpp"
+#include "../shared_memory_path.hpp"
 
 namespace accel::runtime {
 
@@ -130,10 +131,50 @@ ACCEL_DECL void C10dTransport::allreduce(torch::Tensor& tensor, ReduceOp op,
   if (op == ReduceOp::mean) tensor.div_(size_);
 }
 
-ACCEL_DECL c10::intrusive_ptr<c10d::Work> C10dTransport::start_allreduce(
-    const torch::Tensor& sent) {
+ACCEL_DECL bool C10dTransport::starts(CollectiveOp op, const torch::Tensor& t) const {
+  switch (op) {
+    case CollectiveOp::allreduce: return wire_native(t);
+    case CollectiveOp::allgather: return starts_allgather(t);
+    case CollectiveOp::reduce_scatter: return starts_reduce_scatter(t) && t.is_contiguous();
+    case CollectiveOp::barrier:
+    case CollectiveOp::broadcast: return false;
+  }
+  return false;
+}
+
+ACCEL_DECL PendingCollective C10dTransport::started(const CollectiveCall& call,
+                                                    const torch::Tensor& input, C10dStarted work) {
+  PendingCollective pending;
+  pending.sequence = call.sequence;
+  pending.input = input;
+  pending.done = std::make_shared<Completion>();
+  pending.done->c10d = this;
+  pending.done->started = std::move(work);
+  return pending;
+}
+
+ACCEL_DECL PendingCollective C10dTransport::start_allreduce(const torch::Tensor& sent,
+                                                            const CollectiveCall& call) {
   std::vector<torch::Tensor> list{sent};
-  return backend_for(sent).allreduce(list);
+  return started(call, sent, C10dStarted{{backend_for(sent).allreduce(list)}, {}});
+}
+
+ACCEL_DECL PendingCollective C10dTransport::start_allgather_into(torch::Tensor& output,
+                                                                 const torch::Tensor& input,
+                                                                 const CollectiveCall& call) {
+  torch::Tensor flat_output = output.view(-1);
+  return started(call, input, begin_allgather_into(flat_output, input.reshape(-1)));
+}
+
+ACCEL_DECL PendingCollective C10dTransport::start_reduce_scatter(const torch::Tensor& input,
+                                                                 torch::Tensor& /*into*/,
+                                                                 ReduceOp op,
+                                                                 const CollectiveCall& call) {
+  const torch::Tensor flat = input.view(-1);
+  torch::Tensor result = torch::empty({flat.numel() / size_}, flat.options());
+  PendingCollective pending = started(call, flat, begin_reduce_scatter(result, flat, op));
+  pending.result = result;
+  return pending;
 }
 
 ACCEL_DECL bool C10dTransport::starts_allgather(const torch::Tensor& input) const {
@@ -144,7 +185,7 @@ ACCEL_DECL bool C10dTransport::starts_reduce_scatter(const torch::Tensor& flat) 
   return wire_native(flat) && (flat.is_cuda() || flat.numel() / size_ <= fallback_piece);
 }
 
-ACCEL_DECL C10dStarted C10dTransport::start_allgather_into(torch::Tensor& flat_output,
+ACCEL_DECL C10dStarted C10dTransport::begin_allgather_into(torch::Tensor& flat_output,
                                                           const torch::Tensor& input) {
   C10dStarted started;
   if (input.is_cuda()) {
@@ -167,7 +208,7 @@ ACCEL_DECL C10dStarted C10dTransport::start_allgather_into(torch::Tensor& flat_o
   return started;
 }
 
-ACCEL_DECL C10dStarted C10dTransport::start_reduce_scatter(torch::Tensor& result,
+ACCEL_DECL C10dStarted C10dTransport::begin_reduce_scatter(torch::Tensor& result,
                                                           const torch::Tensor& flat, ReduceOp op) {
   C10dStarted started;
   torch::Tensor in = flat;
@@ -209,23 +250,33 @@ ACCEL_DECL void C10dTransport::await(C10dStarted& started, const CollectiveCall&
 
 ACCEL_DECL void C10dTransport::broadcast(torch::Tensor& tensor, int root,
                                          const CollectiveCall& call) {
+  if (tensor.is_cuda()) {
+    broadcast_cuda(tensor, root, call);
+    return;
+  }
+  broadcast_with_layout(tensor, root, rank_, call.sequence,
+                        [&](torch::Tensor& payload) { broadcast_bytes(payload, root, call); });
+}
+
+ACCEL_DECL void C10dTransport::broadcast_bytes(torch::Tensor& tensor, int root,
+                                         const CollectiveCall& call) {
   std::vector<torch::Tensor> list{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = root;
   await(backend_for(tensor).broadcast(list, options), call);
 }
 
-ACCEL_DECL void C10dTransport::broadcast_checked(torch::Tensor& tensor, int root,
+ACCEL_DECL void C10dTransport::broadcast_cuda(torch::Tensor& tensor, int root,
                                                  const CollectiveCall& call) {
   const torch::Tensor mine = describe_layout(tensor);
   torch::Tensor layout = mine.clone();
-  broadcast(layout, root, call);
+  broadcast_bytes(layout, root, call);
   if (rank_ != root && !torch::equal(layout, mine))
     accel::detail::fail("broadcast #{} from rank {}: the root sent {} and rank {} passed {}; every "
                         "rank must pass a tensor of the root's dtype and shape",
                         call.sequence, root, layout_text(layout), rank_, layout_text(mine));
   torch::Tensor data = tensor.contiguous();
-  broadcast(data, root, call);
+  broadcast_bytes(data, root, call);
   if (!data.is_same(tensor)) tensor.copy_(data);
 }
 
@@ -240,14 +291,14 @@ ACCEL_DECL torch::Tensor C10dTransport::allgather(const torch::Tensor& input,
   return output;
 }
 
-ACCEL_DECL void C10dTransport::allgather_into(torch::Tensor& flat_output,
-                                              const torch::Tensor& input,
+ACCEL_DECL void C10dTransport::allgather_into(torch::Tensor& output, const torch::Tensor& input,
                                               const CollectiveCall& call) {
+  torch::Tensor flat_output = output.view(-1);
   if (!starts_allgather(input)) {
     allgather_into_by_list(flat_output, input, call);
     return;
   }
-  C10dStarted started = start_allgather_into(flat_output, input.reshape(-1));
+  C10dStarted started = begin_allgather_into(flat_output, input.reshape(-1));
   await(started, call);
 }
 
@@ -255,7 +306,7 @@ ACCEL_DECL torch::Tensor C10dTransport::reduce_scatter(const torch::Tensor& flat
                                                        const CollectiveCall& call) {
   if (!starts_reduce_scatter(flat)) return reduce_scatter_by_alltoall(flat, op, call);
   torch::Tensor result = torch::empty({flat.numel() / size_}, flat.options());
-  C10dStarted started = start_reduce_scatter(result, flat, op);
+  C10dStarted started = begin_reduce_scatter(result, flat, op);
   await(started, call);
   return result;
 }

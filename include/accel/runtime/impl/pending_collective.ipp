@@ -1,4 +1,4 @@
-// The pending collectives' wait(); pending_collective.hpp includes it in header-only mode.
+// PendingCollective::wait(); pending_collective.hpp includes it in header-only mode.
 #pragma once
 
 #include "../../profiling/span.hpp"
@@ -8,39 +8,24 @@
 
 namespace accel::runtime {
 
-ACCEL_DECL void PendingAllreduce::wait() {
-  const CollectiveCall call{"allreduce", sequence, wire.defined() ? wire : tensor};
-  const profiling::Span span(profiling::Phase::communication, "allreduce",
-                             static_cast<std::int64_t>(sequence),
-                             static_cast<std::int64_t>(call.tensor.nbytes()), profiling::Part::wait);
-  if (shared_memory) {
-    try {
-      shared_memory->future.get();
-    } catch (const std::exception& error) {
-      path->failed(call, error);
-    }
-  } else {
-    c10d->await(work, call);
-  }
-  if (wire.defined()) tensor.copy_(wire);
-}
-
 ACCEL_DECL void PendingCollective::wait() {
   if (!done) return;
   const std::shared_ptr<Completion> finished = std::move(done);
+  const CollectiveCall call{operation, sequence, input};
   const profiling::Span span(profiling::Phase::communication, operation,
                              static_cast<std::int64_t>(sequence),
                              input.defined() ? static_cast<std::int64_t>(input.nbytes()) : 0,
                              profiling::Part::wait);
   if (finished->c10d) {
-    finished->c10d->await(finished->started, CollectiveCall{operation, sequence, input});
-    return;
+    finished->c10d->await(finished->started, call);
+  } else {
+    try {
+      finished->future.get();
+    } catch (const std::exception& error) {
+      finished->path->failed(call, error);
+    }
   }
-  try {
-    finished->future.get();
-  } catch (const std::exception& error) {
-    path->failed(CollectiveCall{operation, sequence, input}, error);
-  }
+  if (land_in.defined()) land_in.copy_(input);
 }
 
 }  // namespace accel::runtime

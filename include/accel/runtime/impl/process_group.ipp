@@ -10,10 +10,15 @@
 #include "../group_store.hpp"
 #include "../process_group.hpp"
 #include "../../runtime/shared_memory_path.hpp"
-#include "../tensor_layout.hpp"
 #include "../wire_fallbacks.hpp"
 
 namespace accel::runtime {
+
+// The transports the group routes between (transport.hpp).
+static_assert(Transport<C10dTransport>,
+              "accel: C10dTransport must offer every collective the group routes (transport.hpp)");
+static_assert(Transport<SharedMemoryPath>, "accel: SharedMemoryPath must offer every collective "
+                                           "the group routes (transport.hpp)");
 
 // A collective's span (profiling/span.hpp): its phase, its number in the group and its bytes.
 inline profiling::Span collective_span(const char* operation, std::uint64_t sequence,
@@ -76,75 +81,95 @@ ACCEL_DECL ProcessGroup::Caller::~Caller() {
   if (group_ != nullptr) group_->calls_.set_caller({});
 }
 
-ACCEL_DECL CollectiveCall ProcessGroup::check(std::string operation, const torch::Tensor& tensor) {
-  return calls_(std::move(operation), tensor, *c10d_);
+template <class T, class Run>
+decltype(auto) ProcessGroup::checked(T& transport, std::string operation, const char* name,
+                                     const torch::Tensor& tensor, bool started, Run&& run) {
+  static_assert(Transport<T>, "accel: a group's collectives run on a Transport (transport.hpp)");
+  const CollectiveCall call = calls_(std::move(operation), tensor, *c10d_);
+  const auto span = collective_span(name, call.sequence, tensor,
+                                    started ? profiling::Part::issue : profiling::Part::whole);
+  return run(transport, call);
 }
 
+template <class Run>
+decltype(auto) ProcessGroup::routed(CollectiveOp op, const torch::Tensor& t, bool starting,
+                                    Run&& run) {
+  if (shm_ && (starting ? shm_->starts(op, t) : shm_->carries(op, t))) return run(*shm_);
+  return run(*c10d_);
+}
+
+template <class Run>
+decltype(auto) ProcessGroup::collective(CollectiveOp op, std::string operation, const char* name,
+                                        const torch::Tensor& tensor,
+                                        const torch::Tensor& routed_by, Run&& run) {
+  return routed(op, routed_by, /*starting=*/false, [&](auto& transport) -> decltype(auto) {
+    return checked(transport, std::move(operation), name, tensor, /*started=*/false, run);
+  });
+}
+
+template <class Run>
+PendingCollective ProcessGroup::start(CollectiveOp op, const char* name,
+                                      const torch::Tensor& tensor, Run&& run) {
+  PendingCollective pending = routed(op, tensor, /*starting=*/true, [&](auto& transport) {
+    return checked(transport, name, name, tensor, /*started=*/true, run);
+  });
+  pending.operation = name;
+  return pending;
+}
+
+ACCEL_DECL bool ProcessGroup::starts(CollectiveOp op, const torch::Tensor& t) const {
+  return (shm_ && shm_->starts(op, t)) || c10d_->starts(op, t);
+}
+
+// Through shared memory when it carries the group, where the peers' other collectives meet it
+// (SharedMemoryPath::barrier).
 ACCEL_DECL void ProcessGroup::barrier() {
-  const CollectiveCall call = check("barrier", torch::Tensor());
-  const profiling::Span span(profiling::Phase::communication, "barrier",
-                             static_cast<std::int64_t>(call.sequence));
-  // Through shared memory when it carries the group, where the peers' other collectives meet it:
-  // a rank in a barrier of Gloo's and a peer in a shared-memory collective would each wait the
-  // whole timeout, neither transport seeing the pair (the stuck-collective watch runs only on
-  // groups without shared memory).
-  if (shm_)
-    shm_->barrier(call);
-  else
-    c10d_->barrier(call);
+  collective(CollectiveOp::barrier, "barrier", "barrier", {}, {},
+             [](auto& transport, const CollectiveCall& call) { transport.barrier(call); });
 }
 
 ACCEL_DECL void ProcessGroup::allreduce(torch::Tensor& tensor, ReduceOp op) {
   check_reducible(tensor, op);
-  const CollectiveCall call = check("allreduce", tensor);
-  const auto span = collective_span("allreduce", call.sequence, tensor);
-  if (const auto type = reducible_in_shared_memory(tensor)) {
-    torch::Tensor data = tensor.contiguous();
-    shm_->allreduce(data, *type, shm_reduction(op), call);
-    if (!data.is_same(tensor)) tensor.copy_(data);
-    return;
-  }
-  c10d_->allreduce(tensor, op, call);
+  collective(CollectiveOp::allreduce, "allreduce", "allreduce", tensor, tensor,
+             [&](auto& transport, const CollectiveCall& call) {
+               transport.allreduce(tensor, op, call);
+             });
 }
 
-ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_async(torch::Tensor tensor) {
-  const bool carried = reducible_in_shared_memory(tensor) || wire_native(tensor);
+ACCEL_DECL PendingCollective ProcessGroup::allreduce_async(torch::Tensor tensor) {
+  const bool carried = (shm_ && shm_->carries(CollectiveOp::allreduce, tensor)) ||
+                       wire_native(tensor);
   return allreduce_async(tensor, carried ? torch::Tensor() : to_wire(tensor));
 }
 
-ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_async(torch::Tensor tensor,
-                                                               torch::Tensor wire) {
+ACCEL_DECL PendingCollective ProcessGroup::allreduce_async(torch::Tensor tensor,
+                                                           torch::Tensor wire) {
   const torch::Tensor& sent = wire.defined() ? wire : tensor;
-  if (const auto type = reducible_in_shared_memory(sent); type && sent.is_contiguous()) {
-    Pending pending{c10d_.get(), shm_.get(), check("allreduce", sent).sequence, {},
-                    tensor, wire, {}};
-    const auto span =
-        collective_span("allreduce", pending.sequence, sent, profiling::Part::issue);
-    pending.shared_memory = shm_->start_allreduce(sent, *type);
-    return pending;
-  }
-  if (!wire_native(sent))
+  if (!starts(CollectiveOp::allreduce, sent))
     accel::detail::fail("{} all-reduce is not available on this Gloo (libtorch {}); use an fp32 or "
                         "fp16 wire",
                         c10::toString(sent.scalar_type()), TORCH_VERSION);
-  Pending pending{c10d_.get(), shm_.get(), check("allreduce", sent).sequence, {},
-                  tensor, wire, {}};
-  const auto span =
-      collective_span("allreduce", pending.sequence, sent, profiling::Part::issue);
-  pending.work = c10d_->start_allreduce(sent);
+  PendingCollective pending =
+      start(CollectiveOp::allreduce, "allreduce", sent,
+            [&](auto& transport, const CollectiveCall& call) {
+              return transport.start_allreduce(sent, call);
+            });
+  if (wire.defined()) pending.land_in = tensor;
   return pending;
 }
 
 ACCEL_DECL std::shared_ptr<shm::Regions> ProcessGroup::share_regions(std::size_t bytes) {
   if (!shm_) return nullptr;
-  const CollectiveCall call = check("share_regions", torch::Tensor());
-  return shm_->map_regions(*c10d_->store(), run_token_, id_, bytes, call);
+  return checked(*shm_, "share_regions", "share_regions", {}, false,
+                 [&](SharedMemoryPath& path, const CollectiveCall& call) {
+                   return path.map_regions(*c10d_->store(), run_token_, id_, bytes, call);
+                 });
 }
 
 ACCEL_DECL shm::DataType ProcessGroup::check_in_regions(const shm::Regions* regions,
                                                          const torch::Tensor& flat) const {
   const auto* begin = static_cast<const std::byte*>(flat.data_ptr());
-  const auto type = reducible_in_shared_memory(flat);
+  const auto type = shm_ ? shared_memory_type(flat) : std::nullopt;
   if (regions == nullptr || !flat.is_contiguous() ||
       (type != shm::DataType::f32 && type != shm::DataType::f64) || begin < regions->mine() ||
       begin + flat.nbytes() > regions->mine() + regions->bytes())
@@ -154,21 +179,25 @@ ACCEL_DECL shm::DataType ProcessGroup::check_in_regions(const shm::Regions* regi
   return *type;
 }
 
-ACCEL_DECL ProcessGroup::Pending ProcessGroup::allreduce_in_regions_async(
+ACCEL_DECL PendingCollective ProcessGroup::allreduce_in_regions_async(
     std::shared_ptr<shm::Regions> regions, torch::Tensor flat, double scale) {
   const shm::DataType type = check_in_regions(regions.get(), flat);
-  Pending pending{c10d_.get(), shm_.get(), check("allreduce", flat).sequence, {}, flat, {}, {}};
-  const auto span = collective_span("allreduce", pending.sequence, flat, profiling::Part::issue);
-  pending.shared_memory = shm_->start_allreduce_regions(std::move(regions), flat, type, scale);
+  PendingCollective pending =
+      checked(*shm_, "allreduce", "allreduce", flat, true,
+              [&](SharedMemoryPath& path, const CollectiveCall& call) {
+                return path.start_allreduce_regions(std::move(regions), flat, type, scale, call);
+              });
+  pending.operation = "allreduce";
   return pending;
 }
 
 ACCEL_DECL void ProcessGroup::allreduce_in_regions(shm::Regions& regions, const torch::Tensor& flat,
                                                    double scale) {
   const shm::DataType type = check_in_regions(&regions, flat);
-  const CollectiveCall call = check("allreduce", flat);
-  const auto span = collective_span("allreduce", call.sequence, flat);
-  shm_->allreduce_regions(regions, flat, type, scale, call);
+  checked(*shm_, "allreduce", "allreduce", flat, false,
+          [&](SharedMemoryPath& path, const CollectiveCall& call) {
+            path.allreduce_regions(regions, flat, type, scale, call);
+          });
 }
 
 ACCEL_DECL ProcessGroup::RegisteredAllreduce ProcessGroup::register_allreduce(torch::Tensor flat) {
@@ -176,150 +205,76 @@ ACCEL_DECL ProcessGroup::RegisteredAllreduce ProcessGroup::register_allreduce(to
     accel::detail::fail("register_allreduce takes a contiguous float or double CPU tensor, not {} "
                         "on {}",
                         c10::toString(flat.scalar_type()), flat.device().str());
-  return RegisteredAllreduce(calls_, *c10d_, shm_.get(), flat);
+  return RegisteredAllreduce(*this, flat);
 }
 
+// The root's dtype and shape travel with the data (tensor_layout.hpp): a rank that passed a
+// tensor of the same byte size but another dtype or shape fails instead of reading garbage.
 ACCEL_DECL void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
-  const CollectiveCall call = check(fmt::format("broadcast(root={})", root), tensor);
-  const auto span = collective_span("broadcast", call.sequence, tensor);
-  if (tensor.is_cuda()) {
-    c10d_->broadcast_checked(tensor, root, call);
-    return;
-  }
-  // The root's dtype and shape travel with the data (no extra round trip): a rank that passed
-  // a tensor of the same byte size but another dtype or shape fails instead of reading garbage.
-  const torch::Tensor header = describe_layout(tensor);
-  torch::Tensor payload = layout_then_bytes(header, tensor.contiguous(), rank_ == root);
-  if (shm_)
-    shm_->broadcast(payload, root, call);
-  else
-    c10d_->broadcast(payload, root, call);
-  if (rank_ == root) return;
-  const torch::Tensor received = payload.narrow(0, 0, header.numel() * 8).view(torch::kLong);
-  if (!torch::equal(received, header))
-    accel::detail::fail("broadcast #{} from rank {}: the root sent {} and rank {} passed {}; every "
-                        "rank must pass a tensor of the root's dtype and shape",
-                        call.sequence, root, layout_text(received), rank_, layout_text(header));
-  torch::Tensor body = payload.narrow(0, header.numel() * 8, payload.numel() - header.numel() * 8);
-  if (tensor.numel() > 0)
-    tensor.view(-1).copy_(body.view(tensor.scalar_type()).view(-1));
+  collective(CollectiveOp::broadcast, fmt::format("broadcast(root={})", root), "broadcast", tensor,
+             tensor, [&](auto& transport, const CollectiveCall& call) {
+               transport.broadcast(tensor, root, call);
+             });
 }
 
 ACCEL_DECL torch::Tensor ProcessGroup::allgather(const torch::Tensor& tensor) {
-  const CollectiveCall call = check("allgather", tensor);
-  const auto span = collective_span("allgather", call.sequence, tensor);
   const torch::Tensor input = gather_input(tensor);
-  if (!gathers_in_shared_memory(input)) return c10d_->allgather(input, call);
-  std::vector<std::int64_t> shape = input.sizes().vec();
-  shape[0] *= size_;
-  torch::Tensor output = torch::empty(shape, input.options());
-  shm_->allgather(input, output, call);
-  return output;
+  return collective(CollectiveOp::allgather, "allgather", "allgather", tensor, input,
+                    [&](auto& transport, const CollectiveCall& call) {
+                      return transport.allgather(input, call);
+                    });
 }
 
 ACCEL_DECL void ProcessGroup::allgather_into(torch::Tensor& output, const torch::Tensor& input) {
-  const CollectiveCall call = check("allgather", input);
-  const auto span = collective_span("allgather", call.sequence, input);
-  check_gather_layout(output, input);
-  torch::Tensor flat_output = output.view(-1);
-  if (gathers_in_shared_memory(input))
-    shm_->allgather(input, output, call);
-  else
-    c10d_->allgather_into(flat_output, input, call);
+  collective(CollectiveOp::allgather, "allgather", "allgather", input, input,
+             [&](auto& transport, const CollectiveCall& call) {
+               check_gather_layout(output, input);
+               transport.allgather_into(output, input, call);
+             });
 }
 
-ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::allgather_into_async(torch::Tensor output,
-                                                                              torch::Tensor input) {
-  const bool in_shared_memory = gathers_in_shared_memory(input);
-  if (!in_shared_memory && !c10d_->starts_allgather(input)) {
+ACCEL_DECL PendingCollective ProcessGroup::allgather_into_async(torch::Tensor output,
+                                                                torch::Tensor input) {
+  if (!starts(CollectiveOp::allgather, input)) {
     allgather_into(output, input);  // a fallback of several steps: here and now
     return {};
   }
-  PendingCollective gathering{shm_.get(), "allgather", check("allgather", input).sequence,
-                              input, {}, {}};
-  check_gather_layout(output, input);
-  const auto span = collective_span("allgather", gathering.sequence, input,
-                                            profiling::Part::issue);
-  if (in_shared_memory) {
-    gathering.done = shm_->start_allgather(input, output);
-    return gathering;
-  }
-  torch::Tensor flat_output = output.view(-1);
-  gathering.done = std::make_shared<Completion>();
-  gathering.done->c10d = c10d_.get();
-  gathering.done->started = c10d_->start_allgather_into(flat_output, input.reshape(-1));
-  return gathering;
+  return start(CollectiveOp::allgather, "allgather", input,
+               [&](auto& transport, const CollectiveCall& call) {
+                 check_gather_layout(output, input);
+                 return transport.start_allgather_into(output, input, call);
+               });
 }
 
-ACCEL_DECL ProcessGroup::PendingCollective ProcessGroup::reduce_scatter_async(
-    const torch::Tensor& input, ReduceOp op, torch::Tensor into) {
-  const auto type = reducible_in_shared_memory(input);
-  const bool over_c10d = !type && c10d_->starts_reduce_scatter(input);
-  if ((!type && !over_c10d) || !input.is_contiguous()) {
-    PendingCollective done{shm_.get(), "reduce_scatter", 0, {}, {}, {}};
+ACCEL_DECL PendingCollective ProcessGroup::reduce_scatter_async(const torch::Tensor& input,
+                                                                ReduceOp op, torch::Tensor into) {
+  if (!starts(CollectiveOp::reduce_scatter, input)) {
+    PendingCollective done;
+    done.operation = "reduce_scatter";
     done.result = reduce_scatter(input, op);  // a fallback of several steps: here and now
     return done;
   }
   check_reduce_scatter(input, op, size_);
-  PendingCollective pending{shm_.get(), "reduce_scatter", check("reduce_scatter", input).sequence,
-                            input, {}, {}};
-  const torch::Tensor flat = input.view(-1);
-  const std::int64_t chunk = flat.numel() / size_;
-  if (into.defined() && (!into.is_contiguous() || into.numel() != chunk ||
-                         into.scalar_type() != flat.scalar_type()))
-    accel::detail::fail("reduce_scatter_async: the output ({} elements of {}) must be contiguous "
-                        "and hold the chunk's {} elements of {}",
-                        into.numel(), c10::toString(into.scalar_type()), chunk,
-                        c10::toString(flat.scalar_type()));
-  // Over c10d a chunk of its own: `into` may be this rank's slice of the input, which the
-  // backend reads while it writes.
-  pending.result = into.defined() && !over_c10d ? into : torch::empty({chunk}, flat.options());
-  const auto span = collective_span("reduce_scatter", pending.sequence, input,
-                                            profiling::Part::issue);
-  if (over_c10d) {
-    pending.input = flat;
-    pending.done = std::make_shared<Completion>();
-    pending.done->c10d = c10d_.get();
-    pending.done->started = c10d_->start_reduce_scatter(pending.result, flat, op);
-    return pending;
-  }
-  pending.done = shm_->start_reduce_scatter(flat, pending.result, *type, shm_reduction(op));
-  return pending;
+  return start(CollectiveOp::reduce_scatter, "reduce_scatter", input,
+               [&](auto& transport, const CollectiveCall& call) {
+                 const std::int64_t chunk = input.numel() / size_;
+                 if (into.defined() && (!into.is_contiguous() || into.numel() != chunk ||
+                                        into.scalar_type() != input.scalar_type()))
+                   accel::detail::fail("reduce_scatter_async: the output ({} elements of {}) must "
+                                       "be contiguous and hold the chunk's {} elements of {}",
+                                       into.numel(), c10::toString(into.scalar_type()), chunk,
+                                       c10::toString(input.scalar_type()));
+                 return transport.start_reduce_scatter(input, into, op, call);
+               });
 }
 
 ACCEL_DECL torch::Tensor ProcessGroup::reduce_scatter(const torch::Tensor& input, ReduceOp op) {
   check_reduce_scatter(input, op, size_);
-  const CollectiveCall call = check("reduce_scatter", input);
-  const auto span = collective_span("reduce_scatter", call.sequence, input);
   const torch::Tensor flat = input.contiguous().view(-1);
-  const auto type = reducible_in_shared_memory(flat);
-  if (!type) return c10d_->reduce_scatter(flat, op, call);
-  torch::Tensor result = torch::empty({input.numel() / size_}, flat.options());
-  shm_->reduce_scatter(flat, result, *type, shm_reduction(op), call);  // averaged there
-  return result;
-}
-
-ACCEL_DECL torch::Tensor ProcessGroup::allgather_portable(const torch::Tensor& tensor) {
-  const CollectiveCall call = check("allgather", tensor);
-  const auto span = collective_span("allgather", call.sequence, tensor);
-  return c10d_->allgather_by_list(gather_input(tensor), call);
-}
-
-ACCEL_DECL void ProcessGroup::allgather_into_portable(torch::Tensor& output,
-                                                      const torch::Tensor& input) {
-  const CollectiveCall call = check("allgather", input);
-  const auto span = collective_span("allgather", call.sequence, input);
-  check_gather_layout(output, input);
-  torch::Tensor flat_output = output.view(-1);
-  c10d_->allgather_into_by_list(flat_output, input, call);
-}
-
-ACCEL_DECL torch::Tensor ProcessGroup::reduce_scatter_portable(const torch::Tensor& input,
-                                                               ReduceOp op) {
-  check_reduce_scatter(input, op, size_);
-  const CollectiveCall call = check("reduce_scatter", input);
-  const auto span = collective_span("reduce_scatter", call.sequence, input);
-  return c10d_->reduce_scatter_by_alltoall(input.contiguous().view(-1), op, call);
+  return collective(CollectiveOp::reduce_scatter, "reduce_scatter", "reduce_scatter", input, flat,
+                    [&](auto& transport, const CollectiveCall& call) {
+                      return transport.reduce_scatter(flat, op, call);
+                    });
 }
 
 ACCEL_DECL std::string ProcessGroup::broadcast_bytes(const std::string& bytes, int root) {
@@ -366,12 +321,6 @@ ACCEL_DECL void ProcessGroup::join(c10::intrusive_ptr<c10d::Store> store, std::s
     shm_ = std::make_unique<SharedMemoryPath>(*c10d_->store(), run_token_, id_, rank_, size_,
                                               settings_.timeout,
                                               [c10d = c10d_.get()] { return c10d->left_peers(); });
-}
-
-ACCEL_DECL std::optional<shm::DataType> ProcessGroup::reducible_in_shared_memory(
-    const torch::Tensor& t) const {
-  if (!shm_) return std::nullopt;
-  return shared_memory_type(t);
 }
 
 ACCEL_DECL void ProcessGroup::check_gather_layout(const torch::Tensor& output,

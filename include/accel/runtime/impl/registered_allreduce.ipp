@@ -1,18 +1,16 @@
 // RegisteredAllreduce; registered_allreduce.hpp includes it in header-only mode.
 #pragma once
 
-#include "../../profiling/span.hpp"
 #include "../c10d_transport.hpp"
-#include "../collective_check.hpp"
+#include "../process_group.hpp"
 #include "../registered_allreduce.hpp"
-#include "../../runtime/shared_memory_path.hpp"
+#include "process_group.ipp"
 
 namespace accel::runtime {
 
-ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(CollectiveCheck& calls, C10dTransport& c10d,
-                                                    SharedMemoryPath* path, torch::Tensor flat)
-    : calls_(&calls), c10d_(&c10d), path_(path), flat_(std::move(flat)) {
-  if (path_ == nullptr) ring_ = c10d_->register_ring(flat_);
+ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(ProcessGroup& group, torch::Tensor flat)
+    : group_(&group), flat_(std::move(flat)) {
+  if (!group.uses_shared_memory()) ring_ = group.c10d_->register_ring(flat_);
 }
 
 ACCEL_DECL RegisteredAllreduce::RegisteredAllreduce(RegisteredAllreduce&&) noexcept = default;
@@ -21,14 +19,12 @@ ACCEL_DECL RegisteredAllreduce& RegisteredAllreduce::operator=(RegisteredAllredu
 ACCEL_DECL RegisteredAllreduce::~RegisteredAllreduce() = default;
 
 ACCEL_DECL void RegisteredAllreduce::run() {
-  const CollectiveCall call = (*calls_)("allreduce", flat_, *c10d_);
-  const profiling::Span span(profiling::Phase::communication, "allreduce",
-                             static_cast<std::int64_t>(call.sequence),
-                             static_cast<std::int64_t>(flat_.nbytes()));
-  if (ring_)
-    c10d_->run(*ring_, call);
-  else
-    path_->allreduce(flat_, *shared_memory_type(flat_), shm::Reduction::sum, call);
+  if (!ring_) {
+    group_->allreduce(flat_);  // shared memory, faster still
+    return;
+  }
+  group_->checked(*group_->c10d_, "allreduce", "allreduce", flat_, /*started=*/false,
+                  [&](C10dTransport& c10d, const CollectiveCall& call) { c10d.run(*ring_, call); });
 }
 
 }  // namespace accel::runtime

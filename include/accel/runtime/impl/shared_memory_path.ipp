@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../../runtime/shared_memory_path.hpp"
+#include "../tensor_layout.hpp"
 
 namespace accel::runtime {
 
@@ -75,63 +76,101 @@ ACCEL_DECL void SharedMemoryPath::leave() {
   run([](shm::Transport& transport) { transport.leave(); });
 }
 
-ACCEL_DECL void SharedMemoryPath::allreduce(torch::Tensor& data, shm::DataType type,
-                                            shm::Reduction op, const CollectiveCall& call) {
-  named(call, [&](shm::Transport& transport) {
-    transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type, op);
-  });
-}
-
-ACCEL_DECL void SharedMemoryPath::reduce_scatter(const torch::Tensor& flat, torch::Tensor& result,
-                                                 shm::DataType type, shm::Reduction op,
-                                                 const CollectiveCall& call) {
-  named(call, [&](shm::Transport& transport) {
-    transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
-                             static_cast<std::size_t>(result.numel()), type, op);
-  });
-}
-
-ACCEL_DECL void SharedMemoryPath::allgather(const torch::Tensor& input, torch::Tensor& output,
-                                            const CollectiveCall& call) {
-  named(call, [&](shm::Transport& transport) {
-    transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
-  });
-}
-
-ACCEL_DECL void SharedMemoryPath::broadcast(torch::Tensor& bytes, int root,
-                                            const CollectiveCall& call) {
-  named(call, [&](shm::Transport& transport) {
-    transport.broadcast(bytes.data_ptr(), static_cast<std::size_t>(bytes.numel()), root);
-  });
+ACCEL_DECL bool SharedMemoryPath::carries(CollectiveOp op, const torch::Tensor& t) const {
+  switch (op) {
+    case CollectiveOp::barrier: return true;
+    case CollectiveOp::allreduce:
+    case CollectiveOp::reduce_scatter: return shared_memory_type(t).has_value();
+    // A broadcast sends its layout and bytes as one contiguous CPU tensor (tensor_layout.hpp).
+    case CollectiveOp::broadcast: return !t.is_cuda();
+    case CollectiveOp::allgather: return t.device().is_cpu() && t.is_contiguous();
+  }
+  return false;
 }
 
 ACCEL_DECL void SharedMemoryPath::barrier(const CollectiveCall& call) {
   named(call, [](shm::Transport& transport) { transport.barrier(); });
 }
 
-ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce(torch::Tensor data,
-                                                                         shm::DataType type) {
-  return submit([data, type](shm::Transport& transport) {
+ACCEL_DECL void SharedMemoryPath::allreduce(torch::Tensor& tensor, ReduceOp op,
+                                            const CollectiveCall& call) {
+  torch::Tensor data = tensor.contiguous();
+  named(call, [&, type = *shared_memory_type(data)](shm::Transport& transport) {
     transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()), type,
-                        shm::Reduction::sum);
+                        shm_reduction(op));
+  });
+  if (!data.is_same(tensor)) tensor.copy_(data);
+}
+
+ACCEL_DECL void SharedMemoryPath::broadcast(torch::Tensor& tensor, int root,
+                                            const CollectiveCall& call) {
+  broadcast_with_layout(tensor, root, rank_, call.sequence, [&](torch::Tensor& bytes) {
+    named(call, [&](shm::Transport& transport) {
+      transport.broadcast(bytes.data_ptr(), static_cast<std::size_t>(bytes.numel()), root);
+    });
   });
 }
 
-ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_reduce_scatter(torch::Tensor flat,
-                                                                              torch::Tensor result,
-                                                                              shm::DataType type,
-                                                                              shm::Reduction op) {
-  return submit([flat, result, type, op](shm::Transport& transport) {
-    transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
-                             static_cast<std::size_t>(result.numel()), type, op);
-  });
+ACCEL_DECL torch::Tensor SharedMemoryPath::allgather(const torch::Tensor& input,
+                                                     const CollectiveCall& call) {
+  std::vector<std::int64_t> shape = input.sizes().vec();
+  shape[0] *= transport_.size();
+  torch::Tensor output = torch::empty(shape, input.options());
+  allgather_into(output, input, call);
+  return output;
 }
 
-ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allgather(torch::Tensor input,
-                                                                         torch::Tensor output) {
-  return submit([input, output](shm::Transport& transport) {
+ACCEL_DECL void SharedMemoryPath::allgather_into(torch::Tensor& output, const torch::Tensor& input,
+                                                 const CollectiveCall& call) {
+  named(call, [&](shm::Transport& transport) {
     transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
   });
+}
+
+ACCEL_DECL torch::Tensor SharedMemoryPath::reduce_scatter(const torch::Tensor& flat, ReduceOp op,
+                                                          const CollectiveCall& call) {
+  torch::Tensor result = torch::empty({flat.numel() / transport_.size()}, flat.options());
+  named(call, [&, type = *shared_memory_type(flat)](shm::Transport& transport) {
+    transport.reduce_scatter(flat.data_ptr(), result.data_ptr(),
+                             static_cast<std::size_t>(result.numel()), type,
+                             shm_reduction(op));  // averaged there
+  });
+  return result;
+}
+
+ACCEL_DECL PendingCollective SharedMemoryPath::start_allreduce(const torch::Tensor& sent,
+                                                               const CollectiveCall& call) {
+  return started(call, sent,
+                 submit([data = sent, type = *shared_memory_type(sent)](shm::Transport& transport) {
+                   transport.allreduce(data.data_ptr(), static_cast<std::size_t>(data.numel()),
+                                       type, shm::Reduction::sum);
+                 }));
+}
+
+ACCEL_DECL PendingCollective SharedMemoryPath::start_allgather_into(torch::Tensor& output,
+                                                                    const torch::Tensor& input,
+                                                                    const CollectiveCall& call) {
+  return started(call, input,
+                 submit([input, output](shm::Transport& transport) {
+                   transport.allgather(input.data_ptr(), output.data_ptr(), byte_size(input));
+                 }));
+}
+
+ACCEL_DECL PendingCollective SharedMemoryPath::start_reduce_scatter(const torch::Tensor& input,
+                                                                    torch::Tensor& into,
+                                                                    ReduceOp op,
+                                                                    const CollectiveCall& call) {
+  const torch::Tensor result =
+      into.defined() ? into : torch::empty({input.numel() / transport_.size()}, input.options());
+  PendingCollective pending = started(
+      call, input,
+      submit([input, result, type = *shared_memory_type(input),
+              reduction = shm_reduction(op)](shm::Transport& transport) {
+        transport.reduce_scatter(input.data_ptr(), result.data_ptr(),
+                                 static_cast<std::size_t>(result.numel()), type, reduction);
+      }));
+  pending.result = result;
+  return pending;
 }
 
 ACCEL_DECL std::shared_ptr<shm::Regions> SharedMemoryPath::map_regions(
@@ -160,14 +199,16 @@ ACCEL_DECL void SharedMemoryPath::allreduce_regions(shm::Regions& regions,
   });
 }
 
-ACCEL_DECL std::shared_ptr<Completion> SharedMemoryPath::start_allreduce_regions(
-    std::shared_ptr<shm::Regions> regions, torch::Tensor data, shm::DataType type, double scale) {
+ACCEL_DECL PendingCollective SharedMemoryPath::start_allreduce_regions(
+    std::shared_ptr<shm::Regions> regions, torch::Tensor data, shm::DataType type, double scale,
+    const CollectiveCall& call) {
   const std::size_t offset = offset_in(*regions, data);
-  return submit(
-      [regions = std::move(regions), data, type, offset, scale](shm::Transport& transport) {
+  return started(
+      call, data,
+      submit([regions = std::move(regions), data, type, offset, scale](shm::Transport& transport) {
         transport.allreduce_regions(regions->bases(), offset,
                                     static_cast<std::size_t>(data.numel()), type, scale);
-      });
+      }));
 }
 
 ACCEL_DECL shm::Transport SharedMemoryPath::connect(c10d::Store& store,

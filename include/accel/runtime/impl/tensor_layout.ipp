@@ -3,6 +3,7 @@
 
 #include <fmt/ranges.h>
 
+#include "../../detail/error.hpp"
 #include "../tensor_layout.hpp"
 
 namespace accel::runtime {
@@ -35,6 +36,18 @@ ACCEL_DECL torch::Tensor layout_then_bytes(const torch::Tensor& header, const to
     std::memcpy(payload.data_ptr<std::uint8_t>() + header.numel() * 8, data.data_ptr(),
                 static_cast<std::size_t>(data.numel() * data.element_size()));
   return payload;
+}
+
+ACCEL_DECL void land_broadcast(const torch::Tensor& payload, const torch::Tensor& header,
+                               torch::Tensor& tensor, int root, int rank, std::uint64_t sequence) {
+  const torch::Tensor received = payload.narrow(0, 0, header.numel() * 8).view(torch::kLong);
+  if (!torch::equal(received, header))
+    accel::detail::fail("broadcast #{} from rank {}: the root sent {} and rank {} passed {}; every "
+                        "rank must pass a tensor of the root's dtype and shape",
+                        sequence, root, layout_text(received), rank, layout_text(header));
+  torch::Tensor body = payload.narrow(0, header.numel() * 8, payload.numel() - header.numel() * 8);
+  if (tensor.numel() > 0)
+    tensor.view(-1).copy_(body.view(tensor.scalar_type()).view(-1));
 }
 
 }  // namespace accel::runtime
