@@ -49,6 +49,7 @@
 #include "ddp.hpp"
 #include "fsdp.hpp"
 #include "detail/broadcast.hpp"
+#include "sequence_parallel.hpp"
 #include "tensor_parallel_linear.hpp"
 #include "zero2.hpp"
 #include "zero3.hpp"
