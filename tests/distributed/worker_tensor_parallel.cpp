@@ -227,7 +227,6 @@ void tensor_parallel_bf16() {
                                          accel::Bf16, accel::GradAccum<2>>>(2e-2);
 }
 
-// 3 ranks do not split into groups of 2: every rank stops as the Accelerator is made.
 // Sequence parallelism: the LayerNorm's gradients (each rank saw its tokens only) summed over the
 // group, the row layers' biases likewise, clip_grad_norm counting each element once.
 void tensor_parallel_sequence() {
@@ -248,7 +247,8 @@ void tensor_parallel_fused_outputs() {
   auto model = acc.prepare(fused);
   const int rank = acc.process_index();
   std::vector<torch::Tensor> rows;
-  for (int part = 0; part < 3; ++part) rows.push_back(torch::arange(4 * part + 2 * rank, 4 * part + 2 * rank + 2));
+  for (int part = 0; part < 3; ++part)
+    rows.push_back(torch::arange(4 * part + 2 * rank, 4 * part + 2 * rank + 2));
   const torch::Tensor mine = torch::cat(rows);
   EXPECT(torch::equal(fused->weight, linear->weight.index_select(0, mine)));
   EXPECT(torch::equal(fused->bias, linear->bias.index_select(0, mine)));
@@ -284,6 +284,7 @@ void tensor_parallel_sequence_indivisible() {
   acc.wait_for_everyone();
 }
 
+// 3 ranks do not split into groups of 2: every rank stops as the Accelerator is made.
 void tensor_parallel_world_not_divisible() {
   accel_test::expect_error(
       [] { TensorParallel2 acc(accel_test::test_options()); },

@@ -57,6 +57,14 @@ ACCEL_DECL torch::Tensor gather_from_sequence(const torch::Tensor& input,
 ACCEL_DECL torch::Tensor summed_in_backward(const torch::Tensor& parameter,
                                             runtime::ProcessGroup& group);
 
+// A module SequenceParallel<M> can mark: `weight` and `bias` members, which it applies token by
+// token (torch::nn::LayerNorm's Impl).
+template <class Impl>
+concept TokenwiseParameters = requires(Impl& module) {
+  { module.weight } -> std::convertible_to<torch::Tensor>;
+  { module.bias } -> std::convertible_to<torch::Tensor>;
+};
+
 // What each sequence-parallel mark knows: the tensor-parallel group, once prepare() placed it.
 struct SequenceParallelMark {
   runtime::ProcessGroup* sequence_group = nullptr;
@@ -74,11 +82,10 @@ ACCEL_DECL bool place_sequence_parallel_marks(torch::nn::Module& module,
 /// Use it through SequenceParallel<Holder>.
 template <class Impl>
 class SequenceParallelImpl : public Impl, public parallel::SequenceParallelMark {
-  static_assert(requires(Impl& module) {
-    { module.weight } -> std::convertible_to<torch::Tensor>;
-    { module.bias } -> std::convertible_to<torch::Tensor>;
-  }, "accel: SequenceParallel<M> marks a module with `weight` and `bias` members that it applies "
-     "token by token (torch::nn::LayerNorm); wrap such a module, or leave it unmarked");
+  static_assert(parallel::TokenwiseParameters<Impl>,
+                "accel: SequenceParallel<M> marks a module with `weight` and `bias` members that "
+                "it applies token by token (torch::nn::LayerNorm); wrap such a module, or leave "
+                "it unmarked");
 
  public:
   using Impl::Impl;

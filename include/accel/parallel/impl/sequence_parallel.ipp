@@ -16,8 +16,9 @@ namespace accel {
 
 namespace parallel::detail {
 
-// The group and the caller's name travel to backward in the context's saved data, as the
-// tensor-parallel layers' group does (an integer: the group outlives every graph).
+// The group travels to backward in the context's saved data as an integer, as the split layers'
+// does (their ipp's group_key, not reachable from here in header-only mode's include order): the
+// group outlives every graph.
 inline void save_group(torch::autograd::AutogradContext* ctx, runtime::ProcessGroup& group) {
   ctx->saved_data["group"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&group));
 }
