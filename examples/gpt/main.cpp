@@ -5,6 +5,7 @@
 // (common/variants.hpp), picked at run time:
 //   gpt --strategy zero3 --precision bf16 --accum 2
 //   gpt --nproc 2 --strategy zero3
+//   gpt --nproc 4 --strategy zero3 --tp 2      (tensor parallelism inside pairs of processes)
 // Its transformer blocks are accel::Sharded units (model.hpp): under Zero3 and Fsdp<FullShard>
 // each is gathered only for its own forward and backward. docs/gpt.md describes the example.
 #include <accel/accelerator.hpp>
@@ -71,6 +72,8 @@ struct Args {
   std::int64_t hidden = 128;
   std::int64_t heads = 4;
   bool tied_head = true;
+  int tp = 1;                       // tensor-parallel degree: processes each block is split across
+  bool sequence_parallel = false;   // with --tp: LayerNorms and the residual stream by sequence
   double lr = 6e-3;                 // peak learning rate (AdamW), after the warmup
   std::int64_t warmup = 0;          // optimizer steps of linear warmup, then a cosine to lr / 10
   bool warmup_given = false;        // unset: a tenth of --decay-steps, at most kDefaultWarmup
@@ -124,6 +127,61 @@ constexpr int kStreamWorkers = 1;
 constexpr std::int64_t kMaxBatch = 1 << 20;
 constexpr std::int64_t kMaxWidth = 1 << 16;
 constexpr int kMaxThreads = 1024;
+constexpr int kMaxTensorParallel = 1024;
+
+// --- Tensor parallelism: the strategies --tp picks among ----------------------------------------
+
+// --tp N with --strategy S runs Parallel<S, TensorParallel<N>>; a type each, so the example
+// compiles a few: these degrees and strategies, fp32 and bf16, --accum 1 and 2.
+using TensorParallelDegrees = std::integer_sequence<int, 2, 4>;
+using TensorParallelOuter = std::tuple<accel::Ddp, accel::Zero3>;
+using TensorParallelPrecisions = std::tuple<accel::Fp32, accel::Bf16>;
+using TensorParallelAccumulations = std::integer_sequence<int, 1, 2>;
+
+template <class Par, class Prec, int... A>
+auto tp_accumulations(std::integer_sequence<int, A...>)
+    -> std::tuple<accel::Accelerator<Par, Prec, accel::GradAccum<A>>...>;
+template <class Par, class... Prec>
+auto tp_precisions(std::tuple<Prec...>)
+    -> decltype(std::tuple_cat(tp_accumulations<Par, Prec>(TensorParallelAccumulations{})...));
+template <int N, class... Outer>
+auto tp_outer(std::tuple<Outer...>)
+    -> decltype(std::tuple_cat(
+        tp_precisions<accel::Parallel<Outer, accel::TensorParallel<N>>>(
+            TensorParallelPrecisions{})...));
+template <int... N>
+auto tp_degrees(std::integer_sequence<int, N...>)
+    -> decltype(std::tuple_cat(tp_outer<N>(TensorParallelOuter{})...));
+template <class... Strategies>
+auto tp_variants(std::tuple<Strategies...>) -> accel::Variants<Strategies...>;
+using TensorParallelMatrix = decltype(tp_variants(tp_degrees(TensorParallelDegrees{})));
+
+template <class... T>
+std::vector<std::string_view> tp_flags(std::type_identity<std::tuple<T...>>) {
+  return {examples::Named<T>::flag...};
+}
+template <int... N>
+std::vector<int> tp_values(std::integer_sequence<int, N...>) {
+  return {N...};
+}
+
+// What --help says --tp takes.
+std::string tensor_parallel_choices() {
+  return fmt::format("{} with --strategy {}, --precision {}, --accum {}",
+                     examples::joined(tp_values(TensorParallelDegrees{})),
+                     examples::joined(tp_flags(std::type_identity<TensorParallelOuter>{})),
+                     examples::joined(tp_flags(std::type_identity<TensorParallelPrecisions>{})),
+                     examples::joined(tp_values(TensorParallelAccumulations{})));
+}
+
+// The compiled variant's name for these flags: "Parallel<Zero3,TensorParallel<2>>,Fp32,1".
+std::string tensor_parallel_variant(std::string_view strategy, int tp, std::string_view precision,
+                                    int accum) {
+  return fmt::format(
+      "Parallel<{},TensorParallel<{}>>,{},{}",
+      examples::policy_name(strategy, std::type_identity<examples::Parallelisms>{}), tp,
+      examples::policy_name(precision, std::type_identity<examples::Precisions>{}), accum);
+}
 
 std::string usage_text() {
   const Args d;
@@ -140,6 +198,12 @@ std::string usage_text() {
       "  --hidden N           width, a multiple of --heads (default {})\n"
       "  --heads N            attention heads (default {})\n"
       "  --untied-head        an output Linear of its own instead of the token embedding\n"
+      "  --tp N               tensor parallelism: each block's attention heads and MLP split\n"
+      "                       across groups of N processes, --strategy across the groups; N\n"
+      "                       divides --heads and the process count (default 1). Compiled:\n"
+      "                       {}\n"
+      "  --sequence-parallel  with --tp: the LayerNorms and the residual stream split along\n"
+      "                       the sequence as well; N divides --seq\n"
       "  --lr X               AdamW's peak learning rate, above 0 (default {})\n"
       "  --warmup N           steps of linear warmup, 0 to --decay-steps; then a cosine down to\n"
       "                       lr/10 at --decay-steps (default: a tenth of --decay-steps, at most\n"
@@ -195,7 +259,8 @@ std::string usage_text() {
       "                       micro-batches per step (refused unless a whole number this build\n"
       "                       compiled), so a restart on fewer processes keeps the global batch\n",
       examples::joined(examples::strategy_flags()), examples::joined(examples::precision_flags()),
-      examples::joined(examples::accumulation_values()), d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads, d.lr,
+      examples::joined(examples::accumulation_values()), d.steps, kMaxBatch, d.batch_size, kMaxSeq, d.seq, d.layers, d.hidden, d.heads,
+      tensor_parallel_choices(), d.lr,
       kDefaultWarmup, d.weight_decay, d.clip, std::numeric_limits<std::uint64_t>::max(), d.seed,
       gpt::kFortunesDir, d.eval_every, d.sample_tokens, d.temperature, d.top_k,
       kCpuPeakTflopsPerThread, kCudaPeakTflops, kMaxThreads, d.log_every);
@@ -204,6 +269,52 @@ std::string usage_text() {
 // A finite number above 0 (or, with zero_ok, at least 0).
 double real_number(std::string_view flag, std::string_view text, bool zero_ok = false) {
   return examples::real_number(flag, text, "0.1", zero_ok);
+}
+
+// The processes the launcher started (WORLD_SIZE; 1 without a launcher).
+int launched_processes() {
+  const char* world = std::getenv("WORLD_SIZE");
+  return world != nullptr && *world != '\0' ? std::max(1, std::atoi(world)) : 1;
+}
+
+// --tp and --sequence-parallel against the model, the process count and what was compiled: each
+// a FlagConflict (status 2) naming the value and the fix, before anything is made.
+void check_tensor_parallel_flags(const Args& args) {
+  if (args.sequence_parallel && args.tp == 1)
+    throw FlagConflict("accel: --sequence-parallel splits the sequence across a tensor-parallel "
+                       "group, and --tp is 1; add --tp N (N of 2 or more), or leave out "
+                       "--sequence-parallel");
+  if (args.tp == 1) return;
+  if (args.heads % args.tp != 0)
+    throw FlagConflict(fmt::format(
+        "accel: --tp {} does not divide --heads {}: each process of a tensor-parallel group "
+        "computes heads / tp whole heads; use a --tp that divides {}, or --heads a multiple of {}",
+        args.tp, args.heads, args.heads, args.tp));
+  if (args.sequence_parallel && args.seq % args.tp != 0)
+    throw FlagConflict(fmt::format(
+        "accel: --sequence-parallel with --tp {} splits each window's --seq {} bytes across the "
+        "group, which {} does not divide; use a --seq that is a multiple of {}",
+        args.tp, args.seq, args.tp, args.tp));
+  if (args.keep_global_batch)
+    throw FlagConflict(fmt::format(
+        "accel: --keep-global-batch {} counts processes as data-parallel replicas, which --tp {} "
+        "groups; leave out --keep-global-batch with --tp",
+        *args.keep_global_batch, args.tp));
+  const std::vector<std::string> compiled = TensorParallelMatrix::names();
+  const std::string wanted = tensor_parallel_variant(args.strategy, args.tp, args.precision,
+                                                     args.accum);
+  if (std::find(compiled.begin(), compiled.end(), wanted) == compiled.end())
+    throw FlagConflict(fmt::format(
+        "accel: --tp {} with --strategy {} --precision {} --accum {} ({}) is not compiled into "
+        "this example; it has --tp {}; pick one of those, or add the combination to "
+        "TensorParallelDegrees, TensorParallelOuter, TensorParallelPrecisions or "
+        "TensorParallelAccumulations in examples/gpt/main.cpp and rebuild",
+        args.tp, args.strategy, args.precision, args.accum, wanted, tensor_parallel_choices()));
+  if (const int processes = launched_processes(); processes % args.tp != 0)
+    throw FlagConflict(fmt::format(
+        "accel: --tp {} does not divide the {} process{} of this run: a tensor-parallel group is "
+        "--tp processes; start a multiple of {} processes (--nproc), or use a --tp that divides {}",
+        args.tp, processes, processes == 1 ? "" : "es", args.tp, processes));
 }
 
 // accel::launch has already taken `--nproc N` out of argv (and refused a bad one with status 2).
@@ -221,6 +332,8 @@ Args parse(int argc, char** argv) {
     else if (flag == "--hidden") args.hidden = whole_number<I>(flag, value(), 1, kMaxWidth);
     else if (flag == "--heads") args.heads = whole_number<I>(flag, value(), 1, kMaxWidth);
     else if (flag == "--untied-head") args.tied_head = false;
+    else if (flag == "--tp") args.tp = whole_number(flag, value(), 1, kMaxTensorParallel);
+    else if (flag == "--sequence-parallel") args.sequence_parallel = true;
     else if (flag == "--lr") args.lr = real_number(flag, value());
     else if (flag == "--warmup") {
       args.warmup = whole_number<I>(flag, value(), 0);
@@ -254,6 +367,7 @@ Args parse(int argc, char** argv) {
     throw FlagConflict(fmt::format("--hidden is {}, not a multiple of --heads {}; each head "
                                    "takes hidden / heads of the width",
                                    args.hidden, args.heads));
+  check_tensor_parallel_flags(args);
   const std::int64_t schedule_steps = args.decay_steps.value_or(args.steps);
   if (!args.warmup_given)
     args.warmup = std::min(kDefaultWarmup, schedule_steps / kDefaultWarmupDivisor);
@@ -332,7 +446,9 @@ int train(const Args& args, const gpt::Corpus& corpus) {
 
   gpt::Gpt net(gpt::ModelOptions{.layers = args.layers, .hidden = args.hidden,
                                  .heads = args.heads, .context = args.seq,
-                                 .tied_head = args.tied_head});
+                                 .tied_head = args.tied_head,
+                                 .tensor_parallel = args.tp > 1,
+                                 .sequence_parallel = args.sequence_parallel});
   const std::int64_t parameters = gpt::parameter_count(*net);
   // AdamW with two param groups: weight decay on the Linear layers' matrices only.
   const gpt::ParamGroups groups = gpt::weight_decay_groups(*net);
@@ -403,7 +519,8 @@ int train(const Args& args, const gpt::Corpus& corpus) {
   };
 
   const auto processes = static_cast<std::int64_t>(accelerator.num_processes());
-  const std::int64_t global_windows = args.batch_size * args.accum * processes;
+  // Every process of a tensor-parallel group trains on its group's batch.
+  const std::int64_t global_windows = args.batch_size * args.accum * (processes / args.tp);
   const std::int64_t tokens_per_step = global_windows * args.seq;
   const double peak_tflops =
       args.peak_tflops.value_or(accelerator.device().is_cuda()
@@ -431,6 +548,7 @@ int train(const Args& args, const gpt::Corpus& corpus) {
     accelerator.init_trackers(
         "gpt",
         {{"strategy", args.strategy}, {"precision", args.precision}, {"accum", args.accum},
+         {"tp", args.tp}, {"sequence_parallel", args.sequence_parallel},
          {"batch_size", args.batch_size}, {"seq", args.seq}, {"layers", args.layers},
          {"hidden", args.hidden}, {"heads", args.heads}, {"tied_head", args.tied_head},
          {"parameters", parameters}, {"lr", args.lr}, {"warmup", args.warmup},
@@ -630,11 +748,15 @@ int train(const Args& args, const gpt::Corpus& corpus) {
     for (std::int64_t i = 0; i < args.sample_tokens; ++i) {
       const auto length = static_cast<std::int64_t>(std::min<std::size_t>(
           context.size(), static_cast<std::size_t>(args.seq)));
-      std::vector<std::int64_t> bytes(static_cast<std::size_t>(length));
+      // --sequence-parallel splits the positions across the group: zeros after the context
+      // make a multiple of --tp, which the causal mask keeps the context's logits from seeing.
+      const std::int64_t parts = args.sequence_parallel ? args.tp : 1;
+      const std::int64_t padded = (length + parts - 1) / parts * parts;
+      std::vector<std::int64_t> bytes(static_cast<std::size_t>(padded), 0);
       for (std::int64_t j = 0; j < length; ++j)
         bytes[static_cast<std::size_t>(j)] =
             static_cast<unsigned char>(context[context.size() - static_cast<std::size_t>(length - j)]);
-      const torch::Tensor input = torch::tensor(bytes, torch::kLong).view({1, length});
+      const torch::Tensor input = torch::tensor(bytes, torch::kLong).view({1, padded});
       const torch::Tensor logits = model(accelerator.to_device(input));
       int byte = gpt::sample_byte(logits[0][length - 1], args.temperature, args.top_k, state);
       if (processes > 1)
@@ -716,11 +838,16 @@ int run(int argc, char** argv) {
     const gpt::Corpus corpus = args.stream ? gpt::load_stream_corpus(*args.stream, args.seq)
                                            : gpt::load_corpus(args.text, args.seq + 1);
     int status = 0;
-    // The 64 Accelerator types are in common/variants.hpp, shared with Fashion-MNIST.
-    examples::run_variant(args.strategy, args.precision, args.accum,
-                          [&]<class Strategy>(std::type_identity<Strategy>) {
-                            status = train<Strategy>(args, corpus);
-                          });
+    // The 64 Accelerator types are in common/variants.hpp, shared with Fashion-MNIST; those of
+    // --tp above.
+    auto train_with = [&]<class Strategy>(std::type_identity<Strategy>) {
+      status = train<Strategy>(args, corpus);
+    };
+    if (args.tp > 1)
+      TensorParallelMatrix::run(
+          tensor_parallel_variant(args.strategy, args.tp, args.precision, args.accum), train_with);
+    else
+      examples::run_variant(args.strategy, args.precision, args.accum, train_with);
     return status;
   } catch (const FlagConflict& error) {
     fmt::print(stderr, "gpt: {}\n", error.what());

@@ -4,8 +4,10 @@
 // weights written through full_parameters() halfway; on 2 ranks (one tensor-parallel group) and
 // on 4 (two groups, the outer policy across them): Ddp, and the sharded outer policies (Zero2,
 // Zero3 and the Fsdp names), whose flat parameters are made of the slices; under Bf16 (Ddp, and
-// Zero3 on 4) within bf16's tolerance. The refusals: a world size the degree does not divide and
-// a layer it does not divide.
+// Zero3 on 4) within bf16's tolerance. With sequence parallelism (the same model with its
+// LayerNorm and residual stream split by sequence) on 2 and 4 ranks under Ddp and Zero3. A fused
+// column layer's split (FusedOutputs). The refusals: a world size the degree does not divide, a
+// layer it does not divide, a sequence it does not divide.
 // Checkpoints across meshes (docs/concepts/checkpoints.md):
 //   tensor_parallel_resume_<outer>  4 ranks (dp 2 x tp 2): 4 steps straight against 2, save,
 //                                   2 more, load, 2 more: parameters and optimizer state bitwise
@@ -74,6 +76,43 @@ struct TinyImpl : torch::nn::Module {
 };
 TORCH_MODULE(Tiny);
 
+// Tiny with sequence parallelism: the batch's samples as one sequence of tokens ([1, batch, 8]:
+// every layer acts token by token), which the LayerNorm and the residual stream hold 1/N of
+// between the split layers; the head reads the whole sequence again.
+struct TinySequenceImpl : torch::nn::Module {
+  TinySequenceImpl()
+      : frozen(register_module("frozen", torch::nn::Linear(5, 8))),
+        norm(register_module("norm", accel::SequenceParallel<torch::nn::LayerNorm>(
+                                         torch::nn::LayerNormOptions({8})))),
+        up1(register_module("up1", accel::ColumnParallelLinear(8, 16))),
+        down1(register_module("down1", accel::RowParallelLinear(16, 8))),
+        up2(register_module("up2", accel::ColumnParallelLinear(
+                                       torch::nn::LinearOptions(8, 12).bias(false)))),
+        down2(register_module("down2", accel::RowParallelLinear(12, 8))),
+        head(register_module("head", torch::nn::Linear(8, 1))),
+        scatter(register_module("scatter", accel::ScatterSequence())),
+        gather(register_module("gather", accel::GatherSequence())) {
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h =
+        norm(scatter(torch::tanh(frozen(x)).to(torch::kFloat).unsqueeze(0)));
+    h = h + down1(torch::tanh(up1(h)));
+    h = h + down2(torch::gelu(up2(h)));
+    return head(gather(h)).squeeze(0);
+  }
+  torch::nn::Linear frozen;
+  accel::SequenceParallel<torch::nn::LayerNorm> norm;
+  accel::ColumnParallelLinear up1;
+  accel::RowParallelLinear down1;
+  accel::ColumnParallelLinear up2;
+  accel::RowParallelLinear down2;
+  torch::nn::Linear head;
+  accel::ScatterSequence scatter;
+  accel::GatherSequence gather;
+};
+TORCH_MODULE(TinySequence);
+
 // Unprepared, the layers are Linear: the same numbers from the same seed, the same output.
 void expect_linear_before_prepare() {
   torch::manual_seed(3);
@@ -92,7 +131,7 @@ void expect_linear_before_prepare() {
 // 2 ranks: one tensor-parallel group; 4: two, Ddp across them. The loader deals a batch per
 // group; the reference takes every group's batch at once, in the same precision. Within
 // `tolerance` of it (relative, parameters and clipped norms alike), and the same on every rank.
-template <class Accel>
+template <class Accel, class Model = Tiny>
 void matches_one_process(double tolerance) {
   expect_linear_before_prepare();
   Accel acc(accel_test::test_options());
@@ -101,7 +140,7 @@ void matches_one_process(double tolerance) {
   const std::int64_t per_group = 4 / groups;
   // Different initial weights on each rank: prepare must start every rank from rank 0's.
   torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));
-  Tiny net;
+  Model net;
   torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.01));
   accel::DataLoader loader(accel_test::Regression(),
                            {.batch_size = per_group, .shuffle = true, .seed = 5});
@@ -133,7 +172,7 @@ void matches_one_process(double tolerance) {
   }
 
   torch::manual_seed(1);
-  Tiny reference;
+  Model reference;
   torch::optim::AdamW reference_adamw(reference->parameters(),
                                       torch::optim::AdamWOptions(0.01).weight_decay(0.01));
   accel::DataLoader global(accel_test::Regression(),
@@ -202,6 +241,77 @@ void tensor_parallel_zero3_bf16() {
 void tensor_parallel_bf16() {
   matches_one_process<accel::Accelerator<accel::Parallel<accel::Ddp, accel::TensorParallel<2>>,
                                          accel::Bf16, accel::GradAccum<2>>>(2e-2);
+}
+
+// Sequence parallelism: the LayerNorm's gradients (each rank saw its tokens only) summed over the
+// group, the row layers' biases likewise, clip_grad_norm counting each element once.
+void tensor_parallel_sequence() {
+  matches_one_process<TensorParallel2, TinySequence>(1e-5);
+}
+void tensor_parallel_sequence_zero3() {
+  matches_one_process<Outer2<accel::Zero3>, TinySequence>(1e-5);
+}
+
+// A fused column layer (FusedOutputs{3}: a query, key and value of 4 rows each): each rank holds
+// its 2 rows of each, returns those outputs, and the full weight gathers back in the full order.
+void tensor_parallel_fused_outputs() {
+  TensorParallel2 acc(accel_test::test_options());
+  torch::manual_seed(4);
+  accel::ColumnParallelLinear fused(torch::nn::LinearOptions(5, 12), accel::FusedOutputs{3});
+  torch::manual_seed(4);
+  torch::nn::Linear linear(5, 12);
+  auto model = acc.prepare(fused);
+  const int rank = acc.process_index();
+  std::vector<torch::Tensor> rows;
+  for (int part = 0; part < 3; ++part)
+    rows.push_back(torch::arange(4 * part + 2 * rank, 4 * part + 2 * rank + 2));
+  const torch::Tensor mine = torch::cat(rows);
+  EXPECT(torch::equal(fused->weight, linear->weight.index_select(0, mine)));
+  EXPECT(torch::equal(fused->bias, linear->bias.index_select(0, mine)));
+  const torch::Tensor x = torch::randn({3, 5});
+  EXPECT(torch::allclose(fused(x), linear(x).index_select(1, mine)));
+  {
+    const auto full = acc.full_parameters(fused);
+    EXPECT(torch::equal(fused->weight, linear->weight) && torch::equal(fused->bias, linear->bias));
+  }
+  EXPECT(fused->weight.size(0) == 6);
+  // save_model places each rank's share of every projection in the full tensors: the weights
+  // file holds the one-process layer's weight and bias.
+  const char* port = std::getenv("MASTER_PORT");
+  const fs::path folder =
+      fs::temp_directory_path() / fmt::format("accel-tp-fused-{}", port ? port : "local");
+  if (acc.is_main_process()) fs::remove_all(folder);
+  acc.wait_for_everyone();
+  acc.save_model(fused, folder);
+  if (acc.is_main_process()) {
+    const auto weights = accel::state::safetensors::File::read(folder / "model.safetensors");
+    EXPECT(torch::equal(weights.tensor("weight"), linear->weight));
+    EXPECT(torch::equal(weights.tensor("bias"), linear->bias));
+    fs::remove_all(folder);
+  }
+  // A count that does not divide the features, as the layer is made; projections the degree
+  // does not divide, at prepare().
+  accel_test::expect_error([] { accel::ColumnParallelLinear(torch::nn::LinearOptions(5, 6),
+                                                            accel::FusedOutputs{4}); },
+                           "ColumnParallelLinear: FusedOutputs{4} does not divide out_features 6");
+  accel::ColumnParallelLinear pairs(torch::nn::LinearOptions(5, 6), accel::FusedOutputs{2});
+  accel_test::expect_error([&] { [[maybe_unused]] auto prepared = acc.prepare(pairs); },
+                           "has out_features 6 as FusedOutputs{2} of 3 each, which the "
+                           "tensor-parallel degree 2 does not divide; make each output a "
+                           "multiple of 2");
+  acc.wait_for_everyone();
+}
+
+// A sequence the group does not divide: the forward names it on every rank.
+void tensor_parallel_sequence_indivisible() {
+  TensorParallel2 acc(accel_test::test_options());
+  TinySequence net;
+  auto model = acc.prepare(net);
+  accel_test::expect_error([&] { [[maybe_unused]] auto y = model(torch::randn({3, 5})); },
+                           "ScatterSequence: a sequence of 3 (dimension 1 of [1, 3, 8]) does not "
+                           "split across the tensor-parallel degree 2; make the sequence length "
+                           "a multiple of 2");
+  acc.wait_for_everyone();
 }
 
 // 3 ranks do not split into groups of 2: every rank stops as the Accelerator is made.
@@ -504,6 +614,10 @@ int run(int argc, char** argv) {
       {"tp_reload_zero2_tp1", tp_reload_zero2_tp1},
       {"tp_reload_ddp", tp_reload_ddp},
       {"tensor_parallel_indivisible_layer", tensor_parallel_indivisible_layer},
+      {"tensor_parallel_sequence", tensor_parallel_sequence},
+      {"tensor_parallel_sequence_zero3", tensor_parallel_sequence_zero3},
+      {"tensor_parallel_fused_outputs", tensor_parallel_fused_outputs},
+      {"tensor_parallel_sequence_indivisible", tensor_parallel_sequence_indivisible},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

@@ -48,6 +48,7 @@
 #include "../parallel/detail/impl/unit_order_check.ipp"
 #include "../parallel/impl/ddp.ipp"
 #include "../parallel/impl/fused_step.ipp"
+#include "../parallel/impl/sequence_parallel.ipp"
 #include "../parallel/impl/tensor_parallel_linear.ipp"
 #include "../parallel/impl/zero2.ipp"
 #include "../parallel/impl/zero3.ipp"

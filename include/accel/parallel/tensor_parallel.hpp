@@ -19,7 +19,9 @@
 //                   the split layers computes the same numbers there: each rank's batch is its
 //                   group's batch, a column layer's input gradient is summed over the group, and
 //                   a row layer's output is summed before anything else sees it. So they stay
-//                   equal without a collective.
+//                   equal without a collective. Under sequence parallelism a marked LayerNorm
+//                   and a row layer's bias see 1/N of the tokens: their gradients are summed
+//                   over the group inside backward (sequence_parallel.hpp), equal again.
 //   clip_grad_norm  each rank adds its part of each gradient the outer strategy hands over (the
 //                   whole gradient, or this rank's shard of it): all of a slice's, 1/N of a
 //                   replicated one's; the outer strategy sums over the data-parallel group (the
@@ -58,6 +60,7 @@
 #include "ddp.hpp"
 #include "fsdp.hpp"
 #include "detail/broadcast.hpp"
+#include "sequence_parallel.hpp"
 #include "tensor_parallel_linear.hpp"
 #include "tensor_parallel_placements.hpp"
 #include "zero2.hpp"

@@ -40,6 +40,9 @@ namespace accel {
 
 namespace parallel {
 
+// A FusedOutputs{count} the out_features of a column layer do not divide: refused as it is made.
+ACCEL_DECL void check_fused_outputs(std::int64_t out_features, std::int64_t count);
+
 // Megatron's f: identity forward; the input's gradient summed over `group` in backward, since
 // every rank's slice of the output contributed to it.
 ACCEL_DECL torch::Tensor copy_to_tensor_parallel(const torch::Tensor& input,
@@ -52,6 +55,9 @@ ACCEL_DECL torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& input,
 // What a split layer knows of its tensor-parallel group; a layer that is not split has none.
 struct TensorParallelPlace {
   runtime::ProcessGroup* group = nullptr;
+  // Under sequence parallelism (sequence_parallel.hpp) a column layer gathers its input along the
+  // sequence, and a row layer reduce-scatters its output along it instead of all-reducing.
+  bool sequence = false;
   // While gather_full() holds the full tensors: the slices' own tensors, which release_full()
   // writes back into and restores. Their storage is the outer strategy's (a view into Zero2's
   // or Zero3's flat buffer), so a write to the full weights reaches what trains.
@@ -61,6 +67,15 @@ struct TensorParallelPlace {
 
 }  // namespace parallel
 
+/// A column layer's output features as `count` projections of out_features / count each, side
+/// by side in one weight (attention's fused query, key and value: FusedOutputs{3}). Each rank
+/// then holds its share of every one, in order, rather than a contiguous 1/N of the rows: with
+/// the rows of each projection in head order, a rank holds whole heads of the query, the key and
+/// the value alike.
+struct FusedOutputs {
+  std::int64_t count = 1;
+};
+
 /// torch::nn::Linear split by output features across the tensor-parallel group: after prepare()
 /// each rank holds out_features / N rows of the weight and bias and returns that slice of the
 /// output. Before prepare(), on one process and at TensorParallel<1>, it is a Linear.
@@ -69,7 +84,11 @@ class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinea
   /// The same constructors as torch::nn::Linear.
   ColumnParallelLinearImpl(std::int64_t in_features, std::int64_t out_features)
       : ColumnParallelLinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
-  explicit ColumnParallelLinearImpl(const torch::nn::LinearOptions& options);
+  explicit ColumnParallelLinearImpl(const torch::nn::LinearOptions& options)
+      : ColumnParallelLinearImpl(options, FusedOutputs{}) {}
+  /// Output features that are `fused.count` projections side by side: each rank keeps its rows
+  /// of each (FusedOutputs).
+  ColumnParallelLinearImpl(const torch::nn::LinearOptions& options, FusedOutputs fused);
 
   /// Registers the full weight and bias, initialised as a Linear of these options.
   ACCEL_DECL void reset() override;
@@ -77,8 +96,10 @@ class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinea
   ACCEL_DECL torch::Tensor forward(const torch::Tensor& input);
 
   /// Narrows the weight and bias in place to this rank's rows; prepare() calls it. `path` names
-  /// the layer in errors (an out_features the group's size does not divide).
-  ACCEL_DECL void split(runtime::ProcessGroup& group, const std::string& path);
+  /// the layer in errors (an out_features the group's size does not divide); with `sequence`
+  /// its input is this rank's part of the sequence, gathered before the product.
+  ACCEL_DECL void split(runtime::ProcessGroup& group, const std::string& path,
+                        bool sequence = false);
   /// The full weight and bias gathered from the group, and back to this rank's rows
   /// (Accelerator::full_parameters).
   ACCEL_DECL void gather_full();
@@ -88,6 +109,8 @@ class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinea
 
   /// The full layer's options: in_features and out_features are the whole layer's.
   torch::nn::LinearOptions options;
+  /// The projections its output features hold (1: one).
+  FusedOutputs fused;
   /// This rank's rows once split; the full tensors before.
   torch::Tensor weight, bias;
 
@@ -114,8 +137,10 @@ class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>
   ACCEL_DECL torch::Tensor forward(const torch::Tensor& input);
 
   /// Narrows the weight in place to this rank's columns; prepare() calls it. `path` names the
-  /// layer in errors (an in_features the group's size does not divide).
-  ACCEL_DECL void split(runtime::ProcessGroup& group, const std::string& path);
+  /// layer in errors (an in_features the group's size does not divide); with `sequence` the
+  /// partial outputs are reduce-scattered along the sequence, each rank keeping its part.
+  ACCEL_DECL void split(runtime::ProcessGroup& group, const std::string& path,
+                        bool sequence = false);
   /// The full weight gathered from the group, and back to this rank's columns.
   ACCEL_DECL void gather_full();
   ACCEL_DECL void release_full();
@@ -132,8 +157,10 @@ class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>
 };
 TORCH_MODULE(RowParallelLinear);
 
-inline ColumnParallelLinearImpl::ColumnParallelLinearImpl(const torch::nn::LinearOptions& options_)
-    : options(options_) {
+inline ColumnParallelLinearImpl::ColumnParallelLinearImpl(const torch::nn::LinearOptions& options_,
+                                                          FusedOutputs fused_)
+    : options(options_), fused(fused_) {
+  parallel::check_fused_outputs(options.out_features(), fused.count);
   reset();
 }
 inline RowParallelLinearImpl::RowParallelLinearImpl(const torch::nn::LinearOptions& options_)
