@@ -150,9 +150,9 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
     }
     if (tensor_ != nullptr) {
       placements_.note_full_shapes(module);
-      const std::vector<torch::Tensor> split =
+      const std::vector<SplitParameter> split =
           split_tensor_parallel_layers(module, *tensor_, label);
-      for (const auto& p : split) split_.insert(p.unsafeGetTensorImpl());
+      for (const auto& p : split) split_.insert(p.tensor.unsafeGetTensorImpl());
       placements_.note_split(module, split, tensor_->rank(), N, composed_name, label);
     }
     Base::prepare_model(module, label);

@@ -170,9 +170,16 @@ inline RowParallelLinearImpl::RowParallelLinearImpl(const torch::nn::LinearOptio
 
 namespace parallel {
 
+// A parameter each rank of the group holds a different part of; `fused` projections side by
+// side along the split dimension, each cut into the group's parts (FusedOutputs), 1 otherwise.
+struct SplitParameter {
+  torch::Tensor tensor;
+  std::int64_t fused = 1;
+};
+
 // Splits every ColumnParallelLinear and RowParallelLinear of `module` (at any depth) across
-// `group`, and returns the parameters it split: the ones each rank holds a different part of.
-ACCEL_DECL std::vector<torch::Tensor> split_tensor_parallel_layers(torch::nn::Module& module,
+// `group`, and returns the parameters it split.
+ACCEL_DECL std::vector<SplitParameter> split_tensor_parallel_layers(torch::nn::Module& module,
                                                                     runtime::ProcessGroup& group,
                                                                     const std::string& label);
 // Every split layer's full parameters, and back to the slices (Strategy::gather_full).

@@ -3,9 +3,10 @@
 // numbering, so that a checkpoint saved on one mesh (data-parallel x tensor-parallel degree)
 // loads on another, or on one process. Read from the shapes, before and after the split layers
 // are narrowed (tensor_parallel_linear.hpp): a split parameter is narrowed along one dimension
-// to 1/N of it, rank i of the group keeping part i, so its slice is rows of the full tensor
-// flattened. Nothing here depends on which layer kinds split: any layer narrowed that way is
-// mapped; one narrowed otherwise stops prepare() with an `accel:` error.
+// to 1/N of it, rank i of the group keeping part i (of each of its fused projections, where the
+// dimension holds several side by side: FusedOutputs), so its slice is rows of the full tensor
+// flattened. Any layer narrowed that way is mapped; one narrowed otherwise stops prepare() with
+// an `accel:` error.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,6 +20,7 @@
 #include "../detail/error.hpp"
 #include "../detail/shape_text.hpp"
 #include "placement.hpp"
+#include "tensor_parallel_linear.hpp"
 
 namespace accel::parallel {
 
@@ -38,17 +40,19 @@ class TensorParallelPlacements {
 
   // After: each of `split` (the parameters the layers narrowed) placed in its full tensor, as
   // rank `rank` of a group of `degree`. `policy` and `label` name it in errors.
-  void note_split(torch::nn::Module& module, const std::vector<torch::Tensor>& split, int rank,
+  void note_split(torch::nn::Module& module, const std::vector<SplitParameter>& split, int rank,
                   int degree, std::string_view policy, const std::string& label) {
     for (const auto& item : module.named_parameters()) {
       const torch::Tensor& p = item.value();
-      bool is_split = false;
-      for (const auto& s : split) is_split = is_split || s.is_same(p);
+      const SplitParameter* as_split = nullptr;
+      for (const auto& s : split)
+        if (s.tensor.is_same(p)) as_split = &s;
       const auto known = full_.find(p.unsafeGetTensorImpl());
-      if (!is_split || known == full_.end() || splits_.count(p.unsafeGetTensorImpl()) != 0)
+      if (as_split == nullptr || known == full_.end() ||
+          splits_.count(p.unsafeGetTensorImpl()) != 0)
         continue;
       splits_.emplace(p.unsafeGetTensorImpl(),
-                      place(known->second, p.sizes().vec(), rank, degree, policy,
+                      place(known->second, p.sizes().vec(), as_split->fused, rank, degree, policy,
                             label + " " + item.key()));
     }
   }
@@ -62,9 +66,11 @@ class TensorParallelPlacements {
  private:
   // Part `rank` of `degree` of the full tensor along the one dimension whose size changed: for
   // full shape [outer..., F, inner...] it is `outer` rows of F / degree * inner elements, F *
-  // inner apart.
+  // inner apart; with `fused` projections along F, `outer` x `fused` rows of F / (fused x
+  // degree) * inner elements, F / fused * inner apart.
   static Split place(const std::vector<std::int64_t>& full, const std::vector<std::int64_t>& local,
-                     int rank, int degree, std::string_view policy, const std::string& name) {
+                     std::int64_t fused, int rank, int degree, std::string_view policy,
+                     const std::string& name) {
     int dim = -1;
     bool mappable = full.size() == local.size();
     for (std::size_t d = 0; mappable && d < full.size(); ++d)
@@ -80,9 +86,9 @@ class TensorParallelPlacements {
                           accel::detail::shape_text(local), degree);
     std::int64_t inner = 1;
     for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < full.size(); ++d) inner *= full[d];
-    const std::int64_t width = local[static_cast<std::size_t>(dim)] * inner;
+    const std::int64_t width = local[static_cast<std::size_t>(dim)] / fused * inner;
     return {full, dim,
-            Placement{width, full[static_cast<std::size_t>(dim)] * inner, rank * width}};
+            Placement{width, full[static_cast<std::size_t>(dim)] / fused * inner, rank * width}};
   }
 
   std::unordered_map<const void*, std::vector<std::int64_t>> full_;

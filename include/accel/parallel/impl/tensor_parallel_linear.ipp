@@ -271,21 +271,21 @@ ACCEL_DECL void RowParallelLinearImpl::release_full() {
 
 // --- The whole model -----------------------------------------------------------------------------
 
-ACCEL_DECL std::vector<torch::Tensor> parallel::split_tensor_parallel_layers(
+ACCEL_DECL std::vector<parallel::SplitParameter> parallel::split_tensor_parallel_layers(
     torch::nn::Module& module, runtime::ProcessGroup& group, const std::string& label) {
   // A model with a sequence-parallel mark runs every split layer on the sequence's parts.
   const bool sequence = place_sequence_parallel_marks(module, group);
-  std::vector<torch::Tensor> split;
+  std::vector<SplitParameter> split;
   for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
     const std::string path = fmt::format("{}{}{}", label, item.key().empty() ? "" : " ",
                                          item.key().empty() ? "" : item.key());
     if (auto* column = dynamic_cast<ColumnParallelLinearImpl*>(item.value().get())) {
       column->split(group, path, sequence);
-      split.push_back(column->weight);
-      if (column->bias.defined()) split.push_back(column->bias);
+      split.push_back({column->weight, column->fused.count});
+      if (column->bias.defined()) split.push_back({column->bias, column->fused.count});
     } else if (auto* row = dynamic_cast<RowParallelLinearImpl*>(item.value().get())) {
       row->split(group, path, sequence);
-      split.push_back(row->weight);
+      split.push_back({row->weight});
     }
   }
   return split;
