@@ -56,7 +56,7 @@ class FallbackTransport {
 };
 
 static_assert(runtime::Transport<FallbackTransport>,
-              "accel: FallbackTransport must offer every collective the group routes "
+              "internal: FallbackTransport must offer every collective the group routes "
               "(transport.hpp)");
 
 // The group's collectives on a FallbackTransport: what ProcessGroup's of the same names do (the

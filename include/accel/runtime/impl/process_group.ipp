@@ -16,8 +16,8 @@ namespace accel::runtime {
 
 // The transports the group routes between (transport.hpp).
 static_assert(Transport<C10dTransport>,
-              "accel: C10dTransport must offer every collective the group routes (transport.hpp)");
-static_assert(Transport<SharedMemoryPath>, "accel: SharedMemoryPath must offer every collective "
+              "internal: C10dTransport must offer every collective the group routes (transport.hpp)");
+static_assert(Transport<SharedMemoryPath>, "internal: SharedMemoryPath must offer every collective "
                                            "the group routes (transport.hpp)");
 
 // A collective's span (profiling/span.hpp): its phase, its number in the group and its bytes.
@@ -84,7 +84,7 @@ ACCEL_DECL ProcessGroup::Caller::~Caller() {
 template <class T, class Run>
 decltype(auto) ProcessGroup::checked(T& transport, std::string operation, const char* name,
                                      const torch::Tensor& tensor, bool started, Run&& run) {
-  static_assert(Transport<T>, "accel: a group's collectives run on a Transport (transport.hpp)");
+  static_assert(Transport<T>, "internal: a group's collectives run on a Transport (transport.hpp)");
   const CollectiveCall call = calls_(std::move(operation), tensor, *c10d_);
   const auto span = collective_span(name, call.sequence, tensor,
                                     started ? profiling::Part::issue : profiling::Part::whole);
