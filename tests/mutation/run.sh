@@ -253,11 +253,10 @@ bootstrap_doctest_binaries() {
 }
 targets_for() {  # the ninja targets of mutation $1's tests; fails when no test matches
   local regex=${tests[$1]} found
+  # Before listing, even when other tests match: a doctest binary not built yet lists none of
+  # its tests, and the mutation would run without them.
+  bootstrap_doctest_binaries "$regex"
   found=$(targets_of "$regex")
-  if [ -z "$found" ]; then
-    bootstrap_doctest_binaries "$regex"
-    found=$(targets_of "$regex")
-  fi
   [ -n "$found" ] || return 1
   echo "$found"
 }

@@ -804,6 +804,9 @@ TEST_CASE("slice catalogue: an element no slice holds is refused, even a single 
             .find("elements 3..4 of 'h'") != std::string::npos);
   CHECK(holds_range(catalog.read("h", 4, 2, torch::kFloat), 4, 2));
   CHECK(catalog.coverage("h").problem == "elements 3..3 of 'h' are in no rank file");
+  // The first element of a read, the rest held.
+  CHECK(message_of([&] { (void)catalog.read("h", 3, 3, torch::kFloat); })
+            .find("elements 3..5 of 'h'") != std::string::npos);
 }
 
 TEST_CASE("slice catalogue: slices that overlap are named by the coverage check") {
