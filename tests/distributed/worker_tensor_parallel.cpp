@@ -275,16 +275,25 @@ void tensor_parallel_fused_outputs() {
     EXPECT(torch::equal(fused->weight, linear->weight) && torch::equal(fused->bias, linear->bias));
   }
   EXPECT(fused->weight.size(0) == 6);
-  // save_model places each rank's share of every projection in the full tensors: the weights
-  // file holds the one-process layer's weight and bias.
+  // A checkpoint places each rank's share of every projection in the full tensor: its rank
+  // files assemble the one-process layer's weight and bias, as save_model's weights file holds.
   const char* port = std::getenv("MASTER_PORT");
   const fs::path folder =
       fs::temp_directory_path() / fmt::format("accel-tp-fused-{}", port ? port : "local");
   if (acc.is_main_process()) fs::remove_all(folder);
   acc.wait_for_everyone();
-  acc.save_model(fused, folder);
+  acc.save_state(folder / "state");
+  acc.save_model(fused, folder / "model");
   if (acc.is_main_process()) {
-    const auto weights = accel::state::safetensors::File::read(folder / "model.safetensors");
+    accel::state::SliceCatalog catalog;
+    for (const auto& entry : fs::directory_iterator(folder / "state"))
+      if (entry.path().extension() == ".safetensors")
+        catalog.add(accel::state::safetensors::File::read(entry.path()), entry.path().string());
+    EXPECT(torch::equal(catalog.read("model0/weight", 0, 60, torch::kFloat),
+                        linear->weight.reshape({-1})));
+    EXPECT(torch::equal(catalog.read("model0/bias", 0, 12, torch::kFloat), linear->bias));
+    const auto weights =
+        accel::state::safetensors::File::read(folder / "model" / "model.safetensors");
     EXPECT(torch::equal(weights.tensor("weight"), linear->weight));
     EXPECT(torch::equal(weights.tensor("bias"), linear->bias));
     fs::remove_all(folder);
