@@ -152,7 +152,6 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
       placements_.note_full_shapes(module);
       const std::vector<SplitParameter> split =
           split_tensor_parallel_layers(module, *tensor_, label);
-      for (const auto& p : split) split_.insert(p.tensor.unsafeGetTensorImpl());
       placements_.note_split(module, split, tensor_->rank(), N, composed_name, label);
     }
     Base::prepare_model(module, label);
@@ -203,7 +202,7 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
     if (tensor_ == nullptr) return Base::gradients_to_clip(parameters);
     std::vector<torch::Tensor> split, replicated;
     for (const auto& p : parameters)
-      (split_.count(p.unsafeGetTensorImpl()) != 0 ? split : replicated).push_back(p);
+      (placements_.find(p) != nullptr ? split : replicated).push_back(p);
     std::vector<torch::Tensor> grads = Base::gradients_to_clip(split);
     split_gradients_.clear();
     for (const auto& g : grads) split_gradients_.insert(g.unsafeGetTensorImpl());
@@ -242,9 +241,7 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
   runtime::ProcessGroup* world_ = nullptr;
   std::unique_ptr<runtime::ProcessGroup> tensor_, data_;
   // The parameters each rank of a group holds part of (the prepared models' own tensors, which
-  // live as long as the Accelerator uses them).
-  std::unordered_set<const void*> split_;
-  // Where each of them lies in its full tensor (checkpoints).
+  // live as long as the Accelerator uses them), and where each lies in its full tensor.
   TensorParallelPlacements placements_;
   // The split parameters' gradients the last gradients_to_clip handed over.
   mutable std::unordered_set<const void*> split_gradients_;

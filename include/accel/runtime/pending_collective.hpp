@@ -18,7 +18,7 @@
 
 namespace accel::runtime {
 
-// How a started collective ends (shared_memory_path.hpp defines it): the shared-memory path's
+// How a started collective ends (completion.hpp defines it): the shared-memory path's
 // future, or c10d's work, and the transport that waits for it. Held through a pointer, so that
 // the headers of the training path need not parse <future> in every TU (docs/dev/build-time.md).
 struct Completion;

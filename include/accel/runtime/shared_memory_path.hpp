@@ -30,6 +30,7 @@
 #include "../detail/torch_compat.hpp"
 #include "c10d_started.hpp"
 #include "collective_call.hpp"
+#include "completion.hpp"
 #include "failure_record.hpp"
 #include "pending_collective.hpp"
 #include "reduce_op.hpp"
@@ -42,17 +43,6 @@ namespace accel::runtime {
 
 // The transport's element type for a tensor it can carry, or nothing (Gloo carries it).
 ACCEL_DECL std::optional<shm::DataType> shared_memory_type(const torch::Tensor& t);
-
-// How a started collective ends, held by pointer by the pending collective
-// (pending_collective.hpp): queued on the path's thread, its future and the path that names its
-// failure; started as c10d's work (C10dTransport::start_allreduce and the others), the work and
-// the transport that awaits it, and what finishes it once it landed (C10dStarted::then).
-struct Completion {
-  std::shared_future<void> future;
-  SharedMemoryPath* path = nullptr;  // names a failure of `future`
-  C10dTransport* c10d = nullptr;     // set where c10d carries it instead: `started`
-  C10dStarted started;
-};
 
 class SharedMemoryPath {
  public:

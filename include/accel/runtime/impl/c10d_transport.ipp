@@ -5,7 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "../c10d_transport.hpp"
-#include "../shared_memory_path.hpp"
+#include "../completion.hpp"
 
 namespace accel::runtime {
 
