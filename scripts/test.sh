@@ -3,11 +3,10 @@
 # benchmarks, and runs the whole test suite, on one or both libtorch legs:
 #   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/
 #   scripts/test.sh --leg debian13   libtorch 2.6, in a Debian 13 root (debootstrap + chroot),
-#                                    in build-debian13/, without the benchmarks, the
-#                                    compile-fail twins, the header-only consumer, the
-#                                    fuzzer and the docs checkers' own tests (the host leg
-#                                    has them; tests/CMakeLists.txt says why they need one
-#                                    leg)
+#                                    in build-debian13/, without the benchmarks and the
+#                                    checks whose outcome does not depend on the libtorch
+#                                    version (the host leg has them; ACCEL_TORCH_NEUTRAL_TESTS
+#                                    in tests/CMakeLists.txt lists them)
 #   scripts/test.sh --leg all        both, the host first; the Debian 13 root is made while the
 #                                    host leg builds and tests (downloads and unpacking wait on
 #                                    the network and the disk, the build on the CPU)
@@ -86,7 +85,7 @@ both_legs="-DACCEL_USE_COMPILED=ON -DACCEL_QUICK_PROGRAMS=ON"
 # The root sees the repo at /src; its build folder is separate from the host's.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "set -euo pipefail; $(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_COMPILE_FAIL_TWINS=OFF -DACCEL_PACKAGE_COMPILES=OFF -DACCEL_FUZZ_TEST=OFF -DACCEL_CHECKER_SELF_TESTS=OFF\" \"\$@\"" \
+    bash -c "set -euo pipefail; $(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_TORCH_NEUTRAL_TESTS=OFF\" \"\$@\"" \
     configure_build_test "$@"
 }
 

@@ -25,6 +25,8 @@ using launch_test::TestDir;
 
 const std::string worker = ACCEL_TEST_WORKER;
 const std::string launcher = ACCEL_TEST_LAUNCHER;
+// The one libtorch program here: a case that starts it runs on both libtorch legs only if its
+// name matches a pattern of tests/launch/CMakeLists.txt.
 const std::string gloo_worker = ACCEL_TEST_GLOO_WORKER;
 
 std::map<std::string, std::string> read_env_file(const TestDir& dir, int rank) {

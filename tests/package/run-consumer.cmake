@@ -10,15 +10,12 @@ if(MODE STREQUAL "find_package")
   if(rc)
     message(FATAL_ERROR "install failed: ${rc}")
   endif()
-  # Installed, the consumer is built in the separately compiled mode (accel::compiled from the
-  # installed src/accel.cpp), with its variants (package.variants runs them); without COMPILES,
-  # the torch-free TU against the installed accel::accel. Through add_subdirectory, the
-  # torch-free TU.
+  # The consumer is a torch-free TU against the installed accel::accel; with COMPILES, the same
+  # build makes the installed accel::compiled from its src/accel.cpp and the variants on it
+  # (package.variants runs them).
   list(APPEND consumer_args "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
   if(COMPILES)
     list(APPEND consumer_args -DACCEL_CONSUMER_COMPILED=ON -DACCEL_CONSUMER_VARIANTS=ON)
-  else()
-    list(APPEND consumer_args -DACCEL_CONSUMER_TORCH_FREE=ON)
   endif()
 else()
   list(APPEND consumer_args "-DACCEL_SOURCE_DIR=${SOURCE_DIR}")

@@ -17,7 +17,7 @@ function(expect status regex program)
   message(STATUS "${program} ${ARGN}: ${out}${err}")
 endfunction()
 
-expect(0 "variant Ddp,Fp32,1 of 1 trained" train_ddp_fp32_1)
+expect(0 "variant Ddp,Fp32,1 of 1 trained, accel " train_ddp_fp32_1)
 expect(0 "variant Zero2,Fp32,2 of 1 trained" train_zero2_fp32_2)
 expect(0 "variant Ddp,Fp32,1 of 2 trained" train_any)
 expect(0 "variant Zero2,Fp32,2 of 2 trained" train_any --variant zero2,fp32,2)
