@@ -36,10 +36,10 @@ replicated. The SequenceParallel LayerNorms' gradients are summed over the mesh 
 --batch is the mesh's batch (the global batch). --warmup steps run untimed, then --steps timed.
 Without RANK in the environment it starts --nproc copies of itself (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT) and waits for them. Last line, from rank 0: tokens_per_s=<t>
-steps_per_s=<x> peak_rss_mb=<rank 0's VmHWM> rank_peak_rss_mb=<a,b,...> optimizer_impl=<...> sequence_parallel=<...>
-first_loss=<the first step's loss> last_loss=<the last step's> (the same on any --nproc, to
-rounding);
-with --breakdown, a line per rank of milliseconds per step before it."""
+steps_per_s=<x> peak_rss_mb=<rank 0's VmHWM> rank_peak_rss_mb=<a,b,...> optimizer_impl=<...>
+sequence_parallel=<...> first_loss=<the first step's loss> last_loss=<the last step's> (the
+same on any --nproc, to rounding); with --breakdown, a line per rank of milliseconds per step
+before it."""
 import argparse
 import os
 import socket
@@ -262,7 +262,8 @@ def train(a):
     if rank == 0:
         print(f"tokens_per_s={tokens_per_s:.1f} steps_per_s={a.steps / elapsed:.4f} "
               f"peak_rss_mb={peaks[0]:.1f} rank_peak_rss_mb={','.join(f'{p:.1f}' for p in peaks)} "
-              f"optimizer_impl={optimizer_impl} sequence_parallel={sp} first_loss={losses[0].item():.6f} "
+              f"optimizer_impl={optimizer_impl} sequence_parallel={sp} "
+              f"first_loss={losses[0].item():.6f} "
               f"last_loss={losses[-1].item():.6f}",
               flush=True)
     dist.destroy_process_group()
