@@ -36,7 +36,9 @@
 # with --breakdown: rank 0's milliseconds per step in forward, backward, communication, the
 # optimizer and the rest (accel: the example's step timeline over the steps after its profiled
 # ones; PyTorch: its timers, whose forward and backward include their collectives).
-# Run it on a quiet machine: the runs share two cores.
+# Each turn's line (load average at its end in brackets) goes to
+# <build folder>/bench-results/tensor_parallel-<date>.txt too. Run it on a quiet machine: the
+# runs share two cores.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -191,7 +193,9 @@ echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); commit ${TP_BENCH_COMMIT:-unknown}
 echo "model: ${size[*]} --seq $seq, AdamW, clip 1.0; global batch $global_batch windows" \
      "($tokens_per_step tokens) a step; $warmup warm-up + $steps timed steps; load at start" \
      "$(cut -d' ' -f1-3 /proc/loadavg)"
-raw="$work/raw.txt"
+results="$build_dir/bench-results"
+mkdir -p "$results"
+raw="$results/tensor_parallel-$(date -u +%Y%m%d-%H%M%S).txt"  # kept: turn config tokens/s MB
 : >"$raw"
 for ((turn = 1; turn <= turns; ++turn)); do
   order=("${configs[@]}")
@@ -206,10 +210,10 @@ for ((turn = 1; turn <= turns; ++turn)); do
     tps=$(tokens_per_s "$config" "$work/$run.out" "$work/runs/gpt/$run")
     [ -n "$tps" ] || { cat "$work/$run.out" >&2; echo "tensor_parallel.sh: no tokens/s from $config" >&2; exit 1; }
     echo "$turn $config $tps $rss" >>"$raw"
-    echo "turn $turn: $config: $tps tokens/s, rank 0 peak RSS $rss MB"
+    echo "turn $turn: $config: $tps tokens/s, rank 0 peak RSS $rss MB ($(cut -d' ' -f1 /proc/loadavg))"
   done
 done
-echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg); each turn's numbers: ${raw#"$repo"/}"
 echo
 "$python" - "$raw" <<'EOF'
 import statistics, sys

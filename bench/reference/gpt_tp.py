@@ -266,8 +266,12 @@ def train(a):
               f"first_loss={losses[0].item():.6f} "
               f"last_loss={losses[-1].item():.6f}",
               flush=True)
-    dist.destroy_process_group()
-    return 0
+    # Every collective is done (the all_gather_object above): leave without the teardown, in
+    # which torch 2.6's Gloo process group can hang one rank at exit (as bench/reference/ddp.py).
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main():
