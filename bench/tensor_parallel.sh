@@ -14,6 +14,7 @@
 # parameters, AdamW, clipping at 1.0) on the same global batch (default 8 windows of seq 512:
 # 4096 tokens a step) for --warmup untimed steps (default 2) and --steps timed ones (default 4):
 #
+#   1process   gpt --nproc 1                                   (the whole batch: 8)
 #   ddp        gpt --nproc 2 --strategy ddp                    (batch 4 per process)
 #   zero3      gpt --nproc 2 --strategy zero3                  (batch 4 per process)
 #   tp2        gpt --nproc 2 --tp 2                            (one group: batch 8)
@@ -110,11 +111,12 @@ tokens_per_step=$((global_batch * seq))
 # bar, a validation of 2 windows and no sample at the end (both after the timed steps).
 gpt_common=("${size[@]}" --seq "$seq" --warmup "$warmup" --eval-windows 2 --sample-tokens 0
             --no-progress --log-dir "$work/runs")
-configs=(ddp zero3 tp2 tp2+sp tp2xzero3 torch-tp2 torch-tp2+sp)
+configs=(1process ddp zero3 tp2 tp2+sp tp2xzero3 torch-tp2 torch-tp2+sp)
 
 command_for() {  # config [accel's steps, metrics every] -> the array `cmd`
   local half=$((global_batch / 2))
   case "$1" in
+    1process) cmd=("$gpt" --nproc 1 --batch-size "$global_batch") ;;
     ddp) cmd=("$gpt" --nproc 2 --strategy ddp --batch-size "$half") ;;
     zero3) cmd=("$gpt" --nproc 2 --strategy zero3 --batch-size "$half") ;;
     tp2) cmd=("$gpt" --nproc 2 --tp 2 --batch-size "$global_batch") ;;
@@ -149,11 +151,13 @@ rank0_of() {
 }
 
 # Runs `cmd` (output to FILE) and prints rank 0's peak RSS in MB: its VmHWM, read every 0.1 s
-# with the shell's own `read` (no process started while it trains) until it ends.
-run_measured() {  # file
+# with the shell's own `read` (no process started while it trains) until it ends. ONE: the
+# command trains in its own process (gpt --nproc 1 starts no worker).
+run_measured() {  # file [one]
   local out=$1 pid r0= peak=0 key value _
   "${cmd[@]}" >"$out" 2>&1 &
   pid=$!
+  [ -z "${2:-}" ] || r0=$pid
   while kill -0 "$pid" 2>/dev/null; do
     [ -n "$r0" ] || r0=$(rank0_of "$pid")
     if [ -n "$r0" ] && [ -r "/proc/$r0/status" ]; then
@@ -206,7 +210,7 @@ for ((turn = 1; turn <= turns; ++turn)); do
     run="$config-$turn"
     command_for "$config"
     case "$config" in torch-*) ;; *) cmd+=(--run-name "$run") ;; esac
-    rss=$(run_measured "$work/$run.out")
+    rss=$(run_measured "$work/$run.out" $([ "$config" = 1process ] && echo one))
     tps=$(tokens_per_s "$config" "$work/$run.out" "$work/runs/gpt/$run")
     [ -n "$tps" ] || { cat "$work/$run.out" >&2; echo "tensor_parallel.sh: no tokens/s from $config" >&2; exit 1; }
     echo "$turn $config $tps $rss" >>"$raw"
@@ -233,6 +237,7 @@ def ratio(a, b, which):
     return median_range(values, "{:.2f}")
 print()
 print(f"tp2+sp rank 0 peak RSS / ddp's: {ratio('tp2+sp', 'ddp', 1)} (target <= 0.6)")
+print(f"tp2+sp rank 0 peak RSS / 1process's: {ratio('tp2+sp', '1process', 1)}")
 print(f"tp2 tokens/s / PyTorch tp2's: {ratio('tp2', 'torch-tp2', 0)} (target >= 1.2)")
 print(f"tp2+sp tokens/s / PyTorch tp2+sp's: {ratio('tp2+sp', 'torch-tp2+sp', 0)} (target >= 1.2)")
 print("(medians of the per-turn ratios, min to max)")
