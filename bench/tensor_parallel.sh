@@ -82,6 +82,11 @@ done
 if [ -z "${TP_BENCH_IN_ROOT:-}" ]; then
   commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
   [ -z "$(git -C "$repo" status --porcelain 2>/dev/null)" ] || commit="$commit-dirty"
+  root=${root_args[1]:-$repo/.cache/debian13-root}
+  [ -x "$root/usr/bin/bash" ] || {
+    echo "tensor_parallel.sh: no Debian 13 root at '$root'; make one with scripts/debian13-root.sh," \
+      "or give --root DIR (a worktree can use its main checkout's .cache/debian13-root)" >&2
+    exit 2; }
   exec "$repo/scripts/in-debian13.sh" "${root_args[@]}" -e TP_BENCH_IN_ROOT=1 \
     -e TP_BENCH_COMMIT="$commit" -e TP_BENCH_CMDLINE="$cmdline" \
     -- bench/tensor_parallel.sh "${args[@]}"
