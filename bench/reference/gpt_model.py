@@ -1,9 +1,10 @@
 """The gpt example's model (examples/gpt/model.hpp, model.cpp) in Python torch, module for module
-and in the same registration order, for bench/reference/ddp.py --model gpt: token and learned
-position embeddings, `layers` pre-norm blocks (a ModuleList) of causal self-attention written
-from Linear + matmul + masked softmax and a 4x GELU MLP, a final LayerNorm and a head tied to the
-token embedding. GPT-2's initialisation, as model.cpp: N(0, 0.02) weights and embeddings, zero
-biases, the two projections into the residual stream at 0.02 / sqrt(2 x layers).
+and in the same registration order, for bench/reference/ddp.py --model gpt and gpt_tp.py: token
+and learned position embeddings, `layers` pre-norm blocks (a ModuleList) of causal
+self-attention written from Linear + matmul + masked softmax and a 4x GELU MLP, a final
+LayerNorm and a head tied to the token embedding. GPT-2's initialisation, as model.cpp: N(0,
+0.02) weights and embeddings, zero biases, the two projections into the residual stream at
+0.02 / sqrt(2 x layers).
 
 Also the example's optimizer (AdamW with two param groups, examples/gpt/main.cpp) and its
 schedule (accel::schedule::CosineWithWarmup: linear warmup, half a cosine to lr / 10)."""
