@@ -343,6 +343,50 @@ void tensor_parallel_indivisible_layer() {
   acc.wait_for_everyone();
 }
 
+// gather_for_metrics: the ranks of a tensor-parallel group share their batch, and what they
+// gather is each data-parallel rank's values once, in data-parallel order, the wrapped duplicates
+// of the last round dropped: the one-process batches, as inputs and as predictions. 10 samples
+// in batches of 2 per group: on 4 ranks (2 groups) 5 global batches in 3 rounds, the last
+// completed by batch 0 again.
+struct TenSamples {
+  accel_test::Regression all;
+  std::int64_t size() const { return 10; }
+  accel_test::Sample get(std::int64_t i) const { return all.get(i); }
+};
+
+void tensor_parallel_gather_for_metrics() {
+  TensorParallel2 acc(accel_test::test_options());
+  const int groups = acc.num_processes() / 2;
+  torch::manual_seed(1);
+  Tiny net;
+  accel::DataLoader loader(TenSamples(), {.batch_size = 2, .shuffle = true, .seed = 5});
+  auto [model, batches] = acc.prepare(net, loader);
+  std::vector<torch::Tensor> inputs, predictions;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& batch : batches) {
+      inputs.push_back(acc.gather_for_metrics(batch.x));
+      predictions.push_back(acc.gather_for_metrics(model(batch.x)));
+    }
+  }
+  torch::manual_seed(1);
+  Tiny reference;
+  accel::DataLoader global(TenSamples(), {.batch_size = 2 * groups, .shuffle = true, .seed = 5});
+  std::size_t k = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& batch : global) {
+    EXPECT(k < inputs.size());
+    if (k >= inputs.size()) break;
+    fmt::print("rank {}: round {}: {} rows gathered, {} in the one-process batch\n",
+               acc.process_index(), k, inputs[k].size(0), batch.x.size(0));
+    EXPECT(torch::equal(inputs[k], batch.x));
+    EXPECT(predictions[k].sizes() == reference(batch.x).sizes() &&
+           torch::allclose(predictions[k], reference(batch.x), 1e-5, 1e-6));
+    ++k;
+  }
+  EXPECT(k == inputs.size());
+}
+
 // --- Checkpoints across meshes -----------------------------------------------------------------
 
 template <class Outer, int N = 2>
@@ -627,6 +671,7 @@ int run(int argc, char** argv) {
       {"tensor_parallel_sequence_zero3", tensor_parallel_sequence_zero3},
       {"tensor_parallel_fused_outputs", tensor_parallel_fused_outputs},
       {"tensor_parallel_sequence_indivisible", tensor_parallel_sequence_indivisible},
+      {"tensor_parallel_gather_for_metrics", tensor_parallel_gather_for_metrics},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }
