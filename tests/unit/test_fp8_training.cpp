@@ -169,13 +169,14 @@ TEST_CASE("fp8_linear: a layer without bias") {
   CHECK(xr.grad().sizes() == x.sizes());
   // Through an Accelerator: a Sequential's Linear without bias computes in fp8 and trains.
   accel::Accelerator<accel::Ddp, accel::Fp8> acc;
-  torch::nn::Sequential net(torch::nn::Linear(torch::nn::LinearOptions(32, 16).bias(false)));
+  const torch::nn::Linear linear(torch::nn::LinearOptions(32, 16).bias(false));
+  torch::nn::Sequential net(linear);
   torch::optim::SGD sgd(net->parameters(), 0.1);
   auto [model, optimizer] = acc.prepare(net, sgd);
   CHECK(internals(acc).precision().fp8_layers() == std::vector<std::string>{"0"});
   acc.backward(model(x).pow(2).mean());
   optimizer.step();
-  CHECK(net[0]->as<torch::nn::Linear>()->weight.grad().defined());
+  CHECK(linear->weight.grad().defined());
 }
 
 // Where a GPU is present: the three products through at::_scaled_mm give what the emulation
