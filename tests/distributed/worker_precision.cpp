@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../loss_scaled_fp32.hpp"
+#include "alone_in_the_job.hpp"
 
 using accel::testing::internals;
 
@@ -24,6 +25,7 @@ namespace dist_worker_precision {
 
 namespace {
 
+using accel_test::AloneInTheJob;
 using accel_test::max_relative_difference;
 using accel_test::test_options;
 
@@ -88,33 +90,6 @@ struct BlocksModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(BlocksModel);
 BlocksModel blocks_model() { return BlocksModel(); }
-
-// This process as a job of one, for the reference run, until the scope ends.
-class AloneInTheJob {
- public:
-  AloneInTheJob() {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
-      const char* value = std::getenv(name);
-      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
-      setenv(name, std::string(name) == "WORLD_SIZE" || std::string(name) == "LOCAL_WORLD_SIZE"
-                       ? "1"
-                       : "0",
-             1);
-    }
-  }
-  ~AloneInTheJob() {
-    for (const auto& [name, value] : saved_)
-      if (value)
-        setenv(name, value->c_str(), 1);
-      else
-        unsetenv(name);
-  }
-  AloneInTheJob(const AloneInTheJob&) = delete;
-  AloneInTheJob& operator=(const AloneInTheJob&) = delete;
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
 
 // Trains a fresh model (rank 0's seed; other ranks start elsewhere and get rank 0's weights at
 // prepare) for two epochs with Adam, batches of `per_rank` on each rank, and returns it.

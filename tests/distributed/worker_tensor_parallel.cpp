@@ -29,9 +29,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "alone_in_the_job.hpp"
 #include "single_process.hpp"
 
 // Everything below in a namespace of its own: the workers' scenarios compile as a unity build
@@ -343,6 +346,147 @@ void tensor_parallel_indivisible_layer() {
   acc.wait_for_everyone();
 }
 
+// Fp8 (precision/fp8.hpp) on the split layers: a column layer of 16 x 32 and a row layer of
+// 32 x 16 compute in fp8, the rest in bf16. The column layer's second 16 rows are 8 times the
+// first's, so that the first rank's slice alone has an amax 8 times below the whole weight's:
+// each rank must use one process's scales for every fp8 tensor (the amaxes agreed over the
+// tensor-parallel group as well as the data-parallel one), and the trained model must be one
+// process's within Fp8's tolerance (2e-2, as dist.precision_matrix: plain SGD, which does not
+// carry fp8's roundings into chaos as Adam would).
+struct TinyFp8Impl : torch::nn::Module {
+  TinyFp8Impl()
+      : embed(register_module("embed", torch::nn::Linear(5, 16))),
+        up(register_module("up", accel::ColumnParallelLinear(16, 32))),
+        down(register_module("down", accel::RowParallelLinear(32, 16))),
+        head(register_module("head", torch::nn::Linear(16, 1))) {
+    torch::NoGradGuard no_grad;
+    up->weight.narrow(0, 16, 16).mul_(8);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const torch::Tensor h = torch::tanh(embed(x));
+    return head(h + down(torch::tanh(up(h))));
+  }
+  torch::nn::Linear embed;
+  accel::ColumnParallelLinear up;
+  accel::RowParallelLinear down;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(TinyFp8);
+
+// Trains a TinyFp8 on batches of `batch_size` (12 windows of 2 whatever the number of groups).
+template <class Accel>
+TinyFp8 train_fp8(Accel& acc, std::int64_t batch_size) {
+  torch::manual_seed(static_cast<std::uint64_t>(1 + acc.process_index()));  // prepare: rank 0's
+  TinyFp8 net;
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  accel::DataLoader loader(accel_test::Regression(),
+                           {.batch_size = batch_size, .shuffle = true, .seed = 5});
+  auto [model, optimizer, batches] = acc.prepare(net, sgd, loader);
+  for (const auto& batch : batches) {
+    acc.backward(torch::mse_loss(model(batch.x), batch.y));
+    if (acc.sync_gradients()) acc.clip_grad_norm(0.5);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  return net;
+}
+
+// The fp8 layers' names and their tensors' scales (input, weight, output gradient of each).
+template <class Accel>
+std::pair<std::vector<std::string>, std::vector<float>> fp8_scales(const Accel& acc) {
+  const auto& fp8 = accel::testing::internals(acc).precision();
+  std::vector<float> scales;
+  for (std::size_t k = 0; k < fp8.fp8_layers().size(); ++k)
+    for (const auto* t : {&fp8.scaling(k).input, &fp8.scaling(k).weight,
+                          &fp8.scaling(k).grad_output})
+      scales.push_back(t->scale());
+  return {fp8.fp8_layers(), scales};
+}
+
+template <class Outer>
+void fp8_matches_one_process() {
+  using Accel = accel::Accelerator<accel::Parallel<Outer, accel::TensorParallel<2>>, accel::Fp8,
+                                   accel::GradAccum<2>>;
+  using One = accel::Accelerator<accel::Ddp, accel::Fp8, accel::GradAccum<2>>;
+  Accel acc(accel_test::test_options());
+  const int groups = acc.num_processes() / 2;
+  TinyFp8 net = train_fp8(acc, 4 / groups);
+  const auto [layers, scales] = fp8_scales(acc);
+  std::pair<std::vector<std::string>, std::vector<float>> theirs;
+  TinyFp8 reference = [&] {
+    accel_test::AloneInTheJob alone;
+    One one(accel_test::test_options());
+    TinyFp8 trained = train_fp8(one, 4);
+    theirs = fp8_scales(one);
+    return trained;
+  }();
+  EXPECT(layers == std::vector<std::string>({"up", "down"}) && layers == theirs.first);
+  EXPECT(scales.size() == 6 && theirs.second.size() == 6);
+  // The output gradient's amax is `groups` times one process's: each data-parallel rank's loss
+  // is the mean over its own part of the batch (the ranks average the gradients after), so its
+  // scale is 1/groups of one process's, as under any data-parallel policy; a power of two here,
+  // by which e5m2 rounds every value alike.
+  double worst_scale = 0;
+  for (std::size_t i = 0; i < std::min(scales.size(), theirs.second.size()); ++i) {
+    const double mine = static_cast<double>(scales[i]) * (i % 3 == 2 ? groups : 1);
+    worst_scale = std::max(worst_scale, std::abs(mine - theirs.second[i]) / theirs.second[i]);
+  }
+  const auto full = acc.full_parameters(net);
+  const double worst = accel_test::max_relative_difference(*net, *reference);
+  fmt::print("rank {}: max relative difference to one process {:.3g}, of the fp8 scales {:.3g}\n",
+             acc.process_index(), worst, worst_scale);
+  EXPECT(worst_scale <= 2e-2 && worst <= 2e-2);
+  const auto digests = acc.gather_object(accel::state::parameter_digest(*net));
+  for (const auto& d : digests) EXPECT(d == digests.front());
+}
+
+void tensor_parallel_fp8() { fp8_matches_one_process<accel::Ddp>(); }
+void tensor_parallel_zero3_fp8() { fp8_matches_one_process<accel::Zero3>(); }
+
+// gather_for_metrics: the ranks of a tensor-parallel group share their batch, and what they
+// gather is each data-parallel rank's values once, in data-parallel order, the wrapped duplicates
+// of the last round dropped: the one-process batches, as inputs and as predictions. 10 samples
+// in batches of 2 per group: on 4 ranks (2 groups) 5 global batches in 3 rounds, the last
+// completed by batch 0 again.
+struct TenSamples {
+  accel_test::Regression all;
+  std::int64_t size() const { return 10; }
+  accel_test::Sample get(std::int64_t i) const { return all.get(i); }
+};
+
+void tensor_parallel_gather_for_metrics() {
+  TensorParallel2 acc(accel_test::test_options());
+  const int groups = acc.num_processes() / 2;
+  torch::manual_seed(1);
+  Tiny net;
+  accel::DataLoader loader(TenSamples(), {.batch_size = 2, .shuffle = true, .seed = 5});
+  auto [model, batches] = acc.prepare(net, loader);
+  std::vector<torch::Tensor> inputs, predictions;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& batch : batches) {
+      inputs.push_back(acc.gather_for_metrics(batch.x));
+      predictions.push_back(acc.gather_for_metrics(model(batch.x)));
+    }
+  }
+  torch::manual_seed(1);
+  Tiny reference;
+  accel::DataLoader global(TenSamples(), {.batch_size = 2 * groups, .shuffle = true, .seed = 5});
+  std::size_t k = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& batch : global) {
+    EXPECT(k < inputs.size());
+    if (k >= inputs.size()) break;
+    fmt::print("rank {}: round {}: {} rows gathered, {} in the one-process batch\n",
+               acc.process_index(), k, inputs[k].size(0), batch.x.size(0));
+    EXPECT(torch::equal(inputs[k], batch.x));
+    EXPECT(predictions[k].sizes() == reference(batch.x).sizes() &&
+           torch::allclose(predictions[k], reference(batch.x), 1e-5, 1e-6));
+    ++k;
+  }
+  EXPECT(k == inputs.size());
+}
+
 // --- Checkpoints across meshes -----------------------------------------------------------------
 
 template <class Outer, int N = 2>
@@ -627,6 +771,9 @@ int run(int argc, char** argv) {
       {"tensor_parallel_sequence_zero3", tensor_parallel_sequence_zero3},
       {"tensor_parallel_fused_outputs", tensor_parallel_fused_outputs},
       {"tensor_parallel_sequence_indivisible", tensor_parallel_sequence_indivisible},
+      {"tensor_parallel_gather_for_metrics", tensor_parallel_gather_for_metrics},
+      {"tensor_parallel_fp8", tensor_parallel_fp8},
+      {"tensor_parallel_zero3_fp8", tensor_parallel_zero3_fp8},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

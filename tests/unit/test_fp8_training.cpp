@@ -153,6 +153,32 @@ TEST_CASE("fp8_linear: forward and backward are the recipe's, through each tenso
   CHECK(scaling->input.step_amax() == 0.0f);
 }
 
+// A layer without bias (LinearOptions::bias(false), and a split row layer's partial product):
+// the same arithmetic, and no bias gradient. Before, libtorch 1.13's autograd function refused
+// the undefined bias ("tensor does not have a device").
+TEST_CASE("fp8_linear: a layer without bias") {
+  torch::manual_seed(12);
+  const auto scaling = c10::make_intrusive<Fp8LinearScaling>(accel::Fp8Options{.amax_history_len = 4});
+  const torch::Tensor x = torch::randn({6, 32}), w = torch::randn({16, 32}) * 0.2;
+  const auto xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
+  const torch::Tensor y = accel::precision::fp8_linear(xr, wr, torch::Tensor(), scaling);
+  const torch::Tensor wq = round_to_float8(w, Float8Format::e4m3);  // scale 1 before an update
+  CHECK(torch::allclose(y, round_to_float8(x, Float8Format::e4m3).mm(wq.t()), 1e-5, 1e-5));
+  y.sum().backward();
+  CHECK(wr.grad().sizes() == w.sizes());
+  CHECK(xr.grad().sizes() == x.sizes());
+  // Through an Accelerator: a Sequential's Linear without bias computes in fp8 and trains.
+  accel::Accelerator<accel::Ddp, accel::Fp8> acc;
+  const torch::nn::Linear linear(torch::nn::LinearOptions(32, 16).bias(false));
+  torch::nn::Sequential net(linear);
+  torch::optim::SGD sgd(net->parameters(), 0.1);
+  auto [model, optimizer] = acc.prepare(net, sgd);
+  CHECK(internals(acc).precision().fp8_layers() == std::vector<std::string>{"0"});
+  acc.backward(model(x).pow(2).mean());
+  optimizer.step();
+  CHECK(linear->weight.grad().defined());
+}
+
 // Where a GPU is present: the three products through at::_scaled_mm give what the emulation
 // gives on the CPU (fp32 sums of exact fp8 products, up to their order). The device check
 // (scripts/device-check.sh) sets ACCEL_EXPECT_FP8_TENSOR_CORES on a GPU that has them.

@@ -170,6 +170,49 @@ TEST_CASE("estimate memory: activations measured from a batch, and what checkpoi
                        accel::Error);
 }
 
+TEST_CASE("estimate memory: tensor parallelism counts the split layers' slices, then the outer policy") {
+  // Whole: a column layer of 8 x 16 + 16, a row layer of 16 x 7 + 7, a LayerNorm of 7 + 7. At
+  // degree 2 a rank holds 72 of the column layer's (half its weight and bias), 56 + 7 of the
+  // row layer's (half its weight, its bias whole) and the LayerNorm's 14 whole: 149.
+  torch::nn::Sequential net(accel::ColumnParallelLinear(8, 16), torch::nn::Tanh(),
+                            accel::RowParallelLinear(16, 7),
+                            torch::nn::LayerNorm(torch::nn::LayerNormOptions({7})));
+  using TpDdp = accel::Parallel<accel::Ddp, accel::TensorParallel<2>>;
+  const auto ddp = accel::estimate_memory<TpDdp>(net, 4, {.rank = 3});
+  CHECK(ddp.parameters == 149 * 4);
+  CHECK(ddp.gradients == 149 * 4);
+  CHECK(ddp.optimizer_state == 2 * 149 * 4);  // Adam's two moments
+  // Zero3 across the 2 groups of 4 ranks, a unit per layer: 72 -> shards of 36, 63 -> padded to
+  // 64, shards of 32 (31 real on the second), 14 -> shards of 7. Rank 3 is the second group's.
+  using TpZero3 = accel::Parallel<accel::Zero3, accel::TensorParallel<2>>;
+  const auto zero3_last = accel::estimate_memory<TpZero3>(net, 4, {.rank = 3});
+  CHECK(zero3_last.parameters == (36 + 32 + 7) * 4);
+  CHECK(zero3_last.gradients == (36 + 32 + 7) * 4);
+  CHECK(zero3_last.optimizer_state == 2 * (36 + 31 + 7) * 4);
+  CHECK(accel::estimate_memory<TpZero3>(net, 4, {.rank = 1}).optimizer_state ==
+        2 * (36 + 32 + 7) * 4);
+  // One group: nothing for Zero3 to shard.
+  CHECK(accel::estimate_memory<TpZero3>(net, 2).parameters == 149 * 4);
+  // The model is left whole.
+  CHECK(net[0]->as<accel::ColumnParallelLinear>()->weight.sizes() == torch::IntArrayRef{16, 8});
+  CHECK(net[2]->as<accel::RowParallelLinear>()->weight.sizes() == torch::IntArrayRef{7, 16});
+  CHECK_THROWS_WITH_AS(accel::estimate_memory<TpDdp>(net, 3),
+                       "accel: estimate_memory: world_size 3 is not a multiple of the "
+                       "tensor-parallel degree 2 of Parallel<Ddp,TensorParallel<2>>; pass a "
+                       "multiple of 2",
+                       accel::Error);
+  torch::nn::Sequential odd(accel::ColumnParallelLinear(8, 16), accel::RowParallelLinear(16, 5),
+                            accel::ColumnParallelLinear(5, 3));
+  CHECK_THROWS_WITH_AS(accel::estimate_memory<TpDdp>(odd, 2),
+                       "accel: estimate_memory: Parallel<Ddp,TensorParallel<2>>: "
+                       "ColumnParallelLinear '2' has out_features 3, which the tensor-parallel "
+                       "degree 2 does not divide; make out_features a multiple of 2 (prepare() "
+                       "refuses it too)",
+                       accel::Error);
+  // Refused after the first layers were narrowed: they are whole again.
+  CHECK(odd[0]->as<accel::ColumnParallelLinear>()->weight.sizes() == torch::IntArrayRef{16, 8});
+}
+
 TEST_CASE("offload on one process: the optimizer steps CPU copies, refused where nothing is sharded") {
   torch::manual_seed(0);
   auto net = stack<WideBlock>(16, 2);

@@ -81,13 +81,16 @@ class WithCollectives {
   }
 
   /// gather, without the duplicates that even_batches added to the last round of the epoch
-  /// (exactly those), so that metrics see every sample once.
+  /// (exactly those), so that metrics see every sample once. Under tensor parallelism the
+  /// ranks of a tensor-parallel group share one batch, so each group's values come once (its
+  /// first rank's), in data-parallel order.
   template <class T>
   T gather_for_metrics(const T& value) {
     const runtime::ProcessGroup::Caller caller(group(), "gather_for_metrics");
     const Derived& self = derived();
     return runtime::gather_first(group(), value,
-                                 self.end_of_data_ ? self.real_in_final_round_ : -1);
+                                 self.end_of_data_ ? self.real_in_final_round_ : -1,
+                                 Derived::ranks_per_batch);
   }
 
   /// One value per rank, in rank order. T: a trivially copyable type, std::string, or a

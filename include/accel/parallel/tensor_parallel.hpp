@@ -39,6 +39,9 @@
 //                   over the data-parallel group. So a checkpoint loads on any mesh, and on one
 //                   process (docs/concepts/checkpoints.md)
 //
+//   memory_layout   estimate_memory's answer: the split layers' parameters 1/N, the others
+//                   whole, then the outer strategy's layout over the data-parallel group
+//
 // The loaders deal batches by data-parallel rank (the Accelerator reads the degree: every rank of
 // a tensor-parallel group gets the same batch).
 #pragma once
@@ -61,6 +64,8 @@
 #include "fsdp.hpp"
 #include "detail/broadcast.hpp"
 #include "sequence_parallel.hpp"
+#include "memory_layout.hpp"
+#include "tensor_parallel_estimate.hpp"
 #include "tensor_parallel_linear.hpp"
 #include "tensor_parallel_placements.hpp"
 #include "zero2.hpp"
@@ -139,6 +144,20 @@ struct Strategy<policy::Composed<Outer, TensorParallel<N>>> : OuterStrategy<Oute
       }
     }
     Base::attach(data, options);
+  }
+
+  // estimate_memory's question (memory_layout.hpp): the split layers at one rank's slices and
+  // the rest whole (tensor_parallel_estimate.hpp), laid out by the outer strategy over the
+  // data-parallel group: world / N ranks, this rank's place in it rank / N.
+  static MemoryLayout memory_layout(torch::nn::Module& model, LayoutRequest request) {
+    if (request.world_size % N != 0)
+      accel::detail::fail("estimate_memory: world_size {} is not a multiple of the tensor-parallel "
+                          "degree {} of {}; pass a multiple of {}",
+                          request.world_size, N, composed_name, N);
+    const SplitShapes shapes(model, N, composed_name);
+    request.world_size /= N;
+    request.rank /= N;
+    return Base::memory_layout(model, request);
   }
 
   void prepare_model(torch::nn::Module& module, const std::string& label) {

@@ -23,6 +23,14 @@
 // checkpoints serve one process and every degree. prepare() narrows each weight in place (the
 // Parameter tensors the optimizer already holds) to this rank's slice of the full initialised
 // weight: every degree starts from the same numbers as one process.
+//
+// Under Fp8 both layers compute their product in fp8 (precision/fp8.hpp attaches the scaling
+// before prepare() splits them) whenever the whole layer's dimensions are multiples of 16, so
+// that one process and every degree choose the same layers. Each rank quantizes its slice; the
+// amaxes each rank records (of its weight slice, of its part of the input or the output
+// gradient) are agreed by their maximum over every rank after each window, which the
+// tensor-parallel group is part of: the maximum over the slices is the whole tensor's amax, so
+// every rank uses the scale one process would.
 #pragma once
 
 #include <torch/torch.h>
@@ -31,9 +39,11 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../detail/separate_compilation.hpp"
+#include "../precision/fp8_linear.hpp"
 #include "../runtime/process_group.hpp"
 
 namespace accel {
@@ -62,7 +72,15 @@ struct TensorParallelPlace {
   // writes back into and restores. Their storage is the outer strategy's (a view into Zero2's
   // or Zero3's flat buffer), so a write to the full weights reaches what trains.
   std::vector<torch::Tensor> held;
+  // Under Fp8: the delayed scaling of the layer's product (null: the product as Linear's).
+  c10::intrusive_ptr<precision::Fp8LinearScaling> fp8;
   bool split() const { return group != nullptr; }
+  // x W^T + b, in fp8 where the layer has a scaling.
+  torch::Tensor product(const torch::Tensor& input, const torch::Tensor& weight,
+                        const torch::Tensor& bias) const {
+    return fp8 ? precision::fp8_linear(input, weight, bias, fp8)
+               : torch::nn::functional::linear(input, weight, bias);
+  }
 };
 
 }  // namespace parallel
@@ -106,6 +124,11 @@ class ColumnParallelLinearImpl : public torch::nn::Cloneable<ColumnParallelLinea
   ACCEL_DECL void release_full();
   /// Whether prepare() split it (false on one process and at TensorParallel<1>).
   bool is_split() const { return place_.split(); }
+  /// Under Fp8 (prepare() attaches the scaling): the product in fp8, as accel::Fp8Linear's.
+  void attach_fp8(c10::intrusive_ptr<precision::Fp8LinearScaling> scaling) {
+    place_.fp8 = std::move(scaling);
+  }
+  bool computes_in_fp8() const { return static_cast<bool>(place_.fp8); }
 
   /// The full layer's options: in_features and out_features are the whole layer's.
   torch::nn::LinearOptions options;
@@ -146,6 +169,11 @@ class RowParallelLinearImpl : public torch::nn::Cloneable<RowParallelLinearImpl>
   ACCEL_DECL void release_full();
   /// Whether prepare() split it (false on one process and at TensorParallel<1>).
   bool is_split() const { return place_.split(); }
+  /// Under Fp8 (prepare() attaches the scaling): the product in fp8, as accel::Fp8Linear's.
+  void attach_fp8(c10::intrusive_ptr<precision::Fp8LinearScaling> scaling) {
+    place_.fp8 = std::move(scaling);
+  }
+  bool computes_in_fp8() const { return static_cast<bool>(place_.fp8); }
 
   /// The full layer's options: in_features and out_features are the whole layer's.
   torch::nn::LinearOptions options;

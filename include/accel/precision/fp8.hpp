@@ -6,13 +6,17 @@
 //
 // Which Linear layers, at prepare(): a torch::nn::Linear child of a torch::nn::Sequential (the
 // Sequential's call entry is rerouted; the registered module, its names and its state stay as
-// they are), and an accel::Fp8Linear anywhere. A torch::nn::Linear its parent's forward calls
+// they are), and an accel::Fp8Linear, accel::ColumnParallelLinear or accel::RowParallelLinear
+// anywhere (the split layers by the whole layer's dimensions, before prepare() splits them, so
+// that one process and every tensor-parallel degree choose alike: tensor_parallel_linear.hpp). A torch::nn::Linear its parent's forward calls
 // itself cannot be rerouted (libtorch modules have no forward hooks): it stays in bf16. Those,
 // and the layers whose dimensions do not fit, are listed once on the main process.
 //
 // After the optimizer step of each window (once, whatever the number of optimizers) every fp8
-// tensor's amax of the window becomes the largest across ranks (one all-reduce for all), then
-// its scale is updated: every rank quantizes alike, as one process on the global batch does.
+// tensor's amax of the window becomes the largest across ranks (one all-reduce for all, over
+// every rank: the data-parallel ranks' batches, and under tensor parallelism the slices and the
+// sequence parts of a split layer's tensors), then its scale is updated: every rank quantizes
+// alike, as one process on the global batch does.
 //
 // The products run on fp8 tensor cores through at::_scaled_mm on CUDA where the GPU and libtorch
 // have them (fp8_linear.hpp); elsewhere they are emulated: the values rounded to the fp8 formats
@@ -34,6 +38,7 @@
 #include "../detail/small_tensor.hpp"
 #include "../detail/torch_compat.hpp"
 #include "../options.hpp"
+#include "../parallel/tensor_parallel_linear.hpp"
 #include "../policy/precision.hpp"
 #include "../runtime/process_group.hpp"
 #include "delayed_scaling.hpp"
@@ -209,6 +214,7 @@ struct Precision<Fp8> {
     for (const auto& item : module->named_children()) {
       const std::string path = prefix.empty() ? item.key() : prefix + "." + item.key();
       const std::shared_ptr<torch::nn::Module>& child = item.value();
+      if (convert_split(*child, path, kept)) continue;
       const auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(child);
       if (!linear) {
         convert(child, path, kept);
@@ -227,6 +233,24 @@ struct Precision<Fp8> {
                                    path));
       }
     }
+  }
+
+  // A tensor-parallel layer (not split yet): in fp8 where the whole layer fits. False for any
+  // other module.
+  bool convert_split(torch::nn::Module& child, const std::string& path,
+                     std::vector<std::string>& kept) {
+    const auto attach = [&](auto& layer) {
+      const std::int64_t in = layer.options.in_features(), out = layer.options.out_features();
+      if (in % 16 == 0 && out % 16 == 0)
+        layer.attach_fp8(add_layer(path));
+      else
+        kept.push_back(fmt::format("{} ({} in, {} out features; fp8 needs multiples of 16)", path,
+                                   in, out));
+      return true;
+    };
+    if (auto* column = dynamic_cast<ColumnParallelLinearImpl*>(&child)) return attach(*column);
+    if (auto* row = dynamic_cast<RowParallelLinearImpl*>(&child)) return attach(*row);
+    return false;
   }
 
   // Every fp8 tensor's amax of the window, the largest across ranks; then the scales.

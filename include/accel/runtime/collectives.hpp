@@ -58,8 +58,11 @@ T pad_across_processes(ProcessGroup* group, const T& value, std::int64_t dim = 0
 }
 
 // Every rank's `tensor` concatenated along dimension 0 in rank order; the first dimension may
-// differ between ranks, 0-dim tensors become one row per rank.
-ACCEL_DECL torch::Tensor gather_tensor(ProcessGroup* group, const torch::Tensor& tensor);
+// differ between ranks, 0-dim tensors become one row per rank. With `every` > 1 only the ranks
+// 0, every, 2 x every, ... contribute (the first rank of each tensor-parallel group, whose
+// other ranks hold the same values): each group's rows once, in group order.
+ACCEL_DECL torch::Tensor gather_tensor(ProcessGroup* group, const torch::Tensor& tensor,
+                                       int every = 1);
 
 template <class T>
 T gather(ProcessGroup* group, const T& value) {
@@ -67,11 +70,12 @@ T gather(ProcessGroup* group, const T& value) {
                            [&](const torch::Tensor& t) { return gather_tensor(group, t); });
 }
 
-// gather, keeping only the first `keep` rows of each gathered tensor (keep < 0: all of them).
+// gather, keeping only the first `keep` rows of each gathered tensor (keep < 0: all of them);
+// `every` as gather_tensor's.
 template <class T>
-T gather_first(ProcessGroup* group, const T& value, std::int64_t keep) {
+T gather_first(ProcessGroup* group, const T& value, std::int64_t keep, int every = 1) {
   return data::map_tensors(value, [&](const torch::Tensor& t) {
-    torch::Tensor all = gather_tensor(group, t);
+    torch::Tensor all = gather_tensor(group, t, every);
     return keep >= 0 && keep < all.size(0) ? all.narrow(0, 0, keep) : all;
   });
 }

@@ -40,7 +40,7 @@ inline constexpr std::string_view launch_test_usage =
 inline constexpr std::string_view estimate_memory_usage =
     "usage: accel-launch estimate-memory --params N [--strategy S] [--world W]\n"
     "                                    [--nproc-per-node L] [--optimizer O]\n"
-    "                                    [--bytes-per-param B]\n"
+    "                                    [--bytes-per-param B] [--tp T [--tp-params M]]\n"
     "\n"
     "Bytes each rank holds for a model of N trainable parameters (suffixes K, M, B: 350M, 7B),\n"
     "between steps, by the ZeRO formulas with accel's flat-parameter padding (docs/how-to/large-models.md):\n"
@@ -50,6 +50,11 @@ inline constexpr std::string_view estimate_memory_usage =
     "  --nproc-per-node  processes per node, which fsdp-hybrid-shard shards across (default W)\n"
     "  --optimizer  adam, adamw, sgd, sgd-momentum, adagrad, rmsprop (default adam)\n"
     "  --bytes-per-param  4 for fp32 master weights (default; accel keeps them fp32), 2, 8\n"
+    "  --tp         tensor-parallel degree T (Parallel<P, TensorParallel<T>>; default 1): each\n"
+    "               rank holds 1/T of the split layers' parameters, and the strategy shards\n"
+    "               over the W / T ranks of the data-parallel dimension\n"
+    "  --tp-params  how many of the N parameters are in split layers (ColumnParallelLinear,\n"
+    "               RowParallelLinear; default: all N), the rest held whole\n"
     "The parameters count as one flat parameter (Zero3: one unit); activations depend on the\n"
     "batch and are not included: accel::estimate_memory measures them on a real model.\n";
 

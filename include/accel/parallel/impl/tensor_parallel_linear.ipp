@@ -192,14 +192,14 @@ ACCEL_DECL void ColumnParallelLinearImpl::pretty_print(std::ostream& stream) con
 }
 
 ACCEL_DECL torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& input) {
-  if (!place_.split()) return torch::nn::functional::linear(input, weight, bias);
+  if (!place_.split()) return place_.product(input, weight, bias);
   // Under sequence parallelism the gather's backward reduce-scatters the input's gradient: the
   // sum f would take, each rank keeping its part of the sequence.
   const torch::Tensor whole =
       place_.sequence ? parallel::all_gather_sequence(input, *place_.group,
                                                       "ColumnParallelLinear")
                       : parallel::copy_to_tensor_parallel(input, *place_.group);
-  return torch::nn::functional::linear(whole, weight, bias);
+  return place_.product(whole, weight, bias);
 }
 
 ACCEL_DECL void ColumnParallelLinearImpl::split(runtime::ProcessGroup& group,
@@ -238,8 +238,8 @@ ACCEL_DECL void RowParallelLinearImpl::pretty_print(std::ostream& stream) const 
 }
 
 ACCEL_DECL torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& input) {
-  if (!place_.split()) return torch::nn::functional::linear(input, weight, bias);
-  const torch::Tensor partial = torch::nn::functional::linear(input, weight);
+  if (!place_.split()) return place_.product(input, weight, bias);
+  const torch::Tensor partial = place_.product(input, weight, {});
   if (!place_.sequence) {
     const torch::Tensor sum = parallel::reduce_from_tensor_parallel(partial, *place_.group);
     return bias.defined() ? sum + bias : sum;

@@ -63,7 +63,7 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     const torch::Tensor wq = scaling->weight.to_grid(weight, record);
     const double sx = scaling->input.scale(), sw = scaling->weight.scale();
     torch::Tensor y = fp8_grid_matmul(xq, Float8Format::e4m3, sx, wq.t(), sw);
-    if (bias.defined()) y.add_(bias.to(torch::kFloat));
+    if (bias.numel() > 0) y.add_(bias.to(torch::kFloat));  // empty: a layer without bias
 
     ctx->save_for_backward({kept_for_backward(xq), kept_for_backward(wq)});
     ctx->saved_data["scaling"] = c10::IValue::make_capsule(scaling);
@@ -72,8 +72,7 @@ struct Fp8LinearFunction : torch::autograd::Function<Fp8LinearFunction> {
     ctx->saved_data["input_sizes"] = input.sizes().vec();
     ctx->saved_data["input_dtype"] = static_cast<std::int64_t>(input.scalar_type());
     ctx->saved_data["weight_dtype"] = static_cast<std::int64_t>(weight.scalar_type());
-    ctx->saved_data["bias_dtype"] =
-        static_cast<std::int64_t>(bias.defined() ? bias.scalar_type() : weight.scalar_type());
+    ctx->saved_data["bias_dtype"] = static_cast<std::int64_t>(bias.scalar_type());
     std::vector<std::int64_t> sizes = input.sizes().vec();
     sizes.back() = out_features;
     return y.to(output_dtype).reshape(sizes);
@@ -114,7 +113,11 @@ ACCEL_DECL torch::Tensor fp8_linear(const torch::Tensor& input, const torch::Ten
   const c10::ScalarType output = accel::detail::autocast_enabled(device)
                                      ? accel::detail::autocast_dtype(device)
                                      : input.scalar_type();
-  return Fp8LinearFunction::apply(input, weight, bias, scaling, torch::GradMode::is_enabled(),
+  // A layer without bias (LinearOptions::bias(false), a split row layer's partial product):
+  // an empty tensor stands for it, since libtorch 1.13's autograd functions refuse an undefined
+  // tensor argument ("tensor does not have a device").
+  const torch::Tensor given = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return Fp8LinearFunction::apply(input, weight, given, scaling, torch::GradMode::is_enabled(),
                                   output);
 }
 

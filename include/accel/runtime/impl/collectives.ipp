@@ -29,7 +29,8 @@ ACCEL_DECL torch::Tensor pad_tensor(ProcessGroup* group, const torch::Tensor& t,
   return padded;
 }
 
-ACCEL_DECL torch::Tensor gather_tensor(ProcessGroup* group, const torch::Tensor& tensor) {
+ACCEL_DECL torch::Tensor gather_tensor(ProcessGroup* group, const torch::Tensor& tensor,
+                                       int every) {
   const torch::Tensor t = tensor.dim() == 0 ? tensor.reshape({1}) : tensor;
   if (group == nullptr) return t;
   // Rows, dtype and the shape past the first dimension (up to 6 dimensions in all), in the one
@@ -58,11 +59,14 @@ ACCEL_DECL torch::Tensor gather_tensor(ProcessGroup* group, const torch::Tensor&
   }
   const torch::Tensor rows = layouts.select(1, 0).contiguous();
   const std::int64_t longest = rows.max().item<std::int64_t>();
-  if (rows.min().item<std::int64_t>() == longest) return group->allgather(t);
-  // Uneven first dimensions: pad to the longest, gather, then keep each rank's real rows.
-  const torch::Tensor all = group->allgather(pad_tensor(group, t, 0, 0.0, false, longest));
+  const bool even = rows.min().item<std::int64_t>() == longest;
+  if (even && every <= 1) return group->allgather(t);
+  // Uneven first dimensions: pad to the longest, gather, then keep each rank's real rows (of
+  // every `every`-th rank).
+  const torch::Tensor all =
+      group->allgather(even ? t : pad_tensor(group, t, 0, 0.0, false, longest));
   std::vector<torch::Tensor> parts;
-  for (int r = 0; r < group->size(); ++r)
+  for (int r = 0; r < group->size(); r += std::max(every, 1))
     parts.push_back(all.narrow(0, r * longest, rows[r].item<std::int64_t>()));
   return torch::cat(parts);
 }

@@ -61,7 +61,8 @@ inline std::string bytes_text(std::int64_t bytes) {
 
 inline int estimate_memory(int argc, const char* const* argv) {
   std::int64_t params = 0;
-  int world = 1, per_node = 0, bytes_per_param = 4;
+  std::int64_t split_params = -1;  // --tp-params; -1: all of --params
+  int world = 1, per_node = 0, bytes_per_param = 4, tp = 1;
   std::vector<std::string> strategies;
   std::string optimizer = "adam";
   for (int i = 2; i < argc; ++i) {
@@ -71,13 +72,21 @@ inline int estimate_memory(int argc, const char* const* argv) {
       return 0;
     }
     if (arg != "--params" && arg != "--strategy" && arg != "--world" && arg != "--optimizer" &&
-        arg != "--bytes-per-param" && arg != "--nproc-per-node")
+        arg != "--bytes-per-param" && arg != "--nproc-per-node" && arg != "--tp" &&
+        arg != "--tp-params")
       fail("accel-launch estimate-memory takes --params, --strategy, --world, --nproc-per-node, "
-           "--optimizer and --bytes-per-param, not '" + arg + "'; e.g. accel-launch "
-           "estimate-memory --params 7B --strategy zero3 --world 8");
+           "--optimizer, --bytes-per-param, --tp and --tp-params, not '" + arg + "'; e.g. "
+           "accel-launch estimate-memory --params 7B --strategy zero3 --world 8");
     if (i + 1 >= argc) fail("accel-launch estimate-memory: " + arg + " needs a value");
     const std::string value = argv[++i];
     if (arg == "--params") params = parameter_count(value);
+    if (arg == "--tp-params") split_params = parameter_count(value);
+    if (arg == "--tp") {
+      tp = std::atoi(value.c_str());
+      if (tp < 1 || std::to_string(tp) != value)
+        fail("accel-launch estimate-memory: --tp '" + value + "' is not a tensor-parallel degree "
+             ">= 1");
+    }
     if (arg == "--strategy") {
       if (!memory::sharding_of(value))
         fail("accel-launch estimate-memory: --strategy '" + value + "' is none of ddp, zero2, "
@@ -115,19 +124,51 @@ inline int estimate_memory(int argc, const char* const* argv) {
     fail("accel-launch estimate-memory: --nproc-per-node " + std::to_string(per_node) +
          " does not divide --world " + std::to_string(world) + "; every node runs as many");
   if (strategies.empty()) strategies = {"ddp", "zero2", "zero3"};
+  // Tensor parallelism: a rank holds 1/tp of the split layers' parameters and the others whole;
+  // the strategy then shards what it holds over the data-parallel dimension, world / tp ranks.
+  if (world % tp != 0)
+    fail("accel-launch estimate-memory: --world " + std::to_string(world) + " is not a multiple "
+         "of --tp " + std::to_string(tp) + "; every tensor-parallel group holds --tp ranks: "
+         "pass a --world that --tp divides");
+  if (split_params >= 0 && tp == 1)
+    fail("accel-launch estimate-memory: --tp-params counts the parameters split across a "
+         "tensor-parallel group; give the degree too (--tp 2, or more)");
+  const std::string split_flag = split_params < 0 ? "--params" : "--tp-params";
+  if (split_params < 0) split_params = params;
+  if (split_params > params)
+    fail("accel-launch estimate-memory: --tp-params " + std::to_string(split_params) +
+         " is more than --params " + std::to_string(params) + "; the split layers' parameters "
+         "are part of the model's");
+  if (split_params % tp != 0)
+    fail("accel-launch estimate-memory: " + split_flag + " " + std::to_string(split_params) +
+         " (the parameters in split layers) does not split evenly across --tp " +
+         std::to_string(tp) + "; a split layer's dimension is a multiple of the degree, so its "
+         "parameters are too: give the split layers' count with --tp-params");
+  if (tp > 1)
+    for (const auto& name : strategies)
+      if (name == "fsdp-hybrid-shard")
+        fail("accel-launch estimate-memory: fsdp-hybrid-shard does not compose with --tp (its "
+             "node groups would cross the tensor-parallel groups); use zero3 or fsdp-full-shard");
+  const std::int64_t held = params - split_params + split_params / tp;
   std::printf("%lld parameters, %d byte(s) each, %s, %d process(es); bytes per rank between steps\n",
               static_cast<long long>(params), bytes_per_param, optimizer.c_str(), world);
+  if (tp > 1)
+    std::printf("tensor-parallel degree %d: %lld split (1/%d on each rank), %lld whole; %lld per "
+                "rank, over %d data-parallel rank(s)\n",
+                tp, static_cast<long long>(split_params), tp,
+                static_cast<long long>(params - split_params), static_cast<long long>(held),
+                world / tp);
   std::printf("%-20s %14s %14s %16s %14s %18s\n", "strategy", "parameters", "gradients",
               "optimizer state", "total", "+ during backward");
   for (const auto& name : strategies) {
     // fsdp-hybrid-shard shards within a node: there, the node is the world.
-    const int sharded_over = name == "fsdp-hybrid-shard" ? per_node : world;
+    const int sharded_over = name == "fsdp-hybrid-shard" ? per_node : world / tp;
     const memory::Sharding sharding = *memory::sharding_of(name);
     // Zero2's flats are its buckets, of Options::zero2's defaults (1 MiB, then 25 MiB; none in
     // flight).
     const auto flats = sharding == memory::Sharding::gradients_and_state
-                           ? memory::buckets_of_count(params, bytes_per_param, 1.0, 25.0)
-                           : std::vector<memory::FlatGroup>{{params, bytes_per_param, 0}};
+                           ? memory::buckets_of_count(held, bytes_per_param, 1.0, 25.0)
+                           : std::vector<memory::FlatGroup>{{held, bytes_per_param, 0}};
     const auto e = memory::estimate_flats(sharding, flats, 0, sharded_over, 0,
                                           *optimizer_kind(optimizer));
     std::printf("%-20s %14s %14s %16s %14s %18s\n", name.c_str(), bytes_text(e.parameters).c_str(),
