@@ -1,11 +1,12 @@
 // The process group across processes: the collectives (through shared memory, or over Gloo with
 // ACCEL_SHARED_MEMORY=0), the gap-fillers against the native ops, and the failures a collective
-// must name promptly: mismatched, unchecked, skipped or abandoned calls, and a save on the main
-// process only.
+// must name promptly: mismatched, unchecked, skipped or abandoned calls, a save on the main
+// process only, and the faults a test transport injects (runtime/fault_transport.hpp).
 #include "scenario.hpp"
 
 #include <accel/checkpoints.hpp>
 #include <accel/runtime/fallback_transport.hpp>
+#include <accel/runtime/fault_transport.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -446,6 +447,93 @@ void zero3_save_model_main_only() { zero3_main_process_only("save_model"); }
 void zero3_load_state_main_only() { zero3_main_process_only("load_state"); }
 void zero3_gather_main_only() { zero3_main_process_only("gather_for_metrics"); }
 
+// --- Faults a test transport injects (runtime/fault_transport.hpp) --------------------------------
+
+using accel::testing::Fault;
+
+// The fault strikes the third collective from now, on the last rank.
+accel::testing::FaultPlan plan_for(Fault fault, const accel::runtime::ProcessGroup& group) {
+  return {.fault = fault, .collective = group.collectives_issued() + 2, .rank = group.size() - 1};
+}
+
+// Three all-reduces of ones(4) through `faults`: the third meets the fault.
+torch::Tensor three_allreduces(accel::testing::Faults& faults) {
+  torch::Tensor t;
+  for (int i = 0; i < 3; ++i) {
+    t = torch::ones({4});
+    faults.allreduce(t);
+  }
+  return t;
+}
+
+// The transport throws on the last rank. Every rank fails with an accel: error that names the
+// collective, its number and the rank: the throwing rank's quotes the transport's text, and its
+// group leaves at once; the peers' names that rank as gone, at once (through shared memory as
+// over Gloo, where the rank's connections close), not at the timeout.
+void fault_throws() {
+  Ddp acc({.timeout = std::chrono::seconds(2), .check_collectives = true});
+  auto& group = *internals(acc).process_group();
+  const int r = acc.process_index();
+  const auto plan = plan_for(Fault::throws, group);
+  accel::testing::Faults faults(group, plan);
+  const std::string what = accel_test::error_of([&] { (void)three_allreduces(faults); });
+  fmt::print("rank {} caught: {}\n", r, what);
+  EXPECT(what.starts_with("accel: "));
+  EXPECT(what.find(fmt::format("allreduce #{} (Float, shape 4) failed on rank {}: ",
+                               plan.collective, r)) != std::string::npos);
+  if (r == plan.rank)
+    EXPECT(what.find("accel::testing::FaultTransport injected") != std::string::npos);
+  else
+    EXPECT(what.find(fmt::format("rank {} has left the group", plan.rank)) != std::string::npos);
+  EXPECT(what.find("did not arrive within the timeout") == std::string::npos &&
+         what.find("Timed out") == std::string::npos);
+}
+
+// The last rank calls the collective with one element fewer: the same-collective check fails on
+// every rank alike, naming each rank's call, before any transport runs, so the group goes on.
+void fault_differs() {
+  Ddp acc(test_options());  // checking on
+  auto& group = *internals(acc).process_group();
+  const int r = acc.process_index(), w = acc.num_processes();
+  const auto plan = plan_for(Fault::differs, group);
+  accel::testing::Faults faults(group, plan);
+  const std::string what = accel_test::error_of([&] { (void)three_allreduces(faults); });
+  fmt::print("rank {} caught: {}\n", r, what);
+  EXPECT(what.starts_with(fmt::format("accel: mismatched collective on rank {}", r)));
+  EXPECT(what.find(fmt::format("rank 0: allreduce #{} dtype=Float shape=4", plan.collective)) !=
+         std::string::npos);
+  EXPECT(what.find(fmt::format("rank {}: allreduce #{} dtype=Float shape=3", plan.rank,
+                               plan.collective)) != std::string::npos);
+  auto t = torch::ones({4});
+  faults.allreduce(t);
+  EXPECT(torch::equal(t, torch::full({4}, double(w))));
+}
+
+// The result is corrupted on the last rank: nothing in the group detects it (the layer checks
+// what each rank calls, not what the transport returns), so the ranks go on with different sums.
+void fault_corrupts() {
+  Ddp acc(test_options());
+  auto& group = *internals(acc).process_group();
+  const int r = acc.process_index(), w = acc.num_processes();
+  const auto plan = plan_for(Fault::corrupts, group);
+  accel::testing::Faults faults(group, plan);
+  const torch::Tensor sum = three_allreduces(faults);  // no error on any rank
+  EXPECT(torch::equal(sum, torch::full({4}, double(w + (r == plan.rank ? 1 : 0)))));
+  const torch::Tensor sums = faults.allgather(sum.sum());
+  EXPECT(sums[plan.rank].item<double>() == 4.0 * (w + 1) && sums[0].item<double>() == 4.0 * w);
+  acc.wait_for_everyone();
+}
+
+// The call never returns on the last rank: the others fail at Options::timeout (2 s) naming the
+// collective, and exit; the launcher then ends the one that hangs (a launch of its own).
+void fault_never_completes() {
+  Ddp acc({.timeout = std::chrono::seconds(2), .check_collectives = true});
+  auto& group = *internals(acc).process_group();
+  accel::testing::Faults faults(group, plan_for(Fault::never_completes, group));
+  (void)three_allreduces(faults);
+  throw std::runtime_error("a collective that never completed on one rank returned on every rank");
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -465,6 +553,10 @@ int run(int argc, char** argv) {
       {"zero3_save_model_main_only", zero3_save_model_main_only},
       {"zero3_load_state_main_only", zero3_load_state_main_only},
       {"zero3_gather_main_only", zero3_gather_main_only},
+      {"fault_throws", fault_throws},
+      {"fault_differs", fault_differs},
+      {"fault_corrupts", fault_corrupts},
+      {"fault_never_completes", fault_never_completes},
   };
   return accel_test::run_scenario(argc, argv, scenarios);
 }

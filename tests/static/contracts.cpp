@@ -7,6 +7,7 @@
 #include <accel/accelerator.hpp>
 #include <accel/parallel/strategies.hpp>
 #include <accel/runtime/fallback_transport.hpp>
+#include <accel/runtime/fault_transport.hpp>
 
 #include <concepts>
 #include <cstdint>
@@ -100,6 +101,10 @@ static_assert(std::is_base_of_v<accel::state::WithCheckpoints<Zero3Accelerator>,
 // The group's own transports are checked where it routes to them (runtime/impl/process_group.ipp).
 static_assert(accel::runtime::Transport<accel::testing::FallbackTransport>);
 static_assert(!accel::runtime::Transport<accel::testing::Fallbacks>);
+// The fault-injecting one wraps any transport and is one itself.
+static_assert(accel::runtime::Transport<
+              accel::testing::FaultTransport<accel::testing::FallbackTransport>>);
+static_assert(!accel::runtime::Transport<accel::testing::Faults>);
 // And the started collectives all come back as the one pending type.
 static_assert(std::is_same_v<decltype(std::declval<accel::runtime::ProcessGroup&>().allreduce_async(
                                  torch::Tensor())),

@@ -128,6 +128,9 @@ class WithCollectives {
   WithCollectives() = default;
 
  private:
+  // The up-call is the simplest honest form here: this base is a slice of the Accelerator's
+  // public surface and the state it works on lives in the Accelerator; it reads that state
+  // (and calls its public members), and nothing it calls comes back into this base.
   Derived& derived() { return static_cast<Derived&>(*this); }
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
   // Null on one process.

@@ -67,6 +67,7 @@
 #include "../runtime/impl/cpu_heap.ipp"
 #include "../runtime/impl/direct_gloo.ipp"
 #include "../runtime/impl/fallback_transport.ipp"
+#include "../runtime/impl/fault_transport.ipp"
 #include "../runtime/impl/environment.ipp"
 #include "../runtime/impl/failure_record.ipp"
 #include "../runtime/impl/progress_record.ipp"

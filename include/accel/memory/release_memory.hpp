@@ -73,6 +73,9 @@ class WithReleaseMemory {
   template <class... Objects>
   void release_memory(Objects&... objects) {
     (memory::reset_to_empty(objects), ...);
+    // The up-call is the simplest honest form here: this base is a slice of the Accelerator's
+    // public surface and the state it works on lives in the Accelerator; it reads that state
+    // (and calls its public members), and nothing it calls comes back into this base.
     auto& runner = static_cast<Derived&>(*this).checkpoints_;
     if (const std::string failure = runner.background.wait(); !failure.empty())
       throw Error(failure);

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,13 +47,22 @@
 
 namespace accel::parallel {
 
-class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientStrategy> {
-  using Base = detail::ShardedStrategy<ShardedGradientStrategy>;
-  // The base calls back gradient_arrived and after_shard_step (CRTP), and nothing else here.
-  friend Base;
+class ShardedGradientStrategy : public detail::ShardedStrategy {
+  using Base = detail::ShardedStrategy;
 
  public:
-  using Base::Base;
+  // name: the policy, as errors call it. The base's gradient hooks call gradient_arrived
+  // through the callable given here.
+  explicit ShardedGradientStrategy(std::string_view name)
+      : Base(name, [this](std::size_t f, std::size_t i) { gradient_arrived(f, i); }) {}
+
+  // The base steps the shards and says which flat parameters changed; after_shard_step brings
+  // them back to where they live between steps.
+  template <class Optimizer>
+  void optimizer_step(Optimizer& optimizer) {
+    if (const std::vector<std::size_t>* stepped = step_shards(optimizer))
+      after_shard_step(*stepped);
+  }
 
   ACCEL_DECL void attach(runtime::ProcessGroup* process_group, const Options& options);
 
@@ -116,10 +126,6 @@ class ShardedGradientStrategy : public detail::ShardedStrategy<ShardedGradientSt
   std::deque<InFlight> in_flight_;
   bool sync_ = true;  // this backward ends its window
 };
-
-#if defined(ACCEL_SEPARATE_COMPILATION)
-extern template class detail::ShardedStrategy<ShardedGradientStrategy>;
-#endif
 
 template <>
 struct Strategy<Zero2> : ShardedGradientStrategy {

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -63,13 +64,22 @@
 
 namespace accel::parallel {
 
-class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy> {
-  using Base = detail::ShardedStrategy<FullyShardedStrategy>;
-  // The base calls back gradient_arrived and after_shard_step (CRTP), and nothing else here.
-  friend Base;
+class FullyShardedStrategy : public detail::ShardedStrategy {
+  using Base = detail::ShardedStrategy;
 
  public:
-  using Base::Base;
+  // name: the policy, as errors call it. The base's gradient hooks call gradient_arrived
+  // through the callable given here.
+  explicit FullyShardedStrategy(std::string_view name)
+      : Base(name, [this](std::size_t f, std::size_t i) { gradient_arrived(f, i); }) {}
+
+  // The base steps the shards and says which flat parameters changed; after_shard_step brings
+  // them back to where they live between steps.
+  template <class Optimizer>
+  void optimizer_step(Optimizer& optimizer) {
+    if (const std::vector<std::size_t>* stepped = step_shards(optimizer))
+      after_shard_step(*stepped);
+  }
 
   ACCEL_DECL void attach(runtime::ProcessGroup* group, const Options& options);
 
@@ -261,10 +271,6 @@ class FullyShardedStrategy : public detail::ShardedStrategy<FullyShardedStrategy
   std::vector<std::string> unit_names_;  // per unit, for errors
   detail::UnitOrderCheck unit_order_;
 };
-
-#if defined(ACCEL_SEPARATE_COMPILATION)
-extern template class detail::ShardedStrategy<FullyShardedStrategy>;
-#endif
 
 template <>
 struct Strategy<Zero3> : FullyShardedStrategy {

@@ -5,8 +5,9 @@
 // tensors through shared memory when every rank is on this host (shared_memory_path.hpp, shm/),
 // the rest through c10d (c10d_transport.hpp): NCCL for CUDA tensors where the ranks train on
 // CUDA, Gloo for everything else, with the gaps of a backend filled once (wire_fallbacks.hpp); a
-// failure names the collective. Tests reach the layer over a transport of their own through
-// accel::testing::Fallbacks (fallback_transport.hpp).
+// failure names the collective. Tests reach the layer over transports of their own through
+// accel::testing::Fallbacks (fallback_transport.hpp) and accel::testing::Faults
+// (fault_transport.hpp).
 //
 // Beside it, each with one job: what the group is told (group_settings.hpp), where its ranks
 // meet (group_store.hpp, admission.hpp, tcp_store.hpp), the reductions (reduce_op.hpp), the
@@ -167,6 +168,8 @@ class ProcessGroup {
   // (static text; `started`: the span of its issue, else of the whole), then run as
   // `run(transport, call)`. A template over the transport (transport.hpp), as c10d's
   // ProcessGroupWrapper is a decorator over its Backend, with direct calls instead of virtual ones.
+  // An error the transport throws without naming the collective (anything but an accel::Error)
+  // comes out as one that does: the collective, its number, the rank and the transport's text.
   template <class T, class Run>
   decltype(auto) checked(T& transport, std::string operation, const char* name,
                          const torch::Tensor& tensor, bool started, Run&& run);
@@ -195,9 +198,10 @@ class ProcessGroup {
   }
 
   // They run through checked() on this group's c10d: the registered all-reduce and the test
-  // transport's collectives.
+  // transport's collectives; the fault-injecting transport's through routed() too.
   friend class runtime::RegisteredAllreduce;
   friend class testing::Fallbacks;
+  friend class testing::Faults;
 
   int rank_;
   int size_;
@@ -207,6 +211,9 @@ class ProcessGroup {
   std::string id_;         // this group's among the job's: "0", a subgroup "0.node1"
   GroupSettings settings_;
   CollectiveCheck calls_;  // numbers and checks every collective; the Caller's name
+  // A transport threw an error of its own (not one it named, which marks the transport broken):
+  // the peers' state in that collective is unknown, so the group leaves without waiting for them.
+  bool broken_ = false;
   std::unique_ptr<C10dTransport> c10d_;
   // Last, so that it goes first: its thread stops before the rest of the group.
   std::unique_ptr<SharedMemoryPath> shm_;

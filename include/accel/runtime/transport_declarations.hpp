@@ -17,4 +17,5 @@ class Regions;  // shm/regions.hpp
 
 namespace accel::testing {
 class Fallbacks;  // runtime/fallback_transport.hpp
+class Faults;     // runtime/fault_transport.hpp
 }  // namespace accel::testing

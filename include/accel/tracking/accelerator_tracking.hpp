@@ -28,6 +28,9 @@ class WithTrackers {
   /// also write to the folder's log.txt.
   void init_trackers(std::string_view project, const Config& config = {},
                      const TrackerOptions& options = {}) {
+    // The up-call is the simplest honest form here: this base is a slice of the Accelerator's
+    // public surface and the state it works on lives in the Accelerator; it reads that state
+    // (and calls its public members), and nothing it calls comes back into this base.
     const auto& self = static_cast<const Derived&>(*this);
     tracker_.start(project, config, options,
                    {Derived::parallelism_policy::name, Derived::precision_policy::name,

@@ -1,7 +1,6 @@
 // ShardedGradientStrategy's members that do not depend on the caller's types (zero2.hpp includes
-// this file in header-only mode). With ACCEL_SEPARATE_COMPILATION, accel's separately compiled
-// part compiles them here, once, with ShardedStrategy<ShardedGradientStrategy>, which zero2.hpp
-// declares extern.
+// this file in header-only mode; with ACCEL_SEPARATE_COMPILATION accel's separately compiled
+// part compiles them here, once).
 #pragma once
 
 #include <unordered_set>
@@ -140,10 +139,6 @@ ACCEL_DECL void ShardedGradientStrategy::after_shard_step(const std::vector<std:
     shard_group_->allgather_into(flat.flat(), flat.shard());
   }
 }
-
-#if defined(ACCEL_SEPARATE_COMPILATION)
-template class detail::ShardedStrategy<ShardedGradientStrategy>;
-#endif
 
 ACCEL_DECL MemoryLayout ShardedGradientStrategy::memory_layout(torch::nn::Module& model,
                                                                const LayoutRequest& request) {

@@ -1,7 +1,6 @@
 // FullyShardedStrategy's members that do not depend on the caller's types (zero3.hpp includes
-// this file in header-only mode). With ACCEL_SEPARATE_COMPILATION, accel's separately compiled
-// part compiles them here, once, with ShardedStrategy<FullyShardedStrategy>, which zero3.hpp
-// declares extern.
+// this file in header-only mode; with ACCEL_SEPARATE_COMPILATION accel's separately compiled
+// part compiles them here, once).
 #pragma once
 
 #include <fmt/format.h>
@@ -378,9 +377,5 @@ ACCEL_DECL void FullyShardedStrategy::after_shard_step(const std::vector<std::si
     flats_[f].to_rest();
   }
 }
-
-#if defined(ACCEL_SEPARATE_COMPILATION)
-template class detail::ShardedStrategy<FullyShardedStrategy>;
-#endif
 
 }  // namespace accel::parallel

@@ -6,6 +6,7 @@
 #include "../../detail/small_tensor.hpp"
 #include "../../profiling/span.hpp"
 #include "../c10d_transport.hpp"
+#include "../error_line.hpp"
 #include "../gloo_abort_handler.hpp"
 #include "../group_store.hpp"
 #include "../process_group.hpp"
@@ -63,12 +64,16 @@ ACCEL_DECL std::unique_ptr<ProcessGroup> ProcessGroup::split(std::string_view pu
 }
 
 ACCEL_DECL ProcessGroup::~ProcessGroup() {
-  const bool failing =
-      std::uncaught_exceptions() > 0 || c10d_->broken() || (shm_ && shm_->broken());
-  // The shared-memory path leaves once its own collectives have run (not while one fails: its
-  // queue may never drain; the process's exit tells the peers then).
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  const bool failing = unwinding || broken_ || c10d_->broken() || (shm_ && shm_->broken());
+  // The shared-memory path leaves once its own collectives have run (not while one of them fails
+  // or an exception unwinds: its queue may never drain; the process's exit tells the peers then).
+  // A collective whose transport threw in front of it (broken_) never reached its queue: it
+  // leaves then too, so that a peer waiting there fails at once, as Gloo's closed connections
+  // make it fail, rather than at the timeout.
+  const bool shm_drains = !unwinding && !c10d_->broken() && !(shm_ && shm_->broken());
   c10d_->leave(calls_.issued(), failing, [&] {
-    if (shm_ && !failing) shm_->leave();
+    if (shm_ && shm_drains) shm_->leave();
   });
 }
 
@@ -88,7 +93,21 @@ decltype(auto) ProcessGroup::checked(T& transport, std::string operation, const 
   const CollectiveCall call = calls_(std::move(operation), tensor, *c10d_);
   const auto span = collective_span(name, call.sequence, tensor,
                                     started ? profiling::Part::issue : profiling::Part::whole);
-  return run(transport, call);
+  try {
+    return run(transport, call);
+  } catch (const accel::Error&) {
+    throw;  // named already: by the transport (its failed()) or by a check of the arguments
+  } catch (const std::exception& error) {
+    // The transport's own error (c10d's, Gloo's, NCCL's at the call, a test transport's): the
+    // peers may be inside this collective, so the group is broken and leaves without waiting.
+    broken_ = true;
+    accel::detail::fail("{} failed on rank {}: {}; the transport's error is the cause, and the "
+                        "group cannot be used any more: the other ranks fail in this collective "
+                        "once this rank's group or process ends, or at the timeout of {} s "
+                        "(Options::timeout, ACCEL_TIMEOUT)",
+                        describe(call), rank_, error_line(error),
+                        std::chrono::duration<double>(settings_.timeout).count());
+  }
 }
 
 template <class Run>

@@ -1,9 +1,7 @@
 // ShardedStrategy's members that do not depend on the optimizer's type (sharded_strategy.hpp
-// includes this file in header-only mode). With ACCEL_SEPARATE_COMPILATION, accel's separately
-// compiled part instantiates them for both strategies, once: impl/zero2.ipp and impl/zero3.ipp
-// hold the explicit instantiations, and zero2.hpp and zero3.hpp declare them extern. The parts
-// it composes are compiled in their own files (flat_parameter_set.ipp, shard_optimizers.ipp,
-// gradient_reduce_scatter.ipp).
+// includes this file in header-only mode; with ACCEL_SEPARATE_COMPILATION accel's separately
+// compiled part compiles them once, through impl/src.hpp). The parts it composes are compiled in
+// their own files (flat_parameter_set.ipp, shard_optimizers.ipp, gradient_reduce_scatter.ipp).
 #pragma once
 
 #include "../../../detail/error.hpp"
@@ -13,8 +11,7 @@
 
 namespace accel::parallel::detail {
 
-template <class Derived>
-void ShardedStrategy<Derived>::attach(runtime::ProcessGroup* process_group,
+ACCEL_DECL void ShardedStrategy::attach(runtime::ProcessGroup* process_group,
                                       const Options& options) {
   group_ = process_group;
   shard_within(process_group, nullptr);
@@ -30,8 +27,7 @@ void ShardedStrategy<Derived>::attach(runtime::ProcessGroup* process_group,
                         name_);
 }
 
-template <class Derived>
-void ShardedStrategy<Derived>::shard_within(runtime::ProcessGroup* shards,
+ACCEL_DECL void ShardedStrategy::shard_within(runtime::ProcessGroup* shards,
                                             runtime::ProcessGroup* replicas) {
   shard_group_ = shards;
   replica_group_ = replicas;
@@ -39,8 +35,7 @@ void ShardedStrategy<Derived>::shard_within(runtime::ProcessGroup* shards,
   reduce_scatter_.use_groups(shards, replicas);
 }
 
-template <class Derived>
-std::vector<torch::Tensor> ShardedStrategy<Derived>::gradients_to_clip(
+ACCEL_DECL std::vector<torch::Tensor> ShardedStrategy::gradients_to_clip(
     const std::vector<torch::Tensor>& parameters) const {
   if (group_ == nullptr || !reduce_scatter_.in_shards())
     return ReplicatedGradients::gradients_to_clip(parameters);
@@ -58,8 +53,7 @@ std::vector<torch::Tensor> ShardedStrategy<Derived>::gradients_to_clip(
   return grads;
 }
 
-template <class Derived>
-std::vector<torch::Tensor> ShardedStrategy<Derived>::gradients_of(
+ACCEL_DECL std::vector<torch::Tensor> ShardedStrategy::gradients_of(
     const torch::optim::Optimizer& optimizer) {
   ShardOptimizers::ShardedOptimizer* sharded = optimizers_.find(optimizer);
   if (group_ == nullptr || !reduce_scatter_.in_shards() || sharded == nullptr)
@@ -67,16 +61,14 @@ std::vector<torch::Tensor> ShardedStrategy<Derived>::gradients_of(
   return optimizers_.piece_gradients(*sharded, optimizer);
 }
 
-template <class Derived>
-std::vector<std::int64_t> ShardedStrategy<Derived>::parameter_shape(
+ACCEL_DECL std::vector<std::int64_t> ShardedStrategy::parameter_shape(
     const torch::Tensor& parameter) const {
   const FlatParameterSet::Location* location = flats_.find(parameter);
   if (location == nullptr) return parameter.sizes().vec();
   return flats_[location->flat].shape(location->index);
 }
 
-template <class Derived>
-std::optional<ParameterSlice> ShardedStrategy<Derived>::saved_slice(
+ACCEL_DECL std::optional<ParameterSlice> ShardedStrategy::saved_slice(
     const torch::Tensor& parameter, int rank) const {
   const FlatParameterSet::Location* location = flats_.find(parameter);
   if (group_ == nullptr || location == nullptr)
@@ -85,8 +77,7 @@ std::optional<ParameterSlice> ShardedStrategy<Derived>::saved_slice(
   return flats_.this_ranks_piece(*location);
 }
 
-template <class Derived>
-std::optional<ParameterSlice> ShardedStrategy<Derived>::loaded_slice(
+ACCEL_DECL std::optional<ParameterSlice> ShardedStrategy::loaded_slice(
     const torch::Tensor& parameter) const {
   const FlatParameterSet::Location* location = flats_.find(parameter);
   if (group_ == nullptr || location == nullptr ||
@@ -95,8 +86,7 @@ std::optional<ParameterSlice> ShardedStrategy<Derived>::loaded_slice(
   return flats_.this_ranks_piece(*location);
 }
 
-template <class Derived>
-std::vector<StateSlot> ShardedStrategy<Derived>::state_slots(torch::optim::Optimizer& user,
+ACCEL_DECL std::vector<StateSlot> ShardedStrategy::state_slots(torch::optim::Optimizer& user,
                                                              bool saving, int rank) {
   // On one process only under offload.optimizer.
   ShardOptimizers::ShardedOptimizer* found = optimizers_.find(user);
@@ -104,15 +94,13 @@ std::vector<StateSlot> ShardedStrategy<Derived>::state_slots(torch::optim::Optim
   return optimizers_.state_slots(*found, user, /*listed=*/!saving || saves_shards());
 }
 
-template <class Derived>
-void ShardedStrategy<Derived>::after_state_loaded() {
+ACCEL_DECL void ShardedStrategy::after_state_loaded() {
   for (const auto& flat : flats_.all())
     if (flat->residency() == Residency::sharded) flat->to_rest();
   optimizers_.copy_pieces_to_host();
 }
 
-template <class Derived>
-void ShardedStrategy<Derived>::begin_prepare(torch::nn::Module& module, const std::string& label,
+ACCEL_DECL void ShardedStrategy::begin_prepare(torch::nn::Module& module, const std::string& label,
                                              bool broadcast) {
   optimizers_.before_model_prepared(label);
   if (!broadcast) return;
@@ -121,8 +109,7 @@ void ShardedStrategy<Derived>::begin_prepare(torch::nn::Module& module, const st
   broadcast_from_root(*group_, module.buffers());
 }
 
-template <class Derived>
-void ShardedStrategy<Derived>::begin_backward(bool sync) {
+ACCEL_DECL void ShardedStrategy::begin_backward(bool sync) {
   flats_.check_still_trainable();
   if (!sync) reduce_scatter_.set_in_shards(false);
 }
