@@ -8,6 +8,7 @@
 // workers of their own: worker_collectives.cpp, worker_data.cpp, worker_sharded.cpp (Zero2, Zero3
 // and Fsdp), and the worker_*.cpp beside them.
 #include "single_process.hpp"
+#include "user_strategy.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -35,6 +36,16 @@ using accel_test::Regression;
 using accel_test::regression_model;
 using accel_test::test_options;
 using accel_test::train_beside_single_process;
+
+// The strategy of user_strategy.hpp under SGD, whose steps are proportional to the gradients
+// (Adam's hardly move when every gradient is scaled): equal to one process's, so its gradients
+// are the mean over the ranks, not their sum.
+void user_strategy_sgd() {
+  accel::Accelerator<accel_test::UnbucketedDdp, accel::Fp32> acc(test_options());
+  const auto [net, reference] = train_beside_single_process(acc, [](const auto&) {});
+  for (std::size_t i = 0; i < net->parameters().size(); ++i)
+    EXPECT(torch::allclose(net->parameters()[i], reference->parameters()[i], 1e-5, 1e-6));
+}
 
 // Non-final micro-steps communicate nothing; the final one one all-reduce per bucket.
 void ddp_no_sync() {
@@ -303,6 +314,12 @@ int run(int argc, char** argv) {
       {"ddp_accum",
        ddp_matches_single_process<accel::Accelerator<accel::Ddp, accel::Fp32, accel::GradAccum<2>>>},
       {"ddp_users_own_optimizer", ddp_matches_single_process<Ddp, regression_model, true>},
+      {"user_strategy",
+       ddp_matches_single_process<accel::Accelerator<accel_test::UnbucketedDdp, accel::Fp32>>},
+      {"user_strategy_sgd", user_strategy_sgd},
+      {"user_strategy_accum",
+       ddp_matches_single_process<
+           accel::Accelerator<accel_test::UnbucketedDdp, accel::Fp32, accel::GradAccum<2>>>},
       {"ddp_no_sync", ddp_no_sync},
       {"ddp_small_buckets", [] { ddp_small_buckets(false, 0.0); }},
       {"ddp_bucket_views", [] { ddp_small_buckets(true, 0.0); }},
