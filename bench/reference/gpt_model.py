@@ -37,19 +37,21 @@ class Block(nn.Module):
                 linear.bias.zero_()
 
     def forward(self, x, causal_mask):
-        batch, time, hidden = x.shape
-        head_size = hidden // self.heads
+        head_size = x.size(-1) // self.heads
         q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        # The shape is q's: under tensor parallelism (gpt_tp.py) it holds this rank's heads over
+        # the whole sequence, where x may hold this rank's positions only.
+        batch, time, width = q.shape
 
         def split(t):  # [batch, heads, time, head_size]
-            return t.view(batch, time, self.heads, head_size).transpose(1, 2)
+            return t.view(batch, time, width // head_size, head_size).transpose(1, 2)
 
         q = split(q) * (1.0 / math.sqrt(head_size))
         k, v = split(k), split(v)
         scores = q.matmul(k.transpose(-2, -1)).masked_fill(causal_mask, float("-inf"))
         # Softmax in fp32 whatever autocast made the scores, then back (as model.cpp).
         weights = torch.softmax(scores, -1, dtype=torch.float).to(v.dtype)
-        attended = weights.matmul(v).transpose(1, 2).contiguous().view(batch, time, hidden)
+        attended = weights.matmul(v).transpose(1, 2).contiguous().view(batch, time, width)
         h = x + self.attention_out(attended)
         return h + self.mlp_out(F.gelu(self.mlp_in(self.ln2(h))))
 

@@ -123,8 +123,6 @@ def train(a):
     os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)
     sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import math
-
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -146,7 +144,6 @@ def train(a):
 
     torch.manual_seed(0)
     net = gpt_model.Gpt(a.layers, a.hidden, a.heads, a.seq)
-    head_size = a.hidden // a.heads
     for block in net.blocks:
         head_major_qkv(block, world)
         # Under sequence parallelism the block's LayerNorms read this rank's positions and the
@@ -163,22 +160,6 @@ def train(a):
     if sp:
         parallelize_module(net, mesh, {"final_norm": SequenceParallel()})
 
-    def block_forward(block, x, causal_mask):
-        """gpt_model.Block.forward on this rank's heads (the local head count from qkv's width)."""
-        q, k, v = block.qkv(block.ln1(x)).chunk(3, dim=-1)
-        batch, time_, width = q.shape  # the whole sequence, this rank's heads
-
-        def split(t):  # [batch, heads, time, head_size]
-            return t.view(batch, time_, width // head_size, head_size).transpose(1, 2)
-
-        q = split(q) * (1.0 / math.sqrt(head_size))
-        k, v = split(k), split(v)
-        scores = q.matmul(k.transpose(-2, -1)).masked_fill(causal_mask, float("-inf"))
-        weights = torch.softmax(scores, -1, dtype=torch.float).to(v.dtype)
-        attended = weights.matmul(v).transpose(1, 2).contiguous().view(batch, time_, width)
-        h = x + block.attention_out(attended)
-        return h + block.mlp_out(F.gelu(block.mlp_in(block.ln2(h))))
-
     def forward(tokens):
         time_ = tokens.size(1)
         positions = torch.arange(time_)
@@ -188,7 +169,7 @@ def train(a):
             x = DTensor.from_local(x, mesh, [Replicate()], run_check=False) \
                 .redistribute(mesh, [Shard(1)]).to_local()
         for block in net.blocks:
-            x = block_forward(block, x, causal_mask)
+            x = block(x, causal_mask)  # this rank's heads: the width of its qkv slice
         y = net.final_norm(x)
         if sp:  # the whole sequence for the replicated head; backward keeps this rank's part
             y = y.redistribute(mesh, [Replicate()]).to_local()
