@@ -3,7 +3,7 @@
 
 #include "../c10d_transport.hpp"
 #include "../fault_transport.hpp"
-#include "../shared_memory_path.hpp"
+#include "../../runtime/shared_memory_path.hpp"
 #include "process_group.ipp"
 
 namespace accel::testing {
