@@ -68,19 +68,20 @@ timed() {
 
 run_host() {
   timed "host setup" "$repo/scripts/setup-debian.sh"
-  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$both_legs" "$@"
+  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$host_leg" "$@"
 }
 
 # Both legs link accel's programs to accel::compiled (the separately compiled mode: accel's
 # non-template code compiled once, a fifth less compile time per TU, more under libtorch 2.6's
-# headers). The header-only mode is what package.copied_headers builds, on the host leg
-# (tests/CMakeLists.txt, "Packaging", says why one leg).
+# headers). The header-only mode is what package.copied_headers builds, on the Debian 13 leg:
+# the package checks' compiles run there only (ACCEL_PACKAGE_COMPILES, tests/CMakeLists.txt).
 # Each leg builds the examples' default policy subset and checks that the whole matrix compiles
 # (example.all_variants, -fsyntax-only).
 # The tools, examples and benchmarks are compiled at -O0 as the tests are, accel::compiled at -O1
 # (ACCEL_QUICK_PROGRAMS): here they are only checked; scripts/run-example.sh and bench/run.sh
 # build them at -O3 again.
 both_legs="-DACCEL_USE_COMPILED=ON -DACCEL_QUICK_PROGRAMS=ON"
+host_leg="$both_legs -DACCEL_PACKAGE_COMPILES=OFF"
 
 # The root sees the repo at /src; its build folder is separate from the host's.
 test_in_debian13() {
@@ -102,7 +103,7 @@ run_all() {
   root_pid=$!
   # shellcheck disable=SC2064  # expand now: the trap must name this pid and log
   trap "kill $root_pid 2>/dev/null || true; rm -f '$root_log'" EXIT
-  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$both_legs" "$@"
+  configure_build_test host "$repo" "${ACCEL_BUILD_DIR:-$repo/build}" "$host_leg" "$@"
   local status=0
   wait "$root_pid" || status=$?
   sed 's/^/  /' "$root_log"

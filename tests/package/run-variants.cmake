@@ -18,16 +18,16 @@ function(expect status regex program)
 endfunction()
 
 expect(0 "variant Ddp,Fp32,1 of 1 trained, accel " train_ddp_fp32_1)
-expect(0 "variant Zero2,Fp32,2 of 1 trained" train_zero2_fp32_2)
+expect(0 "variant Ddp,Fp32,2 of 1 trained" train_ddp_fp32_2)
 expect(0 "variant Ddp,Fp32,1 of 2 trained" train_any)
-expect(0 "variant Zero2,Fp32,2 of 2 trained" train_any --variant zero2,fp32,2)
-set(ENV{ACCEL_VARIANT} "Zero2,Fp32,2")
-expect(0 "variant Zero2,Fp32,2 of 2 trained" train_any)
+expect(0 "variant Ddp,Fp32,2 of 2 trained" train_any --variant ddp,fp32,2)
+set(ENV{ACCEL_VARIANT} "Ddp,Fp32,2")
+expect(0 "variant Ddp,Fp32,2 of 2 trained" train_any)
 unset(ENV{ACCEL_VARIANT})
-expect(2 "accel: variant 'Zero3,Bf16,4' is not compiled into this program. it has Ddp,Fp32,1 \\| Zero2,Fp32,2"
+expect(2 "accel: variant 'Zero3,Bf16,4' is not compiled into this program. it has Ddp,Fp32,1 \\| Ddp,Fp32,2"
        train_any --variant Zero3,Bf16,4)
-expect(2 "accel: variant 'Zero2,Fp32,2' is not compiled into this program. it has Ddp,Fp32,1\\."
-       train_ddp_fp32_1 --variant=Zero2,Fp32,2)
+expect(2 "accel: variant 'Ddp,Fp32,2' is not compiled into this program. it has Ddp,Fp32,1\\."
+       train_ddp_fp32_1 --variant=Ddp,Fp32,2)
 
 file(REMOVE_RECURSE "${WORK_DIR}/bad")
 execute_process(
