@@ -17,8 +17,10 @@
 #include <accel/accelerator.hpp>
 #include <accel/checkpoints.hpp>
 #include <accel/memory.hpp>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <algorithm>
@@ -26,14 +28,17 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "blas_threads.hpp"
@@ -187,7 +192,9 @@ and trains the same models with PyTorch's DDP (and FSDP: --strategy fsdp-full an
                          steps'; measure it in a run of its own
   --breakdown            also time each part of a step (forward, backward with the gradient
                          hooks, waiting in finalize, optimizer step, zero_grad) from outside
-                         the Accelerator, and print it on rank 0 before the last line
+                         the Accelerator, and print it on rank 0 before the last line; finalize
+                         split into the rank's CPU time (all its threads), its threads' wait for
+                         a core taken by other processes, and idle: waiting for the other ranks
   --timeline             the per-step timeline on (Options::timeline, docs/how-to/profiling.md),
                          logged every step to a run under $TMPDIR/accel-bench-runs (JSONL and
                          CSV): what it costs a step
@@ -560,9 +567,43 @@ double peak_rss_mb() {
 // into the buckets included. What acc.backward() spends after that is finalize: waiting for the
 // all-reduces, averaging and writing the gradients back. ------------------------------------------
 
+// This process's CPU time (all threads; exact, where schedstat's run time of a running thread
+// lags by up to a scheduler tick) and the run-queue wait of every thread (from
+// /proc/self/task/<tid>/schedstat), in seconds. Over finalize, wall time minus both is time in
+// which no thread of this rank wanted its core: it waited for the other ranks. Run-queue wait
+// is the core taken by other processes (a loaded machine).
+struct ThreadTimes {
+  std::vector<int> files;
+  void open_all() {  // after the warm-up steps, when every thread of the rank exists
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      const int fd = ::open((task.path() / "schedstat").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) files.push_back(fd);
+    }
+  }
+  std::pair<double, double> read() const {
+    timespec now{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    double waiting = 0;
+    for (int fd : files) {
+      char text[128] = {};
+      if (::pread(fd, text, sizeof text - 1, 0) <= 0) continue;
+      unsigned long long run = 0, queued = 0;
+      if (std::sscanf(text, "%llu %llu", &run, &queued) == 2)
+        waiting += 1e-9 * static_cast<double>(queued);
+    }
+    return {static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec), waiting};
+  }
+  ~ThreadTimes() {
+    for (int fd : files) ::close(fd);
+  }
+};
+
 struct Breakdown {
   double forward = 0, backward = 0, finalize = 0, step = 0, zero_grad = 0;
+  double finalize_cpu = 0, finalize_queued = 0;
   Clock::time_point last_hook{};
+  std::pair<double, double> last_hook_times{};
+  ThreadTimes threads;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
   void install(const std::vector<torch::Tensor>& parameters) {
@@ -573,6 +614,7 @@ struct Breakdown {
           [this](const torch::autograd::variable_list& outputs,
                  const torch::autograd::variable_list& /*inputs*/) {
             last_hook = Clock::now();
+            if (!threads.files.empty()) last_hook_times = threads.read();
             return outputs;
           }));
       accumulators.push_back(std::move(accumulator));
@@ -675,6 +717,8 @@ int train(const Config& c) {
         const auto t1 = Clock::now();
         acc.backward(loss);
         const auto t2 = Clock::now();
+        const auto finalized = timed && c.breakdown ? parts.threads.read()
+                                                    : std::pair<double, double>{};
         optimizer.step();
         if (scheduler) scheduler->step();  // counted with the optimizer step
         const auto t3 = Clock::now();
@@ -684,6 +728,8 @@ int train(const Config& c) {
           parts.forward += seconds(t1 - t0);
           parts.backward += seconds(parts.last_hook - t1);
           parts.finalize += seconds(t2 - parts.last_hook);
+          parts.finalize_cpu += finalized.first - parts.last_hook_times.first;
+          parts.finalize_queued += finalized.second - parts.last_hook_times.second;
           parts.step += seconds(t3 - t2);
           parts.zero_grad += seconds(t4 - t3);
         }
@@ -701,6 +747,7 @@ int train(const Config& c) {
     }
     acc.wait_for_everyone();
     wait_for_device();
+    if (c.breakdown) parts.threads.open_all();
     std::vector<double> step_seconds[2];  // without, with checkpointing (alternating only)
     const Usage usage_start = Usage::now();
     const auto start = Clock::now();
@@ -774,7 +821,9 @@ int train(const Config& c) {
                                         allreduce_alone / probe,    local_copies / probe,
                                         (usage_end.faults - usage_start.faults) / c.steps,
                                         (usage_end.cpu - usage_start.cpu) / elapsed,
-                                        allreduce_alone > 0 ? allreduce_cpu / allreduce_alone : 0.0};
+                                        allreduce_alone > 0 ? allreduce_cpu / allreduce_alone : 0.0,
+                                        parts.finalize_cpu / c.steps,
+                                        parts.finalize_queued / c.steps};
       const auto all = acc.gather_object(mine);
       if (rank == 0) {
         // On the wire: the gradients' own dtype (fp32), or fp16/bf16 with --compress.
@@ -793,10 +842,12 @@ int train(const Config& c) {
                      "optimizer_step={:.3f} zero_grad={:.3f} other={:.3f} total={:.3f} | "
                      "reference: backward_without_reducer={:.3f} allreduce_alone={:.3f} "
                      "local_copies={:.3f} | page_faults_per_step={:.0f} cores_busy={:.2f} "
-                     "cores_busy_in_allreduce_alone={:.2f}\n",
+                     "cores_busy_in_allreduce_alone={:.2f} | finalize_cpu={:.3f} "
+                     "finalize_queued={:.3f} finalize_idle={:.3f}\n",
                      r, 1e3 * v[0], 1e3 * v[1], 1e3 * v[2], 1e3 * v[3], 1e3 * v[4],
                      1e3 * (v[5] - accounted), 1e3 * v[5], 1e3 * v[6], 1e3 * v[7], 1e3 * v[8],
-                     v[9], v[10], v[11]);
+                     v[9], v[10], v[11], 1e3 * v[12], 1e3 * v[13],
+                     1e3 * (v[2] - v[12] - v[13]));
         }
         fmt::print("breakdown: allreduced_bytes_per_step={} ({:.2f} MB, {} all-reduce(s) of "
                    "gradients in {}) ring_bytes_sent_per_rank={:.0f}\n",
