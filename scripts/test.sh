@@ -86,7 +86,7 @@ host_leg="$both_legs -DACCEL_PACKAGE_COMPILES=OFF"
 # The root sees the repo at /src; its build folder is separate from the host's.
 test_in_debian13() {
   "$repo/scripts/in-debian13.sh" -- \
-    bash -c "set -euo pipefail; $(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_TORCH_NEUTRAL_TESTS=OFF\" \"\$@\"" \
+    bash -c "set -euo pipefail; $(declare -f configure_build_test report_skipped); configure_build_test debian13 /src /src/build-debian13 \"$both_legs -DACCEL_BUILD_BENCH=OFF -DACCEL_TORCH_NEUTRAL_TESTS=OFF -DACCEL_PACKAGE_COMPILES=ON\" \"\$@\"" \
     configure_build_test "$@"
 }
 
