@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the machine (Debian packages only; idempotent), builds accel's tests, examples and
 # benchmarks, and runs the whole test suite, on one or both libtorch legs:
-#   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/
+#   scripts/test.sh                  libtorch 1.13, the host's Debian 12 packages, in build/,
+#                                    without the package checks' compiles (the Debian 13 leg
+#                                    has them; ACCEL_PACKAGE_COMPILES in tests/CMakeLists.txt)
 #   scripts/test.sh --leg debian13   libtorch 2.6, in a Debian 13 root (debootstrap + chroot),
 #                                    in build-debian13/, without the benchmarks and the
 #                                    checks whose outcome does not depend on the libtorch
